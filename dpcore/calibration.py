@@ -1,0 +1,272 @@
+"""Building blocks shared by every mechanism: noise calibration, budget splits, matrices.
+
+Everything here follows ``SPEC.md`` section 1. Each function states the sensitivity it expects
+and the source of its formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special
+
+__all__ = [
+    "EpsilonSplit",
+    "analytic_gaussian_sigma",
+    "check_epsilon",
+    "check_delta",
+    "check_random_state",
+    "classic_gaussian_sigma",
+    "gaussian_delta",
+    "haar_stiefel",
+    "laplace_scale",
+    "psd_repair",
+    "symmetric_laplace_noise",
+    "upper_triangle_l1_sensitivity",
+]
+
+
+def check_epsilon(epsilon: float, *, allow_inf: bool = True, name: str = "epsilon") -> float:
+    """Validate a privacy budget: a float > 0 (``inf`` allowed for NOT PRIVATE explore runs).
+
+    Raises
+    ------
+    ValueError
+        If ``epsilon`` is not a number, is NaN, is <= 0, or is infinite while ``allow_inf`` is False.
+    """
+    try:
+        eps = float(epsilon)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {epsilon!r}") from None
+    if math.isnan(eps) or eps <= 0:
+        raise ValueError(f"{name} must be > 0, got {epsilon!r}")
+    if math.isinf(eps) and not allow_inf:
+        raise ValueError(f"{name} must be finite here, got {epsilon!r}")
+    return eps
+
+
+def check_delta(delta: float, *, allow_zero: bool = False, name: str = "delta") -> float:
+    """Validate delta: in (0, 1) (or [0, 1) when ``allow_zero``). Raises ValueError otherwise."""
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {delta!r}") from None
+    low_ok = d >= 0 if allow_zero else d > 0
+    if math.isnan(d) or not low_ok or d >= 1:
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
+        raise ValueError(f"{name} must lie in {interval}, got {delta!r}")
+    return d
+
+
+def check_random_state(random_state: None | int | np.random.Generator) -> np.random.Generator:
+    """Turn ``random_state`` into a ``numpy.random.Generator``.
+
+    ``None`` draws fresh OS entropy (the only acceptable source for a release that is published);
+    an ``int`` seeds a generator for reproducible exploration previews; a ``Generator`` is used as is.
+    """
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return np.random.default_rng(int(random_state))
+    raise ValueError(f"random_state must be None, an int or a numpy Generator, got {random_state!r}")
+
+
+def laplace_scale(sensitivity: float, epsilon: float) -> float:
+    """Scale ``b = S1 / epsilon`` of the Laplace mechanism (Dwork, McSherry, Nissim, Smith 2006).
+
+    Adding i.i.d. ``Lap(b)`` to every coordinate of a query whose entrywise L1 sensitivity is
+    ``S1`` gives pure epsilon-DP. ``epsilon = inf`` gives ``b = 0`` (NOT PRIVATE).
+    """
+    if sensitivity < 0 or not np.isfinite(sensitivity):
+        raise ValueError(f"sensitivity must be finite and >= 0, got {sensitivity}")
+    eps = check_epsilon(epsilon)
+    return 0.0 if math.isinf(eps) else float(sensitivity) / eps
+
+
+def classic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
+    """Classic Gaussian mechanism: ``sigma = S2 * sqrt(2 ln(1.25/delta)) / epsilon``.
+
+    Dwork & Roth 2014, Theorem A.1; valid only for ``epsilon < 1`` (ValueError otherwise).
+    """
+    eps = check_epsilon(epsilon, allow_inf=False)
+    dlt = check_delta(delta)
+    if eps >= 1:
+        raise ValueError(f"the classic Gaussian mechanism needs epsilon < 1, got {eps}")
+    return float(sensitivity) * math.sqrt(2 * math.log(1.25 / dlt)) / eps
+
+
+def gaussian_delta(sigma: float | np.ndarray, sensitivity: float, epsilon: float) -> np.ndarray:
+    """Exact delta of the Gaussian mechanism with noise ``sigma`` at a given epsilon.
+
+    Balle & Wang, "Improving the Gaussian Mechanism for Differential Privacy", ICML 2018,
+    Theorem 8: ``delta = Phi(S/(2 sigma) - eps sigma/S) - e^eps Phi(-S/(2 sigma) - eps sigma/S)``.
+    Computed in log space (``log_ndtr``) so tiny deltas keep their digits.
+    """
+    sigma = np.asarray(sigma, dtype=float)
+    a = sensitivity / (2 * sigma)
+    b = epsilon * sigma / sensitivity
+    log_p = special.log_ndtr(a - b)
+    log_q = epsilon + special.log_ndtr(-a - b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.where(log_q < log_p, -np.expm1(np.minimum(log_q - log_p, 0.0)), 0.0)
+        out = np.exp(log_p) * diff
+    return np.clip(out, 0.0, 1.0)
+
+
+def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
+    """Smallest ``sigma`` of the analytic Gaussian mechanism (Balle & Wang, ICML 2018, Alg. 1).
+
+    Parameters
+    ----------
+    sensitivity : float
+        L2 sensitivity ``S2`` of the query under the mechanism's neighbouring relation.
+    epsilon : float
+        Privacy budget, > 0; ``inf`` returns 0 (NOT PRIVATE).
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        ``sigma`` such that adding ``N(0, sigma^2 I)`` is exactly (epsilon, delta)-DP
+        (:func:`gaussian_delta` equals ``delta`` up to 1e-12 relative), valid for every epsilon
+        and never larger than the classic calibration.
+
+    Raises
+    ------
+    ValueError
+        For epsilon <= 0, delta outside (0, 1) or a negative sensitivity.
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    if sensitivity < 0 or not np.isfinite(sensitivity):
+        raise ValueError(f"sensitivity must be finite and >= 0, got {sensitivity}")
+    if math.isinf(eps) or sensitivity == 0:
+        return 0.0
+
+    def excess(log_sigma: float) -> float:
+        return float(gaussian_delta(math.exp(log_sigma), sensitivity, eps)) - dlt
+
+    lo, hi = math.log(sensitivity) - 10.0, math.log(sensitivity) + 5.0
+    while excess(lo) < 0:
+        lo -= 10.0
+    while excess(hi) > 0:
+        hi += 5.0
+    root = optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500)
+    sigma = math.exp(root)
+    # brentq returns a point within tolerance on either side; step up until delta <= target.
+    while excess(math.log(sigma)) > 0:
+        sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
+    return sigma
+
+
+@dataclass(frozen=True)
+class EpsilonSplit:
+    """A budget split into named parts that never sum above the total.
+
+    Each part is ``fraction * total`` rounded *down* (``math.nextafter``) until the float sum of
+    the parts is ``<= total`` (OpenDP's convention), so basic composition of the parts is never
+    more than the stated epsilon.
+
+    Attributes
+    ----------
+    total : float
+    names : tuple[str, ...]
+    parts : tuple[float, ...]
+    """
+
+    total: float
+    names: tuple[str, ...]
+    parts: tuple[float, ...]
+
+    @classmethod
+    def from_fractions(cls, total: float, fractions: dict[str, float]) -> EpsilonSplit:
+        """Split ``total`` by ``fractions`` (positive, summing to at most 1 + 1e-9).
+
+        Raises
+        ------
+        ValueError
+            If a fraction is not in (0, 1] or the fractions sum to more than 1.
+        """
+        total = check_epsilon(total)
+        names = tuple(fractions)
+        fr = [float(fractions[k]) for k in names]
+        if any(not (0 < f <= 1) for f in fr):
+            raise ValueError(f"budget fractions must lie in (0, 1], got {fractions}")
+        if sum(fr) > 1 + 1e-9:
+            raise ValueError(f"budget fractions sum to {sum(fr):.6g} > 1: {fractions}")
+        if math.isinf(total):
+            return cls(total, names, tuple(math.inf for _ in fr))
+        parts = [total * f for f in fr]
+        while math.fsum(parts) > total:
+            i = int(np.argmax(parts))
+            parts[i] = math.nextafter(parts[i], 0.0)
+        return cls(total, names, tuple(parts))
+
+    def __getitem__(self, name: str) -> float:
+        return self.parts[self.names.index(name)]
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(zip(self.names, self.parts, strict=True))
+
+
+def upper_triangle_l1_sensitivity(diff: np.ndarray) -> float:
+    """Entrywise L1 norm of the upper triangle (diagonal included) of a symmetric matrix change.
+
+    SPEC section 1: for ``A = x x^T - x' x'^T``, ``(||A||_1 + sum_i |A_ii|) / 2``.
+    """
+    diff = np.asarray(diff, dtype=float)
+    return float((np.abs(diff).sum() + np.abs(np.diag(diff)).sum()) / 2)
+
+
+def symmetric_laplace_noise(size: int, scale: float, rng: np.random.Generator) -> np.ndarray:
+    """Symmetric ``(size, size)`` matrix of i.i.d. ``Lap(scale)`` on the upper triangle (diagonal
+    included), mirrored below. Used with the upper-triangle L1 sensitivity (SPEC section 1)."""
+    noise = np.zeros((size, size))
+    if scale > 0:
+        iu = np.triu_indices(size)
+        noise[iu] = rng.laplace(0.0, scale, size=len(iu[0]))
+        noise = noise + np.triu(noise, 1).T
+    return noise
+
+
+def psd_repair(matrix: np.ndarray, floor: float = 0.0) -> np.ndarray:
+    """Nearest symmetric PSD matrix by eigenvalue clipping (post-processing, no privacy cost).
+
+    Symmetrises ``(A + A^T)/2``, eigendecomposes and clips eigenvalues at ``floor``. Never hand a
+    non-symmetric or indefinite matrix to ``multivariate_normal`` (SPEC section 1).
+    """
+    a = np.asarray(matrix, dtype=float)
+    sym = (a + a.T) / 2
+    vals, vecs = np.linalg.eigh(sym)
+    vals = np.maximum(vals, floor)
+    out = (vecs * vals) @ vecs.T
+    return (out + out.T) / 2
+
+
+def haar_stiefel(d: int, p: int, rng: np.random.Generator, method: str = "haar") -> np.ndarray:
+    """Random ``(d, p)`` matrix with orthonormal columns (``W^T W = I_p``).
+
+    ``method="haar"``: QR of a standard Gaussian matrix with column signs fixed by ``diag(R)``,
+    which is uniform (Haar) on the Stiefel manifold (Mezzadri 2007) as RON-Gauss's DFM theorem
+    needs. ``method="paper"``: QR of a Uniform(0, 1) matrix, as in the RON-Gauss paper's public
+    code (not Haar; for reproduction only). Data-independent: costs no privacy budget.
+    """
+    if not (1 <= p <= d):
+        raise ValueError(f"need 1 <= n_components <= n_features, got n_components={p}, d={d}")
+    if method == "haar":
+        g = rng.standard_normal((d, p))
+    elif method == "paper":
+        g = rng.uniform(0.0, 1.0, size=(d, p))
+    else:
+        raise ValueError(f"projection must be 'haar' or 'paper', got {method!r}")
+    q, r = np.linalg.qr(g)
+    if method == "haar":
+        signs = np.sign(np.diag(r))
+        signs[signs == 0] = 1.0
+        q = q * signs
+    return q

@@ -1,0 +1,22 @@
+"""Exceptions and warnings raised by dpcore."""
+
+from __future__ import annotations
+
+
+class PrivacyLeakWarning(RuntimeWarning):
+    """A parameter that must be public was taken from the private data.
+
+    Raised (as a warning) whenever bounds, norms or category lists are computed from the data
+    themselves. The differential-privacy guarantee written on a release does **not** hold in that
+    case; the release card records it (``bounds_source: "data"``). Same idea as diffprivlib's
+    ``PrivacyLeakWarning``.
+    """
+
+
+class DataValidationError(ValueError):
+    """The input table cannot be used as it is; the message says which column/rows and what to do."""
+
+
+class NotPrivateError(ValueError):
+    """An operation that needs a private release (download, save, CLI) got a NOT PRIVATE one
+    (epsilon = infinity, zero noise) or a seeded exploration preview."""

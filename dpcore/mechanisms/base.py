@@ -1,0 +1,234 @@
+"""The mechanism base class and the registry.
+
+Every mechanism is one module that subclasses :class:`Mechanism`, declares its schema
+(:class:`~dpcore.schema.Param` tuple), supported tasks, neighbouring relation and guarantee kind,
+and implements ``_release``. Subclasses register themselves by ``name``; the CLI and the app
+discover them through :data:`MECHANISMS`, so adding one never touches a page.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dpcore.calibration import check_random_state
+from dpcore.preprocessing import PreparedInput, prepare_input
+from dpcore.release import Guarantee, NoiseRecord, Release
+from dpcore.schema import Param, validate_params
+
+MECHANISMS: dict[str, type[Mechanism]] = {}
+
+COMMON_ARGS = ("bounds", "label_bounds", "classes", "task", "random_state")
+
+
+class Mechanism:
+    """Base class of all release mechanisms (scikit-learn-style estimator conventions).
+
+    Constructor keyword arguments are the names in :attr:`params` plus
+
+    bounds : (lo, hi) or array of shape (n_features, 2), optional
+        Public per-feature bounds. ``None``: taken from the data with a
+        :class:`~dpcore.exceptions.PrivacyLeakWarning`; the guarantee then does not hold and the
+        card says ``bounds_source: "data"``. Ignored when ``release`` gets a ``Dataset`` that
+        carries its own bounds.
+    label_bounds : (lo, hi), optional
+        Public bounds of a regression label.
+    classes : array-like, optional
+        Public class list of a classification label.
+    task : {"unsupervised", "classification", "regression"}, optional
+        Default: from the ``Dataset``, else guessed from ``y``.
+    random_state : None, int or numpy Generator
+        ``None`` (default) draws OS entropy: the only setting whose release may be saved. A seed
+        makes an exploration *preview*, which :meth:`Release.save` refuses.
+
+    ``__init__`` only stores its arguments; validation happens in :meth:`release`.
+    """
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    citation: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+    tasks: ClassVar[tuple[str, ...]] = ("unsupervised", "classification", "regression")
+    neighbouring: ClassVar[str] = "replace-one"
+    guarantee_kind: ClassVar[str] = "pure"
+    space: ClassVar[str] = "features"
+    #: page capabilities: "distances" (noisy projections with a known noise variance),
+    #: "rdp" (an RDP accountant), "images" (released rows can be shown as images)
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: True for the papers' comparison baselines (Compare page)
+    baseline: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            MECHANISMS[cls.name] = cls
+
+    def __init__(self, **kwargs: Any) -> None:
+        allowed = {p.name for p in self.params} | set(COMMON_ARGS)
+        unknown = set(kwargs) - allowed
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unexpected argument(s) {sorted(unknown)}; "
+                f"accepted: {sorted(allowed)}"
+            )
+        for p in self.params:
+            setattr(self, p.name, kwargs.get(p.name, p.default))
+        for name in COMMON_ARGS:
+            setattr(self, name, kwargs.get(name))
+
+    # ------------------------------------------------------------------ sklearn-style API
+    def get_params(self) -> dict[str, Any]:
+        """Schema parameters and common arguments, as given."""
+        out = {p.name: getattr(self, p.name) for p in self.params}
+        out.update({name: getattr(self, name) for name in COMMON_ARGS})
+        return out
+
+    def set_params(self, **kwargs: Any) -> Mechanism:
+        for key, value in kwargs.items():
+            if key not in self.get_params():
+                raise ValueError(f"{type(self).__name__} has no parameter {key!r}")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{p.name}={getattr(self, p.name)!r}" for p in self.params
+            if getattr(self, p.name) != p.default
+        )
+        return f"{type(self).__name__}({shown})"
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """Name, parameters, tasks, neighbouring relation and guarantee kind (``dpcore describe``)."""
+        return {
+            "name": cls.name,
+            "class": cls.__name__,
+            "title": cls.title,
+            "summary": cls.summary,
+            "citation": cls.citation,
+            "tasks": list(cls.tasks),
+            "neighbouring": cls.neighbouring,
+            "guarantee_kind": cls.guarantee_kind,
+            "space": cls.space,
+            "baseline": cls.baseline,
+            "parameters": [p.describe() for p in cls.params],
+        }
+
+    @classmethod
+    def param(cls, name: str) -> Param:
+        for p in cls.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    # ------------------------------------------------------------------ release
+    def release(self, X: Any, y: Any = None, *, n_samples: int | None = None) -> Release:
+        """Draw a differentially private release.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or dpcore.data.Dataset
+            Private data; clipped to the public bounds before use.
+        y : array-like of shape (n_samples,), optional
+            Private labels (classification or regression).
+        n_samples : int, optional
+            Number of synthetic rows for generative mechanisms (default: the number of input
+            rows).
+
+        Returns
+        -------
+        Release
+
+        Raises
+        ------
+        ValueError
+            Invalid parameters (named), bad input (see :func:`dpcore.preprocessing.prepare_input`)
+            or parameters incompatible with the data (e.g. ``n_components >= n_features``).
+        """
+        values = validate_params(self.params, {p.name: getattr(self, p.name) for p in self.params})
+        data = prepare_input(
+            X, y, bounds=self.bounds, label_bounds=self.label_bounds, classes=self.classes,
+            task=self.task, supported_tasks=self.tasks,
+        )
+        if n_samples is not None:
+            n_samples = _check_n_samples(n_samples)
+        rng = check_random_state(self.random_state)
+        rel = self._release(data, values, rng, n_samples)
+        rel.seeded = self.random_state is not None
+        rel.details.setdefault("warnings", []).extend(data.warnings)
+        rel.diagnostics.update(data.diagnostics)
+        return rel
+
+    def _release(
+        self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
+        n_samples: int | None,
+    ) -> Release:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    def _new_release(
+        self,
+        data: PreparedInput,
+        params: dict[str, Any],
+        *,
+        values: np.ndarray,
+        columns: list[str],
+        guarantee: Guarantee,
+        noise: list[NoiseRecord],
+        calibration: str,
+        n_samples: int | None = None,
+        **kwargs: Any,
+    ) -> Release:
+        """Assemble a :class:`Release` with the fields every mechanism fills the same way."""
+        parameters = dict(params)
+        parameters["task"] = data.task
+        if n_samples is not None:
+            parameters["n_samples"] = n_samples
+        if data.bounds_source == "data":
+            guarantee = Guarantee(**{**guarantee.__dict__, "holds": False})
+        return Release(
+            data=values,
+            columns=columns,
+            mechanism=self.name,
+            parameters=parameters,
+            guarantee=guarantee,
+            noise=noise,
+            calibration=calibration,
+            bounds_source=data.bounds_source,
+            n_rows=data.n_samples,
+            space=self.space,
+            **kwargs,
+        )
+
+
+def _check_n_samples(n_samples: Any, limit: int = 10_000_000) -> int:
+    if isinstance(n_samples, bool) or not float(n_samples).is_integer():
+        raise ValueError(f"n_samples must be a whole number, got {n_samples!r}")
+    n = int(n_samples)
+    if not (1 <= n <= limit):
+        raise ValueError(f"n_samples must be between 1 and {limit:,}, got {n_samples!r}")
+    return n
+
+
+def get_mechanism(name: str) -> type[Mechanism]:
+    """The mechanism class registered under ``name`` (CLI name, e.g. ``"ron-gauss"``).
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the known ones).
+    """
+    try:
+        return MECHANISMS[name]
+    except KeyError:
+        raise ValueError(f"unknown mechanism {name!r}; available: {sorted(MECHANISMS)}") from None
+
+
+def available_mechanisms(task: str | None = None, *, baselines: bool = True) -> list[str]:
+    """Registered names, optionally only those supporting ``task``."""
+    return [
+        name for name, cls in MECHANISMS.items()
+        if (task is None or task in cls.tasks) and (baselines or not cls.baseline)
+    ]

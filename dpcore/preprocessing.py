@@ -1,0 +1,265 @@
+"""Input preparation shared by every mechanism: validation, public bounds, clipping, labels.
+
+SPEC section 8: public bounds are required; bounds computed from the private data raise a
+:class:`~dpcore.exceptions.PrivacyLeakWarning` and are recorded (``bounds_source = "data"``).
+Data are clipped to the bounds before any sensitivity-based step.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcore.exceptions import PrivacyLeakWarning
+
+if TYPE_CHECKING:
+    from dpcore.data import Dataset
+
+TASKS = ("unsupervised", "classification", "regression")
+
+
+@dataclass
+class PreparedInput:
+    """Validated, clipped input handed to a mechanism's ``_release``.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n_samples, n_features), float64, clipped to ``bounds``
+    y : ndarray of shape (n_samples,) or None
+        Classification: integer class indices into ``classes``; regression: floats clipped to
+        ``label_bounds``.
+    bounds : ndarray of shape (n_features, 2)
+    label_bounds : tuple(float, float) or None
+    classes : ndarray or None
+        Public class list (classification).
+    task : str
+    bounds_source : {"metadata", "user", "data"}
+    feature_names, label_name
+    image_shape : tuple or None
+    diagnostics : dict
+        Clipping counts (exploration only, never on the card).
+    """
+
+    X: np.ndarray
+    y: np.ndarray | None
+    bounds: np.ndarray
+    label_bounds: tuple[float, float] | None
+    classes: np.ndarray | None
+    task: str
+    bounds_source: str
+    feature_names: list[str]
+    label_name: str | None = None
+    image_shape: tuple[int, ...] | None = None
+    warnings: list[str] = field(default_factory=list)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def y_classes(self) -> np.ndarray | None:
+        """Labels as class values (not indices), for classification."""
+        if self.y is None or self.classes is None:
+            return self.y
+        return self.classes[self.y]
+
+
+def check_array(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
+    """Convert to a finite float64 array of shape ``(n_samples, n_features)``.
+
+    Raises
+    ------
+    ValueError
+        Not 2-D, fewer than ``min_rows`` rows, no columns, or NaN/inf entries (with counts).
+    """
+    try:
+        arr = np.asarray(X, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be numeric: {exc}") from None
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must have shape (n_samples, n_features), got shape {arr.shape}")
+    if arr.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {arr.shape[0]}")
+    if arr.shape[1] < 1:
+        raise ValueError(f"{name} has no columns")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        rows = np.flatnonzero(bad.any(axis=1))
+        raise ValueError(
+            f"{name} has {int(bad.sum())} NaN/inf entries in {rows.size} rows "
+            f"(first rows: {rows[:5].tolist()}); drop or impute them first"
+        )
+    return arr
+
+
+def normalize_bounds(bounds: Any, n_features: int, *, name: str = "bounds") -> np.ndarray:
+    """Return bounds as an ``(n_features, 2)`` array from ``(lo, hi)`` scalars/arrays or ``(d, 2)``.
+
+    Raises
+    ------
+    ValueError
+        Wrong shape, non-finite values, or ``lo > hi`` (naming the column index).
+    """
+    arr = np.asarray(bounds, dtype=float)
+    if arr.shape == (2,):
+        arr = np.tile(arr, (n_features, 1))
+    elif arr.shape == (2, n_features) and n_features != 2:
+        arr = arr.T
+    elif arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] == n_features:
+        arr = arr.T
+    if arr.shape != (n_features, 2):
+        raise ValueError(
+            f"{name} must be (lo, hi) or have shape ({n_features}, 2), got shape {arr.shape}"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite (a public, finite range per column)")
+    bad = np.flatnonzero(arr[:, 0] > arr[:, 1])
+    if bad.size:
+        raise ValueError(f"{name}: lower bound above upper bound for column(s) {bad[:5].tolist()}")
+    return arr
+
+
+def data_bounds(X: np.ndarray, what: str = "feature") -> np.ndarray:
+    """Bounds taken from the data, with a :class:`PrivacyLeakWarning` (SPEC section 8)."""
+    warnings.warn(
+        f"no public {what} bounds were given, so they were computed from the private data. "
+        "This leaks information and the differential-privacy guarantee does NOT hold; pass public "
+        "bounds (metadata, domain knowledge) instead.",
+        PrivacyLeakWarning,
+        stacklevel=3,
+    )
+    return np.column_stack([X.min(axis=0), X.max(axis=0)])
+
+
+def prepare_input(
+    X: Any,
+    y: Any = None,
+    *,
+    bounds: Any = None,
+    label_bounds: Any = None,
+    classes: Any = None,
+    task: str | None = None,
+    supported_tasks: tuple[str, ...] = TASKS,
+) -> PreparedInput:
+    """Validate, bound and clip the input of a mechanism.
+
+    ``X`` may be a :class:`dpcore.data.Dataset` (then ``y``, bounds, classes and task come from it
+    unless given here) or an array-like ``(n_samples, n_features)``.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, NaN/inf, ``len(y) != n``, a task the mechanism does not support, a
+        classification label with a single class.
+    """
+    from dpcore.data import Dataset  # local import: data imports nothing from here at load
+
+    source = "user"
+    feature_names: list[str] | None = None
+    label_name = None
+    image_shape = None
+    if isinstance(X, Dataset):
+        ds: Dataset = X
+        y = ds.y if y is None else y
+        if bounds is None:
+            bounds, source = ds.bounds, ds.bounds_source
+        label_bounds = ds.label_bounds if label_bounds is None else label_bounds
+        classes = ds.classes if classes is None else classes
+        task = task or ds.task
+        feature_names, label_name, image_shape = list(ds.feature_names), ds.label_name, ds.image_shape
+        X = ds.X
+    arr = check_array(X)
+    n, d = arr.shape
+    feature_names = feature_names or [f"x{j}" for j in range(d)]
+    notes: list[str] = []
+    if bounds is None:
+        b = data_bounds(arr)
+        source = "data"
+    else:
+        b = normalize_bounds(bounds, d)
+    if task is None:
+        task = "unsupervised" if y is None else _guess_task(np.asarray(y))
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if task not in supported_tasks:
+        raise ValueError(f"this mechanism supports tasks {supported_tasks}, not {task!r}")
+    if task != "unsupervised" and y is None:
+        raise ValueError(f"task {task!r} needs labels y")
+    clipped = np.clip(arr, b[:, 0], b[:, 1])
+    diagnostics = {"n_clipped_entries": int(np.count_nonzero(clipped != arr))}
+
+    y_out = None
+    lb = None
+    cls = None
+    if task == "classification":
+        y_arr = np.asarray(y).ravel()
+        if y_arr.shape[0] != n:
+            raise ValueError(f"y has {y_arr.shape[0]} labels for {n} rows")
+        if classes is None:
+            cls = np.unique(y_arr)
+            notes.append("the class list was taken from the data (assumed public)")
+        else:
+            cls = np.asarray(classes)
+            unknown = ~np.isin(y_arr, cls)
+            if unknown.any():
+                raise ValueError(
+                    f"{int(unknown.sum())} labels are not in the public class list "
+                    f"{cls.tolist()[:10]} (e.g. {y_arr[unknown][:3].tolist()})"
+                )
+        if np.unique(y_arr).size < 2:
+            raise ValueError("classification needs at least two classes in the label")
+        y_out = np.searchsorted(cls, y_arr) if _sorted(cls) else _index_of(cls, y_arr)
+    elif task == "regression":
+        try:
+            y_arr = np.asarray(y, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise ValueError("a regression label must be numeric") from None
+        if y_arr.shape[0] != n:
+            raise ValueError(f"y has {y_arr.shape[0]} labels for {n} rows")
+        if not np.isfinite(y_arr).all():
+            raise ValueError(f"y has {int((~np.isfinite(y_arr)).sum())} NaN/inf values")
+        if label_bounds is None:
+            lbarr = data_bounds(y_arr[:, None], "label")[0]
+            source = "data"
+        else:
+            lbarr = normalize_bounds(label_bounds, 1, name="label_bounds")[0]
+        lb = (float(lbarr[0]), float(lbarr[1]))
+        y_out = np.clip(y_arr, lb[0], lb[1])
+        diagnostics["n_clipped_labels"] = int(np.count_nonzero(y_out != y_arr))
+    return PreparedInput(
+        X=clipped, y=y_out, bounds=b, label_bounds=lb, classes=cls, task=task,
+        bounds_source=source, feature_names=feature_names, label_name=label_name,
+        image_shape=tuple(image_shape) if image_shape else None, warnings=notes,
+        diagnostics=diagnostics,
+    )
+
+
+def _guess_task(y: np.ndarray) -> str:
+    if y.dtype.kind in "OUSb":
+        return "classification"
+    values = np.unique(y)
+    if np.all(np.mod(values, 1) == 0) and values.size <= 50:
+        return "classification"
+    return "regression"
+
+
+def _sorted(values: np.ndarray) -> bool:
+    try:
+        return bool(np.all(values[:-1] < values[1:]))
+    except TypeError:
+        return False
+
+
+def _index_of(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
+    lookup = {v: i for i, v in enumerate(classes.tolist())}
+    return np.array([lookup[v] for v in y.tolist()], dtype=int)
+
+

@@ -1,0 +1,317 @@
+"""The :class:`Release` object and its machine-readable release card.
+
+A release is what leaves the custodian: the sanitised table, its card (``OUT.card.json``) and,
+for releases living in a projected space, the public transform (``OUT.transform.npz``). The card
+keys are an interface (SPEC section 9). A release never contains the RNG seed, the RNG state or
+the noise itself (SPEC section 8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from dpcore import __version__
+from dpcore.exceptions import NotPrivateError
+
+Neighbouring = Literal["replace-one", "element", "row-l2"]
+GuaranteeKind = Literal["pure", "approx", "probabilistic"]
+
+NEIGHBOURING_TEXT = {
+    "replace-one": "two datasets are neighbours if they have the same number of rows n (public) and "
+    "differ in one row, replaced by any row of the public domain (bounded DP)",
+    "element": "two datasets are neighbours if one entry differs, by at most the public element "
+    "bound Delta",
+    "row-l2": "two datasets are neighbours if one row differs by at most alpha in squared L2 norm",
+}
+KIND_TEXT = {
+    "pure": "pure epsilon-DP",
+    "approx": "(epsilon, delta)-DP",
+    "probabilistic": "DP for all but a fraction beta of the random projection draws",
+}
+
+
+@dataclass(frozen=True)
+class NoiseRecord:
+    """One noisy statistic: what was perturbed, its sensitivity and the noise scale.
+
+    ``scale`` is the Laplace ``b`` or the Gaussian standard deviation ``sigma``; ``norm`` is the
+    norm the sensitivity is measured in ("L1" for Laplace, "L2" for Gaussian); ``formula`` and
+    ``source`` say where the numbers come from (paper, equation).
+    """
+
+    statistic: str
+    sensitivity: float
+    scale: float
+    distribution: Literal["laplace", "gaussian", "none"]
+    norm: str = "L1"
+    epsilon: float | None = None
+    delta: float | None = None
+    formula: str = ""
+    source: str = ""
+
+    def as_card(self) -> dict[str, Any]:
+        return {k: _jsonable(v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """The guarantee actually provided (not necessarily the nominal epsilon asked for).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        ``delta = 0`` for pure DP; ``epsilon = inf`` means NOT PRIVATE.
+    neighbouring : {"replace-one", "element", "row-l2"}
+    kind : {"pure", "approx", "probabilistic"}
+    beta : float or None
+        Failure probability over the projection draw for ``probabilistic`` guarantees.
+    holds : bool
+        False when a public parameter (bounds) was taken from the data: the numbers above then
+        describe the calibration only, not a guarantee.
+    """
+
+    epsilon: float
+    delta: float
+    neighbouring: Neighbouring
+    kind: GuaranteeKind
+    beta: float | None = None
+    holds: bool = True
+
+    @property
+    def is_private(self) -> bool:
+        return math.isfinite(self.epsilon)
+
+    def plain_language(self) -> str:
+        """A sentence a data custodian can read."""
+        if not self.is_private:
+            return "NOT PRIVATE: epsilon is infinite, the data are released without protection."
+        odds = math.exp(min(self.epsilon, 700))
+        text = (
+            f"{KIND_TEXT[self.kind]} with epsilon = {self.epsilon:.4g}"
+            + (f", delta = {self.delta:.3g}" if self.delta else "")
+            + (f", except with probability beta = {self.beta:.3g}" if self.beta else "")
+            + f". Neighbouring relation: {NEIGHBOURING_TEXT[self.neighbouring]}. "
+            f"Whatever an attacker knew beforehand, seeing this release changes the odds of any "
+            f"conclusion about one individual by a factor of at most e^epsilon = {odds:.3g}"
+            + (" (up to probability delta)." if self.delta else ".")
+        )
+        if not self.holds:
+            text += " WARNING: bounds were taken from the private data, so this guarantee does NOT hold."
+        return text
+
+    def as_card(self) -> dict[str, Any]:
+        return {
+            "epsilon": _jsonable(self.epsilon),
+            "delta": self.delta,
+            "neighbouring": self.neighbouring,
+            "kind": self.kind,
+            "beta": self.beta,
+            "holds": self.holds,
+        }
+
+
+@dataclass
+class Release:
+    """A sanitised dataset and everything needed to describe it.
+
+    Attributes
+    ----------
+    data : ndarray of shape (n_released, n_columns)
+        The released values (synthetic rows, noisy projections, noisy mixtures...).
+    columns : list[str]
+        Column names of ``data``.
+    labels : ndarray of shape (n_released,) or (n_released, n_label_columns), optional
+        Released labels (themselves private outputs of the mechanism).
+    label_columns : list[str]
+    mechanism : str
+        Registry name (``ron-gauss``...).
+    parameters : dict
+        Parameters as given (nominal epsilon included); never ``random_state``.
+    guarantee : Guarantee
+        What is actually guaranteed.
+    noise : list[NoiseRecord]
+    calibration : str
+    bounds_source : {"metadata", "user", "data"}
+    n_rows : int
+        Number of private input rows.
+    space : str
+        "features" (same columns as the input), "projected" or "mixtures".
+    seeded : bool
+        Drawn with a fixed ``random_state``: an exploration preview, refused by :meth:`save`.
+    transform_arrays : dict[str, ndarray]
+        Public arrays (e.g. ``W``, ``mean``) saved to ``OUT.transform.npz``.
+    transform_fn : callable, optional
+        Maps real rows ``(m, n_features)`` into the release's space (not serialised).
+    details : dict
+        Extra JSON-able facts for the card (e.g. the nominal epsilon of a published calibration,
+        assumptions such as public class sizes).
+    diagnostics : dict
+        Exploration-only facts (clipping counts...). Never written to the card.
+    """
+
+    data: np.ndarray
+    columns: list[str]
+    mechanism: str
+    parameters: dict[str, Any]
+    guarantee: Guarantee
+    noise: list[NoiseRecord]
+    calibration: str
+    bounds_source: str
+    n_rows: int
+    labels: np.ndarray | None = None
+    label_columns: list[str] = field(default_factory=list)
+    space: str = "features"
+    seeded: bool = False
+    transform_arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    transform_fn: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
+    details: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict, repr=False)
+    created_utc: str = field(
+        default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds")
+    )
+
+    # ------------------------------------------------------------------ privacy status
+    @property
+    def is_private(self) -> bool:
+        """True unless epsilon is infinite or some noise scale is zero (NOT PRIVATE)."""
+        return self.guarantee.is_private and all(
+            rec.scale > 0 for rec in self.noise if rec.distribution != "none"
+        )
+
+    @property
+    def downloadable(self) -> bool:
+        """Private and drawn from OS entropy (not a seeded preview)."""
+        return self.is_private and not self.seeded
+
+    def check_downloadable(self) -> None:
+        """Raise :class:`NotPrivateError` if this release must not leave the custodian."""
+        if not self.is_private:
+            raise NotPrivateError(
+                "this release is NOT PRIVATE (epsilon = inf or zero noise); it can be explored "
+                "but not saved or downloaded"
+            )
+        if self.seeded:
+            raise NotPrivateError(
+                "this release was drawn with a fixed random_state (an exploration preview): "
+                "anyone with the seed can regenerate its noise. Draw it again with "
+                "random_state=None to publish it"
+            )
+
+    # ------------------------------------------------------------------ mapping real data
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Map real rows ``(m, n_features)`` into the release's space ``(m, n_columns)``.
+
+        Raises
+        ------
+        ValueError
+            If this release has no public transform (e.g. PCA-Gauss Alg. 1, where ``W`` is private).
+        """
+        if self.transform_fn is None:
+            if self.space == "features":
+                return np.asarray(X, dtype=float)
+            raise ValueError(f"the {self.mechanism} release has no public transform")
+        return self.transform_fn(np.asarray(X, dtype=float))
+
+    # ------------------------------------------------------------------ serialisation
+    def to_frame(self) -> pd.DataFrame:
+        """The released table as a DataFrame (labels appended as the last columns)."""
+        frame = pd.DataFrame(np.asarray(self.data), columns=list(self.columns))
+        if self.labels is not None:
+            lab = np.asarray(self.labels)
+            if lab.ndim == 1:
+                frame[self.label_columns[0] if self.label_columns else "label"] = lab
+            else:
+                for j, name in enumerate(self.label_columns):
+                    frame[name] = lab[:, j]
+        return frame
+
+    def to_csv_bytes(self) -> bytes:
+        buf = io.StringIO()
+        self.to_frame().to_csv(buf, index=False, float_format="%.10g")
+        return buf.getvalue().encode("utf-8")
+
+    def card(self, csv_bytes: bytes | None = None) -> dict[str, Any]:
+        """The release card (SPEC section 9 keys plus descriptive extras)."""
+        if csv_bytes is None:
+            csv_bytes = self.to_csv_bytes()
+        warnings = list(self.details.get("warnings", []))
+        if self.bounds_source == "data":
+            warnings.insert(0, "bounds were computed from the private data: the privacy guarantee "
+                               "stated here does NOT hold")
+        return {
+            "mechanism": self.mechanism,
+            "parameters": {k: _jsonable(v) for k, v in self.parameters.items()},
+            "guarantee": self.guarantee.as_card(),
+            "guarantee_text": self.guarantee.plain_language(),
+            "private": self.is_private,
+            "noise": [rec.as_card() for rec in self.noise],
+            "calibration": self.calibration,
+            "bounds_source": self.bounds_source,
+            "n_rows": int(self.n_rows),
+            "n_released": int(np.asarray(self.data).shape[0]),
+            "columns": list(self.columns) + list(self.label_columns),
+            "space": self.space,
+            "transform_file": bool(self.transform_arrays),
+            "details": {k: _jsonable(v) for k, v in self.details.items() if k != "warnings"},
+            "warnings": warnings,
+            "dpcore_version": __version__,
+            "created_utc": self.created_utc,
+            "sha256": hashlib.sha256(csv_bytes).hexdigest(),
+        }
+
+    def card_json(self, csv_bytes: bytes | None = None) -> str:
+        return json.dumps(self.card(csv_bytes), indent=2, allow_nan=False)
+
+    def transform_npz_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez(buf, **self.transform_arrays)
+        return buf.getvalue()
+
+    def save(self, path: str | Path) -> dict[str, Path]:
+        """Write ``path`` (CSV), ``<stem>.card.json`` and, if any, ``<stem>.transform.npz``.
+
+        Everything is serialised in memory first, so nothing is written when something fails.
+
+        Raises
+        ------
+        NotPrivateError
+            For NOT PRIVATE releases and seeded previews (nothing is written).
+        """
+        self.check_downloadable()
+        path = Path(path)
+        stem = path.with_suffix("") if path.suffix.lower() == ".csv" else path
+        csv_bytes = self.to_csv_bytes()
+        files = {path: csv_bytes, stem.with_suffix(".card.json"): self.card_json(csv_bytes).encode()}
+        if self.transform_arrays:
+            files[stem.with_suffix(".transform.npz")] = self.transform_npz_bytes()
+        written: dict[str, Path] = {}
+        for target, payload in files.items():
+            target.write_bytes(payload)
+            written[target.suffixes[-2][1:] if len(target.suffixes) > 1 else "csv"] = target
+        return written
+
+
+def _jsonable(value: Any) -> Any:
+    """Convert numpy scalars/arrays and non-finite floats into JSON-safe values."""
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
+    return value
