@@ -1,0 +1,95 @@
+"""Widgets rendered from a mechanism's parameter schema (:class:`dpcore.schema.Param`).
+
+Adding a mechanism never needs a page edit: every parameter gets a control here from its kind,
+range, default and help text.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from app.state import WIDGET_PREFIX
+from dpcore.data import Dataset
+from dpcore.mechanisms.base import Mechanism
+from dpcore.schema import Param
+
+EPSILON_GRID = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, math.inf]
+DELTA_GRID = [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
+
+
+def _fmt(v: float) -> str:
+    return "∞ (NOT PRIVATE)" if math.isinf(v) else f"{v:g}"
+
+
+def _log_grid(p: Param, default: float) -> list[float]:
+    lo = p.low if p.low and p.low > 0 else default / 1000
+    hi = p.high if p.high and math.isfinite(p.high) else default * 1000
+    grid = sorted({float(f"{v:.3g}") for v in np.geomspace(lo, hi, 25)} | {float(default)})
+    return [v for v in grid if (p.low is None or v > p.low or not p.low_open)]
+
+
+def _int_high(p: Param, ds: Dataset) -> int:
+    if p.high is not None and math.isfinite(p.high):
+        return int(p.high)
+    if p.name == "n_components":
+        return max(1, ds.n_features - 1)
+    if p.name == "ell":
+        return max(1, min(ds.n_samples, 1024))
+    return max(int(p.default or 1) * 10, 100)
+
+
+def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: bool = False) -> Any:
+    """Render one widget; returns its value in the parameter's own type."""
+    key = f"{WIDGET_PREFIX}{mech.name}:{p.name}"
+    label = p.name.replace("_", " ") + (" 🔒" if p.privacy else "")
+    common = {"key": key, "help": p.help, "disabled": disabled}
+    if p.name == "epsilon":
+        default = p.default if p.default in EPSILON_GRID else 1.0
+        return st.select_slider("ε (epsilon) 🔒", EPSILON_GRID, value=default, format_func=_fmt,
+                                **common)
+    if p.name == "delta" or (p.kind == "float" and p.log and p.high == 1.0):
+        default = p.default if p.default in DELTA_GRID else 1e-5
+        return st.select_slider("δ (delta) 🔒" if p.name == "delta" else label, DELTA_GRID,
+                                value=default, format_func=lambda v: f"{v:.0e}", **common)
+    if p.kind == "bool":
+        return st.checkbox(label, value=bool(p.default), **common)
+    if p.kind == "choice":
+        choices = list(p.choices or ())
+        return st.selectbox(label, choices, index=choices.index(p.default), **common)
+    if p.kind == "fraction_split":
+        names = p.split_names or ("first", "second")
+        first = st.slider(f"{label}: share of {names[0]}", 0.05, 0.95, float(p.default[0]), 0.05,
+                          **common)
+        if len(names) == 2:
+            st.caption(f"{names[0]} {first:.2f} · {names[1]} {1 - first:.2f}")
+            return (first, 1 - first)
+        rest = (1 - first) / (len(names) - 1)
+        return (first, *([rest] * (len(names) - 1)))
+    if p.kind == "int":
+        low = int(p.low if p.low is not None else 1)
+        high = max(low, _int_high(p, ds))
+        default = p.default if p.default is not None else min(high, max(low, 10))
+        default = int(min(max(default, low), high))
+        if high - low <= 512:
+            return st.slider(label, low, high, default, **common)
+        return int(st.number_input(label, low, high, default, step=1, **common))
+    if p.log:
+        default = float(p.default if p.default is not None else 1.0)
+        grid = _log_grid(p, default)
+        return st.select_slider(label, grid, value=min(grid, key=lambda v: abs(v - default)),
+                                format_func=lambda v: f"{v:g}", **common)
+    low = float(p.low) if p.low is not None else None
+    high = float(p.high) if p.high is not None and math.isfinite(p.high) else None
+    default = float(p.default) if p.default is not None else (low or 0.0)
+    if low is not None and high is not None and not p.optional:
+        return st.slider(label, low, high, default, **common)
+    return st.number_input(label, min_value=low, max_value=high, value=default, format="%g", **common)
+
+
+def mechanism_controls(mech: type[Mechanism], ds: Dataset) -> dict[str, Any]:
+    """All schema controls of ``mech``; returns the keyword arguments for its constructor."""
+    return {p.name: param_control(mech, p, ds) for p in mech.params}

@@ -1,0 +1,65 @@
+"""App-side computations shared by pages: drawing releases and 2-D views (no widgets here)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.decomposition import PCA
+
+from dpcore.data import Dataset
+from dpcore.exceptions import PrivacyLeakWarning
+from dpcore.mechanisms import get_mechanism
+from dpcore.release import Release
+
+
+@dataclass
+class RunResult:
+    """A release or the error that prevented it (shown with ``st.error``, never a traceback)."""
+
+    release: Release | None
+    error: str | None = None
+
+
+def draw_release(name: str, params: dict[str, Any], ds: Dataset, seed: int | None,
+                 n_samples: int | None = None) -> RunResult:
+    """Run mechanism ``name`` on ``ds``. ``seed=None`` draws OS entropy (publishable)."""
+    try:
+        mech = get_mechanism(name)(**params, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # shown by the Data page instead
+            return RunResult(mech.release(ds, n_samples=n_samples))
+    except (ValueError, TypeError, np.linalg.LinAlgError) as exc:
+        return RunResult(None, str(exc))
+
+
+def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 2000,
+               seed: int = 0) -> tuple[np.ndarray | None, np.ndarray, str]:
+    """First two principal axes of the real data (mapped into the release space), applied to both.
+
+    Exploration only: the PCA is fitted on real rows and never leaves the custodian's browser.
+    Returns (real_2d or None, released_2d, axis description).
+    """
+    rng = np.random.default_rng(seed)
+    rel = released[rng.permutation(released.shape[0])[:max_points]]
+    if released.shape[1] <= 2:
+        pad = np.zeros((rel.shape[0], 2 - released.shape[1]))
+        r2 = None if real is None else np.hstack([real[:max_points], np.zeros((min(
+            max_points, real.shape[0]), 2 - real.shape[1]))])
+        return r2, np.hstack([rel, pad]), "released coordinates"
+    basis = real if real is not None else rel
+    pca = PCA(n_components=2, random_state=seed).fit(basis[:max_points * 2])
+    real2 = None if real is None else pca.transform(real[:max_points])
+    axis = "first two principal axes of the real data" if real is not None else \
+        "first two principal axes of the release (no public map for real data)"
+    return real2, pca.transform(rel), axis
+
+
+def real_in_release_space(release: Release, X: np.ndarray) -> np.ndarray | None:
+    """Real rows mapped with the release's public transform, or None if it has none."""
+    try:
+        return release.transform(X)
+    except ValueError:
+        return None

@@ -1,0 +1,54 @@
+"""dp-explorer: the Streamlit entry point (``streamlit run app/streamlit_app.py``).
+
+Builds the navigation, initialises the session and renders the sidebar widgets shared by every
+page (dataset summary and mechanism choice). Pages in ``pages/`` are thin: they call ``dpcore``
+and the figure helpers in ``app/figures``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # running from a checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import state  # noqa: E402
+from dpcore.mechanisms import MECHANISMS  # noqa: E402
+
+PAGES = ROOT / "pages"
+
+st.set_page_config(page_title="dp-explorer", page_icon="🔒", layout="wide")
+state.init_state()
+
+pages = [
+    st.Page(PAGES / "data.py", title="Data", icon="📄", default=True),
+    st.Page(PAGES / "explore.py", title="Explore", icon="🔍"),
+    st.Page(PAGES / "privacy.py", title="Privacy", icon="🛡️"),
+    st.Page(PAGES / "distances.py", title="Distances", icon="📏"),
+    st.Page(PAGES / "utility.py", title="Utility", icon="📈"),
+    st.Page(PAGES / "compare.py", title="Compare", icon="⚖️"),
+    st.Page(PAGES / "release.py", title="Release", icon="📦"),
+]
+nav = st.navigation(pages)
+
+ds = state.dataset()
+with st.sidebar:
+    st.markdown(f"**Dataset:** {st.session_state.dataset_label}")
+    st.caption(f"{ds.n_samples:,} rows × {ds.n_features} features · task: {ds.task}")
+    if ds.bounds_source == "data":
+        st.warning("Bounds come from the data: no privacy guarantee holds.", icon="⚠️")
+    names = state.mechanism_names(ds.task)
+    if st.session_state.mechanism not in names:
+        st.session_state.mechanism = names[0]
+    st.selectbox(
+        "Mechanism", names, key="mechanism",
+        format_func=lambda n: f"{n} — {MECHANISMS[n].title}",
+        help="The release mechanism used on the Explore, Privacy, Distances and Release pages.",
+    )
+    st.caption(MECHANISMS[st.session_state.mechanism].summary)
+
+nav.run()

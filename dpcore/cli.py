@@ -1,0 +1,212 @@
+"""The ``dpcore`` command line.
+
+::
+
+    dpcore datasets
+    dpcore describe ron-gauss
+    dpcore release local-gaussian digits -o out.csv --epsilon 1 --delta 1e-6
+    dpcore epsilon dpmix --sigma-x 8 --sigma-y 8 --ell 16 --n 60000 --T 60000 --d-x 784 --d-y 10 \
+        --delta 1e-5
+    dpcore calibrate dpmix --epsilon 10 --ell 16 --n 60000 --T 60000 --d-x 784 --d-y 10 --delta 1e-5
+
+Bad input exits with status 2 and a one-line message, never a traceback. The CLI refuses NOT
+PRIVATE settings (epsilon = inf), never takes a seed, and refuses data-derived bounds unless
+``--data-bounds`` is given (then the card records ``bounds_source: "data"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from dpcore.data import bundled_datasets, load_bounds_file, load_dataset
+from dpcore.exceptions import NotPrivateError, PrivacyLeakWarning
+from dpcore.ledger import Ledger, LedgerEntry
+from dpcore.mechanisms import MECHANISMS, get_mechanism
+from dpcore.schema import Param
+
+PROG = "dpcore"
+
+
+class CLIError(Exception):
+    """An error reported as one line with exit status 2."""
+
+
+def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
+    kwargs: dict[str, Any] = {"help": p.help, "dest": p.name, "default": argparse.SUPPRESS}
+    if p.kind == "bool":
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif p.kind == "choice":
+        kwargs["choices"] = list(p.choices or ())
+        kwargs["type"] = type(p.choices[0]) if p.choices else str
+    elif p.kind == "fraction_split":
+        kwargs["type"] = float
+        kwargs["nargs"] = len(p.split_names) or "+"
+        kwargs["metavar"] = tuple(n.upper() for n in p.split_names) or None
+    elif p.kind == "int":
+        kwargs["type"] = int
+    else:
+        kwargs["type"] = float
+    if p.default is not None and p.kind != "bool":
+        kwargs["help"] += f" (default: {p.default})"
+    parser.add_argument(p.cli_flag, **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Differentially private data release.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("datasets", help="list the bundled datasets")
+
+    desc = sub.add_parser("describe", help="parameters and guarantee of a mechanism")
+    desc.add_argument("mechanism", choices=sorted(MECHANISMS))
+    desc.add_argument("--json", action="store_true", help="print JSON")
+
+    rel = sub.add_parser("release", help="draw a release and write OUT.csv + OUT.card.json")
+    mech_sub = rel.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
+    for name, cls in MECHANISMS.items():
+        mp = mech_sub.add_parser(name, help=cls.title, description=cls.summary)
+        mp.add_argument("input", metavar="INPUT", help="CSV/Parquet/.npz file or bundled dataset name")
+        mp.add_argument("-o", "--output", required=True, help="output CSV path")
+        mp.add_argument("--label", default=None, help="label column ('' for none)")
+        mp.add_argument("--task", choices=["unsupervised", "classification", "regression"])
+        mp.add_argument("--bounds", help="public bounds file: JSON {col: [lo, hi]} or CSV column,lo,hi")
+        mp.add_argument("--label-bounds", type=float, nargs=2, metavar=("LO", "HI"))
+        mp.add_argument("--categories", help="JSON file {column: [public categories]} for one-hot")
+        mp.add_argument("--data-bounds", action="store_true",
+                        help="accept bounds computed from the data (the guarantee then does NOT hold)")
+        mp.add_argument("--drop-nonfinite", action="store_true", help="drop rows with NaN/inf")
+        mp.add_argument("--n-samples", type=int, default=None, help="number of released rows")
+        mp.add_argument("--ledger", help="ledger JSON file to check and append to")
+        mp.add_argument("--budget", type=float, help="total epsilon budget for the ledger")
+        for p in cls.params:
+            _add_param_option(mp, p)
+
+    for verb, helptext in (("epsilon", "privacy accounting: epsilon of given noise"),
+                           ("calibrate", "privacy accounting: noise for a target epsilon")):
+        vp = sub.add_parser(verb, help=helptext)
+        vsub = vp.add_subparsers(dest="mechanism", required=True)
+        dp = vsub.add_parser("dpmix", help="DPMix Renyi-DP accountant (SPEC 6.1)")
+        if verb == "epsilon":
+            dp.add_argument("--sigma-x", type=float, required=True)
+            dp.add_argument("--sigma-y", type=float, required=True)
+        else:
+            dp.add_argument("--epsilon", type=float, required=True)
+            dp.add_argument("--ratio", type=float, default=1.0, help="sigma_y / sigma_x")
+        dp.add_argument("--ell", type=int, required=True, help="mixture degree")
+        dp.add_argument("--n", type=int, required=True, help="number of private rows")
+        dp.add_argument("--T", "--n-mixtures", dest="T", type=int, required=True,
+                        help="number of mixtures")
+        dp.add_argument("--d-x", type=int, required=True)
+        dp.add_argument("--d-y", type=int, required=True)
+        dp.add_argument("--delta", type=float, required=True)
+        dp.add_argument("--bound", choices=["tight", "paper"], default="tight")
+    return parser
+
+
+def _cmd_datasets() -> None:
+    for name, meta in bundled_datasets().items():
+        shape = f"{meta['n_rows']} x {meta['n_features']}"
+        print(f"{name:15s} {shape:>13s}  {meta['task']:15s} {meta['title']}")
+
+
+def _cmd_describe(args: argparse.Namespace) -> None:
+    info = get_mechanism(args.mechanism).describe()
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return
+    print(f"{info['name']}: {info['title']}\n  {info['summary']}")
+    print(f"  neighbouring relation: {info['neighbouring']}; guarantee kind: {info['guarantee_kind']}")
+    print(f"  tasks: {', '.join(info['tasks'])}\n  source: {info['citation']}\n  parameters:")
+    for p in info["parameters"]:
+        print(f"    --{p['name'].replace('_', '-'):18s} default {p['default']!s:10s} {p['help']}")
+
+
+def _cmd_release(args: argparse.Namespace) -> None:
+    cls = get_mechanism(args.mechanism)
+    params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
+    if "epsilon" in params and math.isinf(params["epsilon"]):
+        raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
+    bounds = load_bounds_file(args.bounds) if args.bounds else None
+    categories = json.loads(Path(args.categories).read_text()) if args.categories else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PrivacyLeakWarning)
+        ds = load_dataset(args.input, label=args.label, task=args.task, bounds=bounds,
+                          label_bounds=args.label_bounds, categories=categories,
+                          drop_nonfinite=args.drop_nonfinite)
+    if ds.bounds_source == "data" and not args.data_bounds:
+        raise CLIError(
+            "no public bounds for some columns of the input: pass --bounds FILE (or "
+            "--label-bounds), or --data-bounds to accept bounds from the data (the privacy "
+            "guarantee then does NOT hold and the card says so)"
+        )
+    for w in caught:
+        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    ledger = Ledger.load(args.ledger) if args.ledger else None
+    if args.budget is not None and ledger is None:
+        raise CLIError("--budget needs --ledger FILE")
+    mech = cls(**params)
+    release = mech.release(ds, n_samples=args.n_samples)
+    release.check_downloadable()
+    card = release.card()
+    if ledger is not None and ledger.would_exceed(release.guarantee.epsilon, args.budget):
+        raise CLIError(
+            f"refused: this release (epsilon = {release.guarantee.epsilon:.4g}) would bring the "
+            f"ledger total to {ledger.total_epsilon + release.guarantee.epsilon:.4g}, over the "
+            f"budget {args.budget:g}; nothing was written"
+        )
+    written = release.save(args.output)
+    if ledger is not None:
+        ledger.add(LedgerEntry.from_card(card, ds.name))
+        ledger.save(args.ledger)
+    g = release.guarantee
+    print(f"wrote {', '.join(str(p) for p in written.values())}")
+    print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
+          f"neighbouring = {g.neighbouring}" + (f", beta = {g.beta:.3g}" if g.beta else "")
+          + ("" if g.holds else "  (does NOT hold: bounds from data)"))
+    if ledger is not None:
+        print(f"ledger: {ledger.summary()}")
+
+
+def _cmd_accounting(args: argparse.Namespace) -> None:
+    from dpcore import accounting
+
+    common = dict(ell=args.ell, n=args.n, n_mixtures=args.T, d_x=args.d_x, d_y=args.d_y,
+                  delta=args.delta, bound=args.bound)
+    if args.command == "epsilon":
+        res = accounting.dpmix_epsilon(sigma_x=args.sigma_x, sigma_y=args.sigma_y, **common)
+        print(f"epsilon = {float(res.epsilon):.6g}  (alpha* = {int(res.alpha)}, delta = {args.delta:g}, "
+              f"bound = {args.bound})")
+    else:
+        sigma = accounting.dpmix_calibrate_sigma(epsilon=args.epsilon, ratio=args.ratio, **common)
+        print(f"sigma_x = {sigma:.6g}  sigma_y = {sigma * args.ratio:.6g}  (epsilon = {args.epsilon:g}, "
+              f"delta = {args.delta:g}, bound = {args.bound})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``dpcore`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "datasets":
+            _cmd_datasets()
+        elif args.command == "describe":
+            _cmd_describe(args)
+        elif args.command == "release":
+            _cmd_release(args)
+        else:
+            _cmd_accounting(args)
+    except (CLIError, NotPrivateError, ValueError, OSError, KeyError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

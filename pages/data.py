@@ -1,0 +1,123 @@
+"""Data page: choose a bundled dataset or upload a table, set label, task, public bounds, split."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import state
+from app.figures.images import image_grid_figure
+from dpcore.data import load_dataset, read_table
+from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+
+st.title("Data")
+st.caption("Everything you upload stays in this browser session's memory: it is never written to "
+           "disk and never shared with other users.")
+
+catalogue = state.bundled_catalogue()
+source = st.radio("Source", ["Bundled real dataset", "Upload a file"], horizontal=True,
+                  key="p:data_source")
+
+if source == "Bundled real dataset":
+    names = list(catalogue)
+    current = st.session_state.dataset.name if st.session_state.dataset.name in names else names[0]
+    choice = st.selectbox("Dataset", names, index=names.index(current),
+                          format_func=lambda n: f"{n} — {catalogue[n]['title']}")
+    if choice != st.session_state.dataset.name:
+        state.set_dataset(state.load_bundled(choice), f"bundled: {choice}")
+        st.rerun()
+    meta = catalogue[choice]
+    st.markdown(meta.get("description", ""))
+    st.caption(f"Source: {meta.get('source', '')} · Licence: {meta.get('license', '')}")
+else:
+    upload = st.file_uploader("CSV, Parquet or .npz (X, y, feature_names)",
+                              type=["csv", "parquet", "pq", "npz", "gz"], key="upload")
+    if upload is not None:
+        try:
+            frame = state.memo(("upload", upload.file_id), lambda: read_table(upload.getvalue(),
+                                                                                upload.name))
+        except DataValidationError as exc:
+            st.error(str(exc))
+            st.stop()
+        st.write(f"**{upload.name}**: {frame.shape[0]:,} rows × {frame.shape[1]} columns")
+        cols = list(frame.columns)
+        label = st.selectbox("Label column", ["(none)", *cols], key="upload_label")
+        label = None if label == "(none)" else label
+        task = st.selectbox("Task", ["auto", "unsupervised", "classification", "regression"],
+                            key="upload_task")
+        nonnumeric = [c for c in cols if c != label and not pd.api.types.is_numeric_dtype(frame[c])]
+        categories = {}
+        if nonnumeric:
+            st.markdown("**Non-numeric columns** need a *public* list of categories to be one-hot "
+                        "encoded (a list read off the data would leak which values occur).")
+            for c in nonnumeric:
+                text = st.text_input(f"Categories of `{c}` (comma-separated)", key=f"cats:{c}")
+                if text.strip():
+                    categories[c] = [v.strip() for v in text.split(",") if v.strip()]
+        drop = st.checkbox("Drop rows with missing or infinite values", key="upload_drop")
+        if st.button("Use this table", type="primary"):
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", PrivacyLeakWarning)
+                    ds = load_dataset(frame, label=label, task=None if task == "auto" else task,
+                                      categories=categories, drop_nonfinite=drop)
+                ds.name = upload.name
+                state.set_dataset(ds, f"upload: {upload.name}")
+                st.session_state.data_warnings = [str(w.message) for w in caught]
+                st.rerun()
+            except DataValidationError as exc:
+                st.error(str(exc))
+
+ds = state.dataset()
+for msg in st.session_state.get("data_warnings", []) if ds.bounds_source == "data" else []:
+    st.warning(msg, icon="⚠️")
+
+st.subheader("Preview")
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("rows", f"{ds.n_samples:,}")
+c2.metric("features", ds.n_features)
+c3.metric("task", ds.task)
+c4.metric("label", ds.label_name or "—")
+if ds.n_dropped:
+    st.info(f"{ds.n_dropped} rows with missing/infinite values were dropped.")
+st.dataframe(ds.to_frame().head(50), height=240)
+if ds.image_shape:
+    st.plotly_chart(image_grid_figure(ds.X[:24], ds.image_shape, ncols=12), key="data_images")
+
+st.subheader("Public bounds")
+st.markdown(
+    "Every mechanism clips the data to these bounds and derives its noise from them. They must be "
+    "**public** (from documentation or domain knowledge): bounds read off the private data leak "
+    "information, and then no guarantee holds."
+)
+if ds.bounds_source == "data":
+    st.error("Some bounds below were computed from the private data: the release card will say "
+             "`bounds_source: data` and that the guarantee does NOT hold. Enter public bounds.",
+             icon="🚨")
+else:
+    st.success(f"Bounds source: **{ds.bounds_source}**.")
+origin = ds.meta.get("bounds_origin", {}) if ds.meta else {}
+table = pd.DataFrame({
+    "column": ds.feature_names, "lo": ds.bounds[:, 0], "hi": ds.bounds[:, 1],
+    "origin": [origin.get(c, ds.bounds_source) for c in ds.feature_names],
+})
+edited = st.data_editor(table, disabled=["column", "origin"], hide_index=True, height=240,
+                        key=f"bounds_editor:{ds.fingerprint[:12]}")
+if st.button("Apply these bounds as public"):
+    new = edited[["lo", "hi"]].to_numpy(dtype=float)
+    if np.any(new[:, 0] > new[:, 1]) or not np.isfinite(new).all():
+        st.error("Each bound needs finite lo <= hi.")
+    elif not np.array_equal(new, ds.bounds) or ds.bounds_source == "data":
+        state.set_dataset(ds.with_bounds(new, "user"), st.session_state.dataset_label)
+        st.session_state.data_warnings = []
+        st.rerun()
+
+st.subheader("Held-out split")
+st.slider("Fraction of rows held out as real test data (utility evaluation only)", 0.1, 0.5,
+          key="p:test_size", step=0.05)
+train, test = state.split()
+st.caption(f"Explore and Utility release from {train.n_samples:,} training rows and evaluate on "
+           f"{test.n_samples:,} real held-out rows; the Release page uses all rows.")

@@ -1,0 +1,88 @@
+"""Explore page: move the parameters and watch a seeded preview release follow."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import streamlit as st
+
+from app import state
+from app.controls import mechanism_controls
+from app.figures.common import noise_table, release_scatter_figure
+from app.figures.images import image_grid_figure
+from app.runner import draw_release, real_in_release_space, two_d_view
+from dpcore.mechanisms import get_mechanism
+
+ds = state.dataset()
+name = st.session_state.mechanism
+mech = get_mechanism(name)
+
+st.title(f"Explore · {mech.title}")
+st.caption(f"{mech.summary}  \nSource: {mech.citation}")
+
+left, right = st.columns([1, 2], gap="large")
+with left:
+    st.subheader("Parameters")
+    params = mechanism_controls(mech, ds)
+    seed = st.number_input("Preview seed", 0, 2**31 - 1, 0, key="p:preview_seed",
+                           help="Previews are seeded so they are reproducible while you explore; "
+                                "they are labelled as previews and cannot be downloaded. The "
+                                "Release page draws a fresh release from OS entropy.")
+
+train, test = state.split()
+key = ("explore", ds.fingerprint, name, repr(sorted(params.items())), seed,
+       st.session_state["p:test_size"])
+with st.spinner("Drawing the preview release..."):
+    result = state.memo(key, lambda: draw_release(name, params, train, int(seed)))
+
+with right:
+    if result.error:
+        st.error(result.error)
+        st.stop()
+    release = result.release
+    g = release.guarantee
+    if not release.is_private:
+        st.error("**NOT PRIVATE** — epsilon is infinite or the noise is zero. This setting is for "
+                 "exploration only and cannot be downloaded.", icon="🚫")
+    elif not g.holds:
+        st.error("Bounds come from the private data: the guarantee below does **not** hold.",
+                 icon="🚨")
+    st.info(f"**Preview (seeded).** {g.plain_language()}", icon="🛡️")
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("guaranteed ε", "∞" if math.isinf(g.epsilon) else f"{g.epsilon:.4g}")
+    c2.metric("δ", f"{g.delta:.2g}" if g.delta else "0")
+    c3.metric("relation", g.neighbouring)
+    c4.metric("kind", g.kind)
+    nominal = release.parameters.get("epsilon")
+    if nominal is not None and math.isfinite(g.epsilon) and g.epsilon > float(nominal) * (1 + 1e-9):
+        st.warning(f"The nominal ε = {nominal:g} is **not** what this calibration guarantees: "
+                   f"the actual guarantee is ε = {g.epsilon:.4g}.")
+    for w in release.details.get("warnings", []):
+        st.warning(w)
+    st.markdown("**Noise added** (sensitivity → scale)")
+    st.dataframe(noise_table(release.noise), hide_index=True)
+    clipped = release.diagnostics.get("n_clipped_entries", 0)
+    if clipped:
+        st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
+                   "public bounds.")
+
+st.subheader("Release vs real data")
+real_mapped = real_in_release_space(release, test.X)
+real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float))
+labels = test.y if ds.task == "classification" else None
+rel_labels = release.labels if ds.task == "classification" else None
+st.plotly_chart(release_scatter_figure(real2, rel2, labels, rel_labels, axis), key="scatter")
+if real_mapped is None:
+    st.caption("This release has no public map for real rows (its projection is secret), so only "
+               "the release is shown.")
+
+if ds.image_shape and release.data.shape[1] == int(np.prod(ds.image_shape)):
+    st.subheader("Released rows as images")
+    k = 24
+    c1, c2 = st.columns(2)
+    c1.caption("real (held-out)")
+    c1.plotly_chart(image_grid_figure(test.X[:k], ds.image_shape, ncols=8), key="real_images")
+    c2.caption("released")
+    c2.plotly_chart(image_grid_figure(np.asarray(release.data)[:k], ds.image_shape, ncols=8),
+                    key="released_images")
