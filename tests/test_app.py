@@ -1,0 +1,160 @@
+"""The Streamlit app, driven headlessly with ``streamlit.testing.v1.AppTest``.
+
+Every page runs on every bundled dataset without an exception; widgets are set like a user would;
+the Release page offers a CSV whose card matches the parameters, and refuses NOT PRIVATE settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dpcore.data import bundled_datasets
+
+st_testing = pytest.importorskip("streamlit.testing.v1")
+AppTest = st_testing.AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = str(ROOT / "app" / "streamlit_app.py")
+PAGES = ["data", "explore", "privacy", "distances", "utility", "compare", "release"]
+TIMEOUT = 120
+
+
+def new_app() -> AppTest:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"../pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def choose_dataset(at: AppTest, name: str) -> AppTest:
+    goto(at, "data")
+    at.selectbox[0].select(name).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state.dataset.name == name
+    return at
+
+
+def test_default_dataset_is_bundled_and_loaded():
+    at = new_app()
+    ds = at.session_state.dataset
+    assert ds.name == "digits" and ds.bounds_source == "metadata"
+    assert any("digits" in m.value for m in at.sidebar.markdown)
+
+
+@pytest.mark.parametrize("dataset", sorted(bundled_datasets()))
+def test_every_page_runs_on_every_dataset(dataset):
+    at = new_app()
+    choose_dataset(at, dataset)
+    mechanisms = at.sidebar.selectbox(key="mechanism").options
+    assert mechanisms, "no mechanism offered"
+    for page in PAGES:
+        goto(at, page)
+        assert not at.error or page in {"explore", "release"}, [e.value for e in at.error]
+
+
+@pytest.mark.parametrize("mechanism", ["local-gaussian"])
+def test_explore_page_follows_the_epsilon_slider(mechanism):
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+    goto(at, "explore")
+    slider = at.select_slider(key=f"p:{mechanism}:epsilon")
+    slider.set_value(0.1).run()
+    assert not at.exception
+    scales_low = [r for r in at.dataframe[0].value["noise scale"]]
+    slider.set_value(10.0).run()
+    scales_high = [r for r in at.dataframe[0].value["noise scale"]]
+    assert float(scales_low[0]) > float(scales_high[0]) > 0
+    slider.set_value(float("inf")).run()
+    assert any("NOT PRIVATE" in e.value for e in at.error)
+
+
+def _pending(at: AppTest) -> dict:
+    return at.session_state.pending_release
+
+
+def test_release_download_carries_csv_and_matching_card():
+    at = new_app()
+    goto(at, "explore")
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(2.0).run()
+    at.select_slider(key="p:local-gaussian:delta").set_value(1e-6).run()
+    goto(at, "release")
+    at.button[0].click().run()
+    assert not at.exception
+    pending = _pending(at)
+    card = json.loads(pending["card"])
+    assert card["mechanism"] == "local-gaussian"
+    assert card["parameters"]["epsilon"] == 2.0 and card["parameters"]["delta"] == 1e-6
+    assert card["guarantee"]["epsilon"] == 2.0 and card["guarantee"]["delta"] == 1e-6
+    assert card["guarantee"]["neighbouring"] == "replace-one"
+    assert card["sha256"] == hashlib.sha256(pending["csv"]).hexdigest()
+    frame = pd.read_csv(__import__("io").BytesIO(pending["csv"]))
+    assert frame.shape == (1797, 65)
+    assert "random_state" not in pending["card"] and "seed" not in card["parameters"]
+    labels = [b.label for b in at.get("download_button")]
+    assert "Download CSV" in labels and "Download release card" in labels
+    # a download is recorded in the session ledger (once per release, whatever the file)
+    at.get("download_button")[0].click().run()
+    at.get("download_button")[1].click().run()
+    ledger = at.session_state.ledger
+    assert len(ledger.entries) == 1 and ledger.total_epsilon == pytest.approx(2.0)
+    # a second release pushes the total over a budget of 3: warned before download
+    at.number_input(key="p:budget").set_value(3.0).run()
+    at.button[0].click().run()
+    assert any("over your budget" in w.value for w in at.warning)
+
+
+def test_not_private_settings_cannot_be_downloaded():
+    at = new_app()
+    goto(at, "explore")
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(float("inf")).run()
+    goto(at, "release")
+    at.button[0].click().run()
+    assert any("NOT PRIVATE" in e.value for e in at.error)
+    assert not at.get("download_button")
+
+
+def test_two_downloads_with_same_settings_differ():
+    at = new_app()
+    goto(at, "release")
+    at.button[0].click().run()
+    first = _pending(at)["csv"]
+    at.button[0].click().run()
+    assert _pending(at)["csv"] != first
+
+
+def test_upload_csv_without_bounds_is_flagged_and_stays_in_session():
+    csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    assert not at.exception
+    at.selectbox(key="upload_label").select("y").run()
+    at.button[0].click().run()
+    assert not at.exception
+    ds = at.session_state.dataset
+    assert ds.name == "mine.csv" and ds.n_samples == 60 and ds.bounds_source == "data"
+    assert any("computed from the private data" in e.value for e in at.error)
+    # another session does not see the upload
+    other = new_app()
+    assert other.session_state.dataset.name == "digits"
+
+
+def test_upload_with_bad_file_shows_error_not_traceback():
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    at.get("file_uploader")[0].set_value(("bad.csv", b"a,a\n1,2\n", "text/csv")).run()
+    assert not at.exception
+    assert any("duplicate column" in e.value for e in at.error)
