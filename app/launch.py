@@ -10,7 +10,13 @@ def main() -> None:
     from streamlit.web import cli as stcli
 
     app = Path(__file__).resolve().parent / "streamlit_app.py"
-    sys.argv = ["streamlit", "run", str(app), *sys.argv[1:]]
+    # The same hardened defaults as .streamlit/config.toml, whatever the working directory.
+    defaults = [
+        "--server.address", "localhost", "--server.maxUploadSize", "50",
+        "--server.enableXsrfProtection", "true", "--browser.gatherUsageStats", "false",
+        "--client.showErrorDetails", "none",
+    ]
+    sys.argv = ["streamlit", "run", str(app), *defaults, *sys.argv[1:]]
     sys.exit(stcli.main())
 
 

@@ -6,8 +6,11 @@ and the source of its formula.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy import optimize, special
@@ -201,8 +204,16 @@ class EpsilonSplit:
             raise ValueError(f"budget fractions sum to {sum(fr):.6g} > 1: {fractions}")
         if math.isinf(total):
             return cls(total, names, tuple(math.inf for _ in fr))
+        s = math.fsum(fr)
+        if s > 1:
+            fr = [f / s for f in fr]
         parts = [total * f for f in fr]
-        while math.fsum(parts) > total:
+
+        def over(ps: list[float]) -> bool:
+            return (sum(map(Fraction, ps)) > Fraction(total)
+                    or functools.reduce(operator.add, ps) > total)
+
+        while over(parts):
             i = int(np.argmax(parts))
             parts[i] = math.nextafter(parts[i], 0.0)
         return cls(total, names, tuple(parts))

@@ -37,6 +37,11 @@ class CLIError(Exception):
     """An error reported as one line with exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise CLIError(message)
+
+
 def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
     kwargs: dict[str, Any] = {"help": p.help, "dest": p.name, "default": argparse.SUPPRESS}
     if p.kind == "bool":
@@ -58,7 +63,7 @@ def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Differentially private data release.")
+    parser = _Parser(prog=PROG, description="Differentially private data release.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("datasets", help="list the bundled datasets")
@@ -191,8 +196,8 @@ def _cmd_accounting(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dpcore`` console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         if args.command == "datasets":
             _cmd_datasets()
         elif args.command == "describe":

@@ -98,6 +98,7 @@ class Dataset:
     description: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     n_dropped: int = 0
+    label_bounds_source: str | None = None
 
     @property
     def n_samples(self) -> int:
@@ -299,23 +300,25 @@ def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
 
 
 def _resolve_bounds(
-    frame: pd.DataFrame, bounds: Any, meta_bounds: dict[str, Any] | None
+    frame: pd.DataFrame, bounds: Any, meta_bounds: dict[str, Any] | None,
+    onehot: set[str] | None = None,
 ) -> tuple[np.ndarray, str]:
+    """Per-column bounds: the user's, else the metadata's, else [0, 1] for one-hot columns
+    (public by construction), else from the data (PrivacyLeakWarning, source "data")."""
     cols = list(frame.columns)
     d = len(cols)
     if bounds is not None and not isinstance(bounds, dict):
         from dpcore.preprocessing import normalize_bounds
 
         return normalize_bounds(bounds, d), "user"
-    given: dict[str, Any] = {}
-    source = "user"
-    if bounds:
-        unknown = sorted(set(bounds) - set(cols))
-        if unknown:
-            raise DataValidationError(f"bounds given for unknown column(s) {unknown[:10]}")
-        given = dict(bounds)
-    elif meta_bounds:
-        given, source = meta_bounds, "metadata"
+    user = dict(bounds or {})
+    unknown = sorted(set(user) - set(cols))
+    if unknown:
+        raise DataValidationError(f"bounds given for unknown column(s) {unknown[:10]}")
+    given: dict[str, Any] = {c: (0.0, 1.0) for c in (onehot or set())}
+    given.update(meta_bounds or {})
+    given.update(user)
+    source = "user" if user else "metadata"
     out = np.empty((d, 2))
     missing = []
     for j, c in enumerate(cols):
@@ -424,7 +427,7 @@ def load_dataset(
     bad = ~np.isfinite(values)
     bad_rows = bad.any(axis=1)
     if y_series is not None:
-        y_bad = y_series.isna().to_numpy()
+        y_bad = y_series.isna().to_numpy().copy()
         if y_series.dtype.kind in "fc":
             y_bad |= ~np.isfinite(y_series.to_numpy(dtype=float))
         bad_rows |= y_bad
@@ -494,8 +497,9 @@ def load_dataset(
         raise DataValidationError(f"task must be unsupervised, classification or regression: {task!r}")
     if task != "unsupervised" and y is None:
         raise DataValidationError(f"task {task!r} needs a label column")
-    meta_bounds = meta.get("bounds") if not bounds else None
-    b, bsource = _resolve_bounds(frame, bounds, meta_bounds)
+    meta_bounds = meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None
+    onehot = {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories}
+    b, bsource = _resolve_bounds(frame, bounds, meta_bounds, onehot)
     if task == "regression" and lb_from_data:
         bsource = "data"
     image_shape = tuple(meta["image_shape"]) if meta.get("image_shape") else None
@@ -504,6 +508,7 @@ def load_dataset(
         bounds=b, bounds_source=bsource, label_bounds=lb, classes=classes,
         image_shape=image_shape, name=name, description=meta.get("description", ""), meta=meta,
         n_dropped=n_dropped,
+        label_bounds_source=("data" if lb_from_data else "user") if lb is not None else None,
     )
 
 

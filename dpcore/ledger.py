@@ -30,6 +30,13 @@ class LedgerEntry:
     created_utc: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     sha256: str = ""
 
+    def __post_init__(self) -> None:
+        for name, hi in (("epsilon", math.inf), ("delta", 1.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v <= hi) \
+                    or not math.isfinite(v):
+                raise TypeError(f"ledger entry {name} must be a finite number in [0, {hi}], got {v!r}")
+
     @classmethod
     def from_card(cls, card: dict[str, Any], dataset: str = "") -> LedgerEntry:
         g = card["guarantee"]
@@ -89,7 +96,7 @@ class Ledger:
         try:
             raw = json.loads(path.read_text())
             return cls([LedgerEntry(**e) for e in raw["entries"]])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise DataValidationError(f"{path} is not a dpcore ledger file: {exc}") from None
 
     def save(self, path: str | Path) -> None:

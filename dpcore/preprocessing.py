@@ -113,8 +113,6 @@ def normalize_bounds(bounds: Any, n_features: int, *, name: str = "bounds") -> n
         arr = np.tile(arr, (n_features, 1))
     elif arr.shape == (2, n_features) and n_features != 2:
         arr = arr.T
-    elif arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] == n_features:
-        arr = arr.T
     if arr.shape != (n_features, 2):
         raise ValueError(
             f"{name} must be (lo, hi) or have shape ({n_features}, 2), got shape {arr.shape}"
@@ -163,6 +161,7 @@ def prepare_input(
     from dpcore.data import Dataset  # local import: data imports nothing from here at load
 
     source = "user"
+    label_from_data = False
     feature_names: list[str] | None = None
     label_name = None
     image_shape = None
@@ -171,7 +170,9 @@ def prepare_input(
         y = ds.y if y is None else y
         if bounds is None:
             bounds, source = ds.bounds, ds.bounds_source
-        label_bounds = ds.label_bounds if label_bounds is None else label_bounds
+        if label_bounds is None:
+            label_bounds = ds.label_bounds
+            label_from_data = ds.label_bounds_source == "data"
         classes = ds.classes if classes is None else classes
         task = task or ds.task
         feature_names, label_name, image_shape = list(ds.feature_names), ds.label_name, ds.image_shape
@@ -231,6 +232,8 @@ def prepare_input(
             source = "data"
         else:
             lbarr = normalize_bounds(label_bounds, 1, name="label_bounds")[0]
+            if label_from_data:
+                source = "data"
         lb = (float(lbarr[0]), float(lbarr[1]))
         y_out = np.clip(y_arr, lb[0], lb[1])
         diagnostics["n_clipped_labels"] = int(np.count_nonzero(y_out != y_arr))

@@ -290,15 +290,16 @@ class Release:
         """
         self.check_downloadable()
         path = Path(path)
-        stem = path.with_suffix("") if path.suffix.lower() == ".csv" else path
+        base = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
         csv_bytes = self.to_csv_bytes()
-        files = {path: csv_bytes, stem.with_suffix(".card.json"): self.card_json(csv_bytes).encode()}
+        files = {"csv": (path, csv_bytes),
+                 "card": (path.with_name(base + ".card.json"), self.card_json(csv_bytes).encode())}
         if self.transform_arrays:
-            files[stem.with_suffix(".transform.npz")] = self.transform_npz_bytes()
+            files["transform"] = (path.with_name(base + ".transform.npz"), self.transform_npz_bytes())
         written: dict[str, Path] = {}
-        for target, payload in files.items():
+        for key, (target, payload) in files.items():
             target.write_bytes(payload)
-            written[target.suffixes[-2][1:] if len(target.suffixes) > 1 else "csv"] = target
+            written[key] = target
         return written
 
 

@@ -92,8 +92,8 @@ class Param:
             raise ValueError(f"{self.name} must be a number, got NaN")
         if math.isinf(num) and not (self.allow_inf and num > 0):
             raise ValueError(f"{self.name} must be finite, got {value!r}")
-        if self.kind == "int":
-            if not math.isinf(num) and num != int(num):
+        if self.kind == "int" and not math.isinf(num):
+            if num != int(num):
                 raise ValueError(f"{self.name} must be a whole number, got {value!r}")
             num = int(num)
         if self.low is not None and (num < self.low or (self.low_open and num == self.low)):
@@ -118,7 +118,7 @@ class Param:
             )
         if any(not (0 < p < 1) or math.isnan(p) for p in parts) and len(parts) > 1:
             raise ValueError(f"each fraction of {self.name} must lie in (0, 1), got {value!r}")
-        if abs(sum(parts) - 1.0) > 1e-6:
+        if not abs(math.fsum(parts) - 1.0) <= 1e-6:
             raise ValueError(f"the fractions of {self.name} must sum to 1, got {sum(parts):.6g}")
         return parts
 

@@ -204,7 +204,11 @@ class Mechanism:
 
 
 def _check_n_samples(n_samples: Any, limit: int = 10_000_000) -> int:
-    if isinstance(n_samples, bool) or not float(n_samples).is_integer():
+    try:
+        whole = not isinstance(n_samples, bool) and float(n_samples).is_integer()
+    except (TypeError, ValueError):
+        whole = False
+    if not whole:
         raise ValueError(f"n_samples must be a whole number, got {n_samples!r}")
     n = int(n_samples)
     if not (1 <= n <= limit):

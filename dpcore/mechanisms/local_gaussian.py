@@ -6,8 +6,10 @@ The simplest non-interactive release and the baseline the DPMix paper calls "loc
 
 Privacy. Neighbouring relation: replace-one (``n`` public). Replacing one row changes one output
 row, by at most the diameter of the public box in L2 norm,
-``S2 = sqrt(sum_j (hi_j - lo_j)^2)`` (plus ``sqrt(2)`` for a one-hot class label, or
-``hi - lo`` of a regression label, when labels are released). ``sigma`` comes from the analytic
+``S2 = sqrt(sum_j (hi_j - lo_j)^2)`` plus the label's share when labels are released: a class
+label is one-hot encoded with height ``c = max_j (hi_j - lo_j)`` (so it is as loud as the widest
+feature against the same noise), which adds ``2 c^2`` under the root; a regression label adds
+``(hi - lo)^2``. ``sigma`` comes from the analytic
 Gaussian mechanism (Balle & Wang, ICML 2018, Theorem 8 / Alg. 1) — exact (epsilon, delta)-DP for
 every epsilon — or the classic bound ``S2 sqrt(2 ln(1.25/delta))/epsilon`` (Dwork & Roth 2014,
 Thm A.1, epsilon < 1). Guarantee: (epsilon, delta)-DP.
@@ -30,16 +32,23 @@ from dpcore.schema import DELTA, EPSILON, Param
 def local_gaussian_sensitivity(data: PreparedInput) -> float:
     """L2 sensitivity of releasing one row (features and, if any, the encoded label).
 
-    Returns ``sqrt(sum_j (hi_j - lo_j)^2 + label_term)``, ``label_term`` = 2 for a one-hot class
-    label (two entries change by 1), ``(hi - lo)^2`` for a regression label, 0 without labels.
+    Returns ``sqrt(sum_j (hi_j - lo_j)^2 + label_term)``, ``label_term`` = ``2 c^2`` for a class
+    label one-hot encoded with height ``c`` = :func:`label_height` (two entries change by ``c``),
+    ``(hi - lo)^2`` for a regression label, 0 without labels.
     """
     widths = data.bounds[:, 1] - data.bounds[:, 0]
     total = float(np.sum(widths**2))
     if data.task == "classification":
-        total += 2.0
+        total += 2.0 * label_height(data) ** 2
     elif data.task == "regression" and data.label_bounds is not None:
         total += (data.label_bounds[1] - data.label_bounds[0]) ** 2
     return math.sqrt(total)
+
+
+def label_height(data: PreparedInput) -> float:
+    """Height of the one-hot class encoding: the widest public feature range (1 if all are 0)."""
+    widest = float(np.max(data.bounds[:, 1] - data.bounds[:, 0]))
+    return widest if widest > 0 else 1.0
 
 
 class LocalGaussian(Mechanism):
@@ -103,7 +112,7 @@ class LocalGaussian(Mechanism):
         if data.task == "classification":
             assert data.classes is not None and data.y is not None
             onehot = np.zeros((n, data.classes.size))
-            onehot[np.arange(n), data.y] = 1.0
+            onehot[np.arange(n), data.y] = label_height(data)
             if sigma > 0:
                 onehot += rng.normal(0.0, sigma, size=onehot.shape)
             labels = data.classes[np.argmax(onehot, axis=1)]
@@ -120,7 +129,8 @@ class LocalGaussian(Mechanism):
             + ")",
             sensitivity=s2, scale=sigma, distribution="gaussian", norm="L2", epsilon=eps,
             delta=delta,
-            formula="S2 = sqrt(sum_j (hi_j - lo_j)^2 [+ label range^2]); " + formula,
+            formula="S2 = sqrt(sum_j (hi_j - lo_j)^2 [+ 2 c^2 one-hot label of height c | + label range^2]); "
+            + formula,
             source="Balle & Wang 2018, Thm 8 / Alg. 1" if params["calibration"] == "analytic"
             else "Dwork & Roth 2014, Thm A.1",
         )]
