@@ -42,28 +42,40 @@ def _int_high(p: Param, ds: Dataset) -> int:
     return max(int(p.default or 1) * 10, 100)
 
 
+def initial(key: str, name: str, value: Any) -> dict[str, Any]:
+    """``{name: value}`` for a widget's first appearance only: once its key is in the session
+    state (kept alive across pages), passing a default as well makes Streamlit warn."""
+    return {} if key in st.session_state else {name: value}
+
+
 def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: bool = False) -> Any:
-    """Render one widget; returns its value in the parameter's own type."""
+    """Render one widget; returns its value in the parameter's own type.
+
+    Optional parameters (``None`` = derived by the mechanism, e.g. a default bound) get an empty
+    number box meaning "automatic".
+    """
     key = f"{WIDGET_PREFIX}{mech.name}:{p.name}"
     label = p.name.replace("_", " ") + (" 🔒" if p.privacy else "")
     common = {"key": key, "help": p.help, "disabled": disabled}
     if p.name == "epsilon":
         default = p.default if p.default in EPSILON_GRID else 1.0
-        return st.select_slider("ε (epsilon) 🔒", EPSILON_GRID, value=default, format_func=_fmt,
-                                **common)
+        return st.select_slider("ε (epsilon) 🔒", EPSILON_GRID, format_func=_fmt,
+                                **initial(key, "value", default), **common)
     if p.name == "delta" or (p.kind == "float" and p.log and p.high == 1.0):
         default = p.default if p.default in DELTA_GRID else 1e-5
         return st.select_slider("δ (delta) 🔒" if p.name == "delta" else label, DELTA_GRID,
-                                value=default, format_func=lambda v: f"{v:.0e}", **common)
+                                format_func=lambda v: f"{v:.0e}", **initial(key, "value", default),
+                                **common)
     if p.kind == "bool":
-        return st.checkbox(label, value=bool(p.default), **common)
+        return st.checkbox(label, **initial(key, "value", bool(p.default)), **common)
     if p.kind == "choice":
         choices = list(p.choices or ())
-        return st.selectbox(label, choices, index=choices.index(p.default), **common)
+        return st.selectbox(label, choices, **initial(key, "index", choices.index(p.default)),
+                            **common)
     if p.kind == "fraction_split":
         names = p.split_names or ("first", "second")
-        first = st.slider(f"{label}: share of {names[0]}", 0.05, 0.95, float(p.default[0]), 0.05,
-                          **common)
+        first = st.slider(f"{label}: share of {names[0]}", 0.05, 0.95, step=0.05,
+                          **initial(key, "value", float(p.default[0])), **common)
         if len(names) == 2:
             st.caption(f"{names[0]} {first:.2f} · {names[1]} {1 - first:.2f}")
             return (first, 1 - first)
@@ -74,20 +86,28 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         high = max(low, _int_high(p, ds))
         default = p.default if p.default is not None else min(high, max(low, 10))
         default = int(min(max(default, low), high))
+        if key in st.session_state and st.session_state[key] is not None:
+            st.session_state[key] = int(min(max(st.session_state[key], low), high))
         if high - low <= 512:
-            return st.slider(label, low, high, default, **common)
-        return int(st.number_input(label, low, high, default, step=1, **common))
+            return st.slider(label, low, high, **initial(key, "value", default), **common)
+        return int(st.number_input(label, low, high, step=1, **initial(key, "value", default),
+                                   **common))
     if p.log:
         default = float(p.default if p.default is not None else 1.0)
         grid = _log_grid(p, default)
-        return st.select_slider(label, grid, value=min(grid, key=lambda v: abs(v - default)),
-                                format_func=lambda v: f"{v:g}", **common)
+        return st.select_slider(label, grid, format_func=lambda v: f"{v:g}",
+                                **initial(key, "value", min(grid, key=lambda v: abs(v - default))),
+                                **common)
     low = float(p.low) if p.low is not None else None
     high = float(p.high) if p.high is not None and math.isfinite(p.high) else None
+    if p.optional:
+        return st.number_input(label + " (empty = automatic)", min_value=low, max_value=high,
+                               format="%g", **initial(key, "value", p.default), **common)
     default = float(p.default) if p.default is not None else (low or 0.0)
-    if low is not None and high is not None and not p.optional:
-        return st.slider(label, low, high, default, **common)
-    return st.number_input(label, min_value=low, max_value=high, value=default, format="%g", **common)
+    if low is not None and high is not None:
+        return st.slider(label, low, high, **initial(key, "value", default), **common)
+    return st.number_input(label, min_value=low, max_value=high, format="%g",
+                           **initial(key, "value", default), **common)
 
 
 def mechanism_controls(mech: type[Mechanism], ds: Dataset) -> dict[str, Any]:

@@ -63,3 +63,29 @@ def real_in_release_space(release: Release, X: np.ndarray) -> np.ndarray | None:
         return release.transform(X)
     except ValueError:
         return None
+
+
+def distance_sweep(name: str, params: dict[str, Any], ds: Dataset, ks: list[int], seed: int,
+                   n_pairs: int = 500) -> dict[str, np.ndarray]:
+    """Measured and expected L2 error (DPPro eq. 12) of recovered distances for each ``k``.
+
+    One seeded release per ``k`` on the same sampled pairs; exploration only. Returns arrays
+    ``k``, ``l2_error``, ``expected``, ``noise_variance`` (per k) and ``true_sq`` (of the pairs).
+    """
+    from dpcore.distances import distance_experiment, expected_l2_error
+
+    rows = {"k": [], "l2_error": [], "expected": [], "noise_variance": []}
+    true_sq = np.empty(0)
+    for k in ks:
+        res = draw_release(name, {**params, "n_components": int(k)}, ds, seed)
+        if res.release is None:
+            continue
+        exp = distance_experiment(res.release, ds.X, n_pairs=n_pairs, rng=seed)
+        true_sq = exp.true_sq
+        rows["k"].append(k)
+        rows["l2_error"].append(exp.l2_error)
+        rows["expected"].append(float(expected_l2_error(exp.true_sq, k, exp.noise_variance, exp.noise)))
+        rows["noise_variance"].append(exp.noise_variance)
+    out = {key: np.asarray(v, dtype=float) for key, v in rows.items()}
+    out["true_sq"] = true_sq
+    return out

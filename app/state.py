@@ -47,7 +47,6 @@ def init_state() -> None:
     ss.setdefault("p:test_size", 0.25)
     ss.setdefault("mechanism", DEFAULT_MECHANISM)
     ss.setdefault("ledger", Ledger())
-    ss.setdefault("budget", 10.0)
     ss.setdefault("_memo", OrderedDict())
     # Streamlit forgets the value of a widget whose page is not shown; re-assigning the key on
     # every run keeps parameter widgets alive across pages (documented "widget behaviour" idiom).

@@ -53,7 +53,7 @@ class NoiseRecord:
     statistic: str
     sensitivity: float
     scale: float
-    distribution: Literal["laplace", "gaussian", "none"]
+    distribution: Literal["laplace", "gaussian", "randomized-response", "none"]
     norm: str = "L1"
     epsilon: float | None = None
     delta: float | None = None

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from app import state
-from app.controls import mechanism_controls
+from app.controls import initial, mechanism_controls
 from app.figures.common import noise_table, release_scatter_figure
 from app.figures.images import image_grid_figure
 from app.runner import draw_release, real_in_release_space, two_d_view
@@ -25,7 +25,8 @@ left, right = st.columns([1, 2], gap="large")
 with left:
     st.subheader("Parameters")
     params = mechanism_controls(mech, ds)
-    seed = st.number_input("Preview seed", 0, 2**31 - 1, 0, key="p:preview_seed",
+    seed = st.number_input("Preview seed", 0, 2**31 - 1, key="p:preview_seed",
+                           **initial("p:preview_seed", "value", 0),
                            help="Previews are seeded so they are reproducible while you explore; "
                                 "they are labelled as previews and cannot be downloaded. The "
                                 "Release page draws a fresh release from OS entropy.")

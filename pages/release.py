@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from app.controls import mechanism_controls
+from app.controls import initial, mechanism_controls
 from app.runner import draw_release
 from dpcore.ledger import LedgerEntry
 from dpcore.mechanisms import get_mechanism
@@ -29,8 +29,8 @@ with st.expander("Parameters (shared with the Explore page)", expanded=False):
     params = mechanism_controls(mech, ds)
 
 c1, c2 = st.columns(2)
-budget = c1.number_input("Total ε budget for this dataset", min_value=0.0, value=10.0, step=0.5,
-                         key="p:budget")
+budget = c1.number_input("Total ε budget for this dataset", min_value=0.0, step=0.5, key="p:budget",
+                         **initial("p:budget", "value", 10.0))
 c2.metric("Spent so far (basic composition)", f"ε = {ledger.total_epsilon:.4g}",
           f"δ = {ledger.total_delta:.2g}", delta_color="off")
 
