@@ -62,10 +62,11 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         return st.select_slider("ε (epsilon) 🔒", EPSILON_GRID, format_func=_fmt,
                                 **initial(key, "value", default), **common)
     if p.name == "delta" or (p.kind == "float" and p.log and p.high == 1.0):
-        default = p.default if p.default in DELTA_GRID else 1e-5
-        return st.select_slider("δ (delta) 🔒" if p.name == "delta" else label, DELTA_GRID,
-                                format_func=lambda v: f"{v:.0e}", **initial(key, "value", default),
-                                **common)
+        grid: list[float | None] = [None, *DELTA_GRID] if p.optional else list(DELTA_GRID)
+        default = p.default if p.default in grid else 1e-5
+        return st.select_slider("δ (delta) 🔒" if p.name == "delta" else label, grid,
+                                format_func=lambda v: "1/n" if v is None else f"{v:.0e}",
+                                **initial(key, "value", default), **common)
     if p.kind == "bool":
         return st.checkbox(label, **initial(key, "value", bool(p.default)), **common)
     if p.kind == "choice":

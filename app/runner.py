@@ -15,6 +15,9 @@ from dpcore.mechanisms import get_mechanism
 from dpcore.release import Release
 
 
+INTERNAL_ERROR = "Internal error in the mechanism, please report it"
+
+
 @dataclass
 class RunResult:
     """A release or the error that prevented it (shown with ``st.error``, never a traceback)."""
@@ -33,6 +36,8 @@ def draw_release(name: str, params: dict[str, Any], ds: Dataset, seed: int | Non
             return RunResult(mech.release(ds, n_samples=n_samples))
     except (ValueError, TypeError, np.linalg.LinAlgError) as exc:
         return RunResult(None, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a page must show an error, never a traceback
+        return RunResult(None, f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
 
 
 def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 2000,
