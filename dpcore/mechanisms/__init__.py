@@ -4,14 +4,27 @@
 """
 
 from dpcore.mechanisms.base import MECHANISMS, Mechanism, available_mechanisms, get_mechanism
+from dpcore.mechanisms.baselines import MODIPS, IdentityLaplace, PCAIdentity, RPGaussian
+from dpcore.mechanisms.dppro import DPPro
+from dpcore.mechanisms.jl_laplace import JLLaplace
 from dpcore.mechanisms.local_gaussian import LocalGaussian
+from dpcore.mechanisms.pca_gauss import PCAGauss
+from dpcore.mechanisms.ron_gauss import RONGauss
 
 # Mechanism modules register themselves on import; add one line per new module here.
 
 __all__ = [
     "MECHANISMS",
+    "MODIPS",
+    "IdentityLaplace",
+    "PCAIdentity",
+    "RPGaussian",
+    "DPPro",
+    "JLLaplace",
     "LocalGaussian",
     "Mechanism",
+    "PCAGauss",
+    "RONGauss",
     "available_mechanisms",
     "get_mechanism",
 ]

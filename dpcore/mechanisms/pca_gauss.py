@@ -1,0 +1,487 @@
+"""PCA-Gauss: principal components + Gaussian generative model (pure or (epsilon, delta)-DP).
+
+Chanyaswad, Liu & Mittal, "Coupling Dimensionality Reduction with Generative Model for
+Non-Interactive Private Data Release" (``papers/pca_gauss.txt``; its formulas were lost in the text
+extraction and are restored in SPEC section 3, which this module follows).
+
+Data. Every feature is mapped affinely from its public bounds onto ``[-a, a]`` with ``a = 1``
+(clipped first), so ``|x_j| <= a``; the box centre maps to 0, which plays the role of the paper's
+centring without spending budget on a private mean. PCA features are ``x^ = W^T x / sqrt(d)``,
+which lie in ``[-a, a]^p`` for any orthonormal ``W`` (Lemma 1 plus rescaling: ``|w^T x| <= sqrt(d) a``).
+Regression labels are mapped from their public ``label_bounds`` onto ``[-a, a]`` the same way and
+mapped back for the release.
+
+Algorithms (replace-one neighbours, ``n`` public; Laplace mechanism on entrywise L1 sensitivity):
+
+* **Alg. 1 (unsupervised)**. The query is the top-``p`` eigenvalues ``lambda`` of
+  ``(1/(n d)) X^T X`` (the covariance of ``x^`` in the private PCA basis is ``diag(lambda)``).
+  ``calibration="paper"``: ``S1 = p a^2/n`` (Theorem 4, Weyl). ``calibration="tight"``
+  (default): ``S1 = min(p, 2) a^2/n`` (Lidskii-Mirsky: ``sum_i |lambda_i - lambda'_i| <=
+  ||A - A'||_trace <= 2 max ||x||^2/(n d)``; SPEC section 3). The release is ``N(0, diag(lambda_DP))``
+  in the private PCA coordinates: ``W`` is data-dependent and is NOT released, so real rows
+  cannot be mapped into this space (the release has no transform).
+* **Alg. 2 (regression)**, ``W`` derived independently: second moment of ``[x^, y]``,
+  ``S1 = (p^2 a^2 + 4 p a^2 + a^2)/n`` (Theorem 5; "paper", noise on every entry) or, "tight"
+  (noise on the upper triangle, mirrored), ``min(p(p+1)/2 + 2p + 1, p + 2 + 2 sqrt(p)) a^2/n``.
+* **Alg. 3 (classification, GMM)**, per class: mean ``S1 = 2 p a/n_c`` ("paper") or
+  ``2 sqrt(p) a/n_c`` ("tight"); second moment ``(1/n_c) X^_c^T X^_c``: ``S1 = p^2 a^2/n_c``
+  ("paper") or ``min(p(p+1)/2, p + 1) a^2/n_c`` ("tight", upper triangle); covariance by
+  post-processing ``M_c,DP - mu_c,DP mu_c,DP^T``, PSD-repaired. Default split
+  ``eps_mu = 0.1, eps_Sigma = 0.9`` of the model budget. Class sizes ``n_c`` are public; parallel
+  composition across classes.
+
+The "tight" matrix and mean bounds use, besides the box, that PCA features lie in the L2 ball of
+radius ``a``: ``||x^||_2 = ||W^T x||_2/sqrt(d) <= ||x||_2/sqrt(d) <= a`` for any orthonormal ``W``
+(ours, not in the paper or SPEC; the same argument as RON-Gauss's ``||x~|| <= 1``). The paper's
+box-only bounds are about ``p`` (matrices) and ``sqrt(p)`` (mean) times larger.
+
+Where ``W`` comes from (Alg. 2 and 3; each changes the total guarantee):
+
+* ``pca_source="lap"`` (LapPCA, paper section VII): top-``p`` eigenvectors of
+  ``(1/n) X^T X + Lap(S1/eps_pca)``, ``S1 = d^2 a^2/n`` (Prop. 3, every entry, "paper") or
+  ``d(d+1) a^2/(2n)`` (upper triangle, "tight"). Total ``eps_pca + eps_mu + eps_Sigma``, pure.
+* ``pca_source="analyze-gauss"`` (AGPCA; Dwork, Talwar, Thakurta & Zhang, "Analyze Gauss", STOC
+  2014): rows scaled to L2 norm <= 1, ``X^T X`` plus a symmetric matrix of i.i.d. Gaussians on the
+  upper triangle; replace-one Frobenius sensitivity ``sqrt(2)``; ``sigma`` from the analytic
+  Gaussian mechanism (Balle & Wang 2018). Total ``(eps_pca + eps_mu + eps_Sigma, delta)``.
+* ``pca_source="public"`` (PubPCA): a random ``public_fraction`` of the rows is treated as public
+  data: ``W`` is their top-``p`` eigenvectors, and they are excluded from the private part. No budget;
+  total ``eps_mu + eps_Sigma`` for the remaining rows. Those rows get no protection; in a real
+  release they must be genuinely public.
+
+``epsilon`` is always the total: LapPCA/AGPCA take ``pca_fraction`` of it, the Gaussian model the
+rest (split by ``epsilon_split`` in Alg. 3). Each part is in the release's noise records.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from dpcore.calibration import (
+    EpsilonSplit,
+    analytic_gaussian_sigma,
+    check_delta,
+    laplace_scale,
+    psd_repair,
+)
+from dpcore.mechanisms.base import Mechanism
+from dpcore.mechanisms.ron_gauss import (
+    check_n_components,
+    gaussian_samples,
+    label_to_unit,
+    noisy_second_moment,
+    proportional_counts,
+    unit_to_label,
+)
+from dpcore.preprocessing import PreparedInput
+from dpcore.release import Guarantee, NoiseRecord, Release
+from dpcore.schema import DELTA, EPSILON, Param
+
+__all__ = [
+    "PCAGauss",
+    "eigenvalue_sensitivity",
+    "lap_pca_sensitivity",
+    "pca_mean_sensitivity",
+    "pca_second_moment_sensitivity",
+    "scale_to_box",
+]
+
+A_BOUND = 1.0  # a: every feature (and regression label) is mapped onto [-a, a]
+SOURCE = "Chanyaswad, Liu & Mittal, PCA-Gauss (papers/pca_gauss.txt); SPEC section 3"
+AG_SOURCE = "Dwork, Talwar, Thakurta & Zhang, Analyze Gauss, STOC 2014; Balle & Wang, ICML 2018"
+
+
+# ------------------------------------------------------------------------------------ sensitivities
+def eigenvalue_sensitivity(p: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
+    """L1 sensitivity of the top-``p`` eigenvalues of ``(1/(n d)) X^T X``, entries in ``[-a, a]``.
+
+    ``"paper"``: ``p a^2/n`` (Theorem 4: Weyl, each eigenvalue moves by at most the spectral norm
+    ``max ||x||^2/(n d) <= a^2/n``). ``"tight"``: ``min(p, 2) a^2/n`` (Lidskii-Mirsky: the sum of all
+    eigenvalue changes is at most the trace norm ``(||x||^2 + ||x'||^2)/(n d) <= 2 a^2/n``).
+    """
+    k = p if calibration == "paper" else min(p, 2)
+    return k * a**2 / n_rows
+
+
+def pca_second_moment_sensitivity(
+    p: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight", supervised: bool = False
+) -> float:
+    """L1 sensitivity of ``(1/n) Z^T Z`` for PCA features ``x^`` (and the label ``y``, ``|y| <= a``).
+
+    ``"paper"`` (noise on every entry): ``p^2 a^2/n`` (Prop. 3 in dimension p, box
+    ``[-a, a]^p``; Theorem 6), or ``(p^2 a^2 + 4 p a^2 + a^2)/n`` with the label (Theorem 5).
+
+    ``"tight"`` (noise on the upper triangle, ``(||A||_1 + sum |A_ii|)/2``): the smaller of two
+    proven bounds. Box: ``p(p+1) a^2/(2n)``, or ``(p(p+1)/2 + 2p + 1) a^2/n`` with the label.
+    Ball (ours): ``W`` has orthonormal columns, so ``||x^||_2 = ||W^T x||_2/sqrt(d) <= ||x||_2/sqrt(d)
+    <= a``; then ``||x^ x^T||_1 = ||x^||_1^2 <= p a^2`` and the diagonal sum is ``<= a^2``, giving
+    ``(p + 1) a^2/n`` (the RON-Gauss argument of SPEC section 2), or ``(p + 2 + 2 sqrt(p)) a^2/n``
+    with the label (cross terms ``sum_j |x^_j y - x^'_j y'| <= 2 sqrt(p) a^2``, ``y^2``: ``a^2``).
+    """
+    if calibration == "paper":
+        s1 = p * p + (4 * p + 1 if supervised else 0)
+    else:
+        box = p * (p + 1) / 2 + (2 * p + 1 if supervised else 0)
+        ball = p + 1 + ((1 + 2 * math.sqrt(p)) if supervised else 0)
+        s1 = min(box, ball)
+    return s1 * a**2 / n_rows
+
+
+def pca_mean_sensitivity(p: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
+    """L1 sensitivity of the class mean of PCA features.
+
+    ``"paper"``: ``2 p a/n_c`` (Theorem 6, box ``[-a, a]^p``). ``"tight"``: ``2 sqrt(p) a/n_c``
+    (ours: ``||x^ - x^'||_1 <= sqrt(p) ||x^ - x^'||_2 <= 2 sqrt(p) a`` since ``||x^||_2 <= a``).
+    """
+    return 2 * (p if calibration == "paper" else math.sqrt(p)) * a / n_rows
+
+
+def lap_pca_sensitivity(d: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
+    """L1 sensitivity of ``(1/n) X^T X``, entries in ``[-a, a]`` (LapPCA, paper section VII).
+
+    ``"paper"``: ``d^2 a^2/n`` (Prop. 3, tight for the full matrix). ``"tight"``: upper triangle
+    ``d(d+1) a^2/(2n)`` (off-diagonal changes ``<= 2a^2`` counted once, diagonal ``<= a^2``).
+    """
+    s1 = d * d if calibration == "paper" else d * (d + 1) / 2
+    return s1 * a**2 / n_rows
+
+
+def scale_to_box(X: np.ndarray, bounds: np.ndarray, a: float = A_BOUND) -> np.ndarray:
+    """Clip to the public ``bounds`` (d, 2) and map each feature affinely onto ``[-a, a]``
+    (a feature with zero width maps to 0)."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    width = hi - lo
+    X = np.clip(np.asarray(X, dtype=float), lo, hi)
+    return np.where(width > 0, a * (2 * (X - lo) / np.where(width > 0, width, 1.0) - 1), 0.0)
+
+
+def _top_eigvecs(S: np.ndarray, p: int) -> np.ndarray:
+    """Top-``p`` eigenvectors (columns) of the symmetric part of ``S``, by decreasing eigenvalue."""
+    vals, vecs = np.linalg.eigh((S + S.T) / 2)
+    return vecs[:, np.argsort(vals)[::-1][:p]]
+
+
+def _pca_transform(X: np.ndarray, *, W: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Real rows -> PCA features ``W^T x / sqrt(d)`` of the box-scaled rows."""
+    return scale_to_box(X, bounds) @ W / math.sqrt(W.shape[0])
+
+
+# ------------------------------------------------------------------------------------ mechanism
+class PCAGauss(Mechanism):
+    """PCA-Gauss: Gaussian model (or GMM) on PCA features, Laplace noise on its moments.
+
+    Parameters
+    ----------
+    epsilon : float, default 1.0
+        Total privacy budget (> 0; ``inf`` = NOT PRIVATE, explore only).
+    delta : float, default 1e-5
+        Used only by ``pca_source="analyze-gauss"`` (then the guarantee is (epsilon, delta)).
+    epsilon_split : (float, float), default (0.1, 0.9)
+        Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
+        release a single noisy statistic and spend the whole model budget on it.
+    n_components : int, optional
+        ``p``, ``1 <= p < n_features``; default :func:`~dpcore.mechanisms.ron_gauss.default_n_components`.
+        Sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
+    pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
+        Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
+    pca_fraction : float, default 0.5
+        Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``).
+    public_fraction : float, default 0.1
+        ``pca_source="public"``: fraction of rows (chosen at random) treated as public data for
+        ``W`` and excluded from the private part.
+    calibration : {"tight", "paper"}, default "tight"
+        Sensitivities: the paper's values (noise on every matrix entry) or the tighter proven ones
+        (``min(p, 2)`` for Alg. 1; upper-triangle noise and the L2-ball bound ``||x^||_2 <= a`` for
+        Alg. 2/3, see the module docstring). Both are sound; for Alg. 1 ``details`` shows the scale
+        the paper's calibration would have used.
+    bounds, label_bounds, classes, task, random_state
+        See :class:`~dpcore.mechanisms.base.Mechanism`. Public feature bounds are required for the
+        ``[-a, a]`` scaling; regression needs public ``label_bounds``.
+
+    Released table: ``pc1..pcp`` (PCA features ``x^``), ``n_samples`` rows (default: the number of
+    private rows), labels for regression (label units) and classification (``n_c`` per class, or
+    ``n_samples`` split in proportion). Alg. 2/3 releases carry ``W`` and the bounds in
+    ``transform_arrays`` and map real rows with ``x -> W^T scale(x)/sqrt(d)``.
+
+    Raises
+    ------
+    ValueError
+        ``n_components >= n_features``, too few rows left for ``public_fraction``, bad parameters.
+    """
+
+    name = "pca-gauss"
+    title = "PCA-Gauss (PCA + Gaussian model)"
+    summary = ("Scale features to [-1, 1], reduce with PCA (private eigenvalues, a DP PCA, or a "
+               "public split), fit a Gaussian (or one per class) with Laplace noise, and sample.")
+    citation = ("Chanyaswad, Liu & Mittal, Coupling Dimensionality Reduction with Generative Model "
+                "for Non-Interactive Private Data Release (PCA-Gauss)")
+    params = (
+        EPSILON,
+        DELTA,
+        Param("epsilon_split", "fraction_split", (0.1, 0.9), "Classification (GMM): fractions of "
+              "the model budget for the class means and second moments (paper: 0.1 / 0.9).",
+              privacy=True, split_names=("mean", "covariance")),
+        Param("n_components", "int", None, "Number of principal components p (< number of "
+              "features); empty = 2 ln d / ln ln d.", low=1, optional=True),
+        Param("pca_source", "choice", "lap", "Supervised tasks: W from LapPCA (pure), Analyze "
+              "Gauss (epsilon, delta) or a public split of the rows (no budget).",
+              choices=("lap", "analyze-gauss", "public"), privacy=True),
+        Param("pca_fraction", "float", 0.5, "Fraction of epsilon spent on the DP PCA (lap, "
+              "analyze-gauss).", low=0.0, high=1.0, low_open=True, high_open=True, privacy=True),
+        Param("public_fraction", "float", 0.1, "pca_source='public': fraction of rows treated as "
+              "public (used for W only, excluded from the private part).", low=0.0, high=0.5,
+              low_open=True),
+        Param("calibration", "choice", "tight", "Sensitivities: tight (proven, less noise) or "
+              "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
+    )
+    neighbouring = "replace-one"
+    guarantee_kind = "pure"
+    space = "projected"
+
+    def _release(
+        self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
+        n_samples: int | None,
+    ) -> Release:
+        n, d = data.X.shape
+        p = check_n_components(params["n_components"], d)
+        Xs = scale_to_box(data.X, data.bounds)
+        if data.task == "unsupervised":
+            return self._alg1(data, params, rng, n_samples, Xs, p)
+        return self._supervised(data, params, rng, n_samples, Xs, p)
+
+    # ------------------------------------------------------------------------------ Alg. 1
+    def _alg1(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
+              n_samples: int | None, Xs: np.ndarray, p: int) -> Release:
+        n, d = Xs.shape
+        eps, cal = params["epsilon"], params["calibration"]
+        lam = np.sort(np.linalg.eigvalsh(Xs.T @ Xs / (n * d)))[::-1][:p]
+        s1 = eigenvalue_sensitivity(p, n, calibration=cal)
+        b = laplace_scale(s1, eps)
+        lam_dp = lam + (rng.laplace(0.0, b, size=p) if b > 0 else 0.0)
+        lam_pos = np.clip(lam_dp, 0.0, None)
+        m = n if n_samples is None else n_samples
+        values = rng.standard_normal((m, p)) * np.sqrt(lam_pos)
+        noise = [NoiseRecord(
+            statistic="top-p eigenvalues of (1/(n d)) X^T X", sensitivity=s1, scale=b,
+            distribution="laplace", norm="L1", epsilon=eps,
+            formula=("S1 = p a^2/n (Weyl)" if cal == "paper" else "S1 = min(p, 2) a^2/n "
+                     "(Lidskii-Mirsky)") + "; b = S1/epsilon; a = 1",
+            source=f"{SOURCE}, Alg. 1 / Theorem 4",
+        )]
+        details = {
+            "algorithm": "Alg. 1 (unsupervised: private eigenvalues, W not released)",
+            "n_components": p,
+            "scale_paper": laplace_scale(eigenvalue_sensitivity(p, n, calibration="paper"), eps),
+            "scale_tight": laplace_scale(eigenvalue_sensitivity(p, n, calibration="tight"), eps),
+            "assumptions": [
+                "n is public (bounded DP, replace-one neighbours)",
+                "features are scaled from their public bounds to [-1, 1]; the box centre is used "
+                "as the centre (no private centring)",
+                "the PCA basis W is private and NOT released: the columns are coordinates in an "
+                "unknown basis and real data cannot be mapped into them",
+            ],
+            "pca_source": "not used (Alg. 1 uses the private data's own PCA)",
+        }
+        rel = self._new_release(
+            data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
+            guarantee=Guarantee(epsilon=eps, delta=0.0, neighbouring="replace-one", kind="pure"),
+            noise=noise, calibration=cal, n_samples=n_samples, details=details,
+        )
+        rel.diagnostics.update({"eigenvalues_dp": lam_dp, "n_negative_eigenvalues_clipped":
+                                int(np.sum(lam_dp < 0))})
+        return rel
+
+    # ------------------------------------------------------------------------------ Alg. 2 / 3
+    def _supervised(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
+                    n_samples: int | None, Xs: np.ndarray, p: int) -> Release:
+        n, d = Xs.shape
+        source, cal = params["pca_source"], params["calibration"]
+        gmm = data.task == "classification"
+        model = (dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)) if gmm
+                 else {"covariance": 1.0})
+        if source == "public":
+            fractions = model
+        else:
+            f = params["pca_fraction"]
+            fractions = {"pca": f, **{k: (1 - f) * v for k, v in model.items()}}
+        split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
+        delta = check_delta(params["delta"]) if source == "analyze-gauss" else 0.0
+
+        y = data.y
+        noise: list[NoiseRecord] = []
+        diag: dict[str, Any] = {"pca_source": source}
+        if source == "public":
+            n_pub = int(round(params["public_fraction"] * n))
+            if n_pub < 1 or n - n_pub < 2:
+                raise ValueError(
+                    f"public_fraction={params['public_fraction']} leaves {n_pub} public and "
+                    f"{n - n_pub} private rows; need at least 1 public and 2 private rows"
+                )
+            perm = rng.permutation(n)
+            pub, priv = np.sort(perm[:n_pub]), np.sort(perm[n_pub:])
+            W = _top_eigvecs(Xs[pub].T @ Xs[pub], p)
+            Xs, y = Xs[priv], None if y is None else y[priv]
+            diag.update({"n_public_rows": n_pub, "private_rows": priv})
+        elif source == "lap":
+            s1 = lap_pca_sensitivity(d, n, calibration=cal)
+            b = laplace_scale(s1, split["pca"])
+            noisy, _ = noisy_second_moment(Xs, b, rng, full_matrix=cal == "paper")
+            W = _top_eigvecs(noisy, p)
+            noise.append(NoiseRecord(
+                statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=b,
+                distribution="laplace", norm="L1", epsilon=split["pca"],
+                formula=("S1 = d^2 a^2/n, every entry" if cal == "paper" else
+                         "S1 = d(d+1) a^2/(2n), upper triangle mirrored") + "; b = S1/eps_pca",
+                source=f"{SOURCE}, section VII (LapPCA) / Prop. 3",
+            ))
+        else:
+            Y = Xs / (math.sqrt(d) * A_BOUND)  # rows of L2 norm <= 1
+            sigma = analytic_gaussian_sigma(math.sqrt(2.0), split["pca"], delta)
+            W = _top_eigvecs(Y.T @ Y + _symmetric_gaussian_noise(d, sigma, rng), p)
+            noise.append(NoiseRecord(
+                statistic="Analyze Gauss: X^T X of rows scaled to norm <= 1 (d x d)",
+                sensitivity=math.sqrt(2.0), scale=sigma, distribution="gaussian", norm="L2",
+                epsilon=split["pca"], delta=delta,
+                formula="S2 = sqrt(2) (replace-one, Frobenius); sigma = analytic Gaussian(S2, "
+                        "eps_pca, delta), i.i.d. on the upper triangle, mirrored",
+                source=AG_SOURCE,
+            ))
+        Xh = Xs @ W / math.sqrt(d)
+        m = Xh.shape[0] if n_samples is None else n_samples
+        if gmm:
+            values, labels, recs = self._alg3(data, Xh, y, split, cal, m, rng, diag)
+            algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
+        else:
+            values, labels, recs = self._alg2(data, Xh, y, split, cal, m, rng, diag)
+            algorithm = "Alg. 2 (supervised, augmented second moment)"
+        noise += recs
+
+        eps_total = math.fsum(split.parts)
+        kind = "approx" if source == "analyze-gauss" else "pure"
+        assumptions = [
+            "n is public (bounded DP, replace-one neighbours)",
+            "features are scaled from their public bounds to [-1, 1]; the box centre is used as "
+            "the centre (no private centring)",
+        ]
+        if source == "public":
+            assumptions.append(
+                f"{diag['n_public_rows']} randomly chosen rows were treated as PUBLIC data for W "
+                "(no protection for them) and excluded from the private part"
+            )
+        if gmm:
+            assumptions.append(
+                "class sizes n_c are public (paper Alg. 3); neighbours replace one record by "
+                "another of the same class, and the class label itself is not protected"
+            )
+        else:
+            assumptions.append(f"labels lie in the public label_bounds {data.label_bounds}, "
+                               "mapped to [-1, 1]")
+        details = {
+            "algorithm": algorithm,
+            "n_components": p,
+            "pca_source": source,
+            "epsilon_parts": split.as_dict(),
+            "nominal_epsilon": split.total,
+            "guaranteed_epsilon": eps_total,
+            "assumptions": assumptions,
+            # noise the tight calibration saves: paper S1 / tight S1 (1.0 when calibration="paper")
+            "paper_over_tight_sensitivity": {
+                "second_moment": pca_second_moment_sensitivity(p, 1, calibration="paper",
+                                                               supervised=not gmm)
+                / pca_second_moment_sensitivity(p, 1, calibration=cal, supervised=not gmm),
+                **({"mean": pca_mean_sensitivity(p, 1, calibration="paper")
+                    / pca_mean_sensitivity(p, 1, calibration=cal)} if gmm else {}),
+            },
+        }
+        transform_arrays = {"W": W, "bounds": data.bounds}
+        label_columns = [data.label_name or "label"]
+        rel = self._new_release(
+            data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
+            guarantee=Guarantee(epsilon=eps_total, delta=delta, neighbouring="replace-one",
+                                kind=kind),
+            noise=noise, calibration=cal, n_samples=n_samples, labels=labels,
+            label_columns=label_columns, transform_arrays=transform_arrays,
+            transform_fn=partial(_pca_transform, W=W, bounds=data.bounds.copy()), details=details,
+        )
+        rel.diagnostics.update(diag)
+        return rel
+
+    @staticmethod
+    def _alg2(data: PreparedInput, Xh: np.ndarray, y: np.ndarray | None, split: EpsilonSplit,
+              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
+              ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
+        assert y is not None and data.label_bounds is not None
+        n, p = Xh.shape
+        Z = np.column_stack([Xh, label_to_unit(y, data.label_bounds, A_BOUND)])
+        s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
+        b = laplace_scale(s1, split["covariance"])
+        noisy, repaired = noisy_second_moment(Z, b, rng, full_matrix=cal == "paper")
+        samples = gaussian_samples(np.zeros(p + 1), repaired, m, rng)
+        diag.update({"second_moment_dp": noisy, "second_moment_dp_repaired": repaired})
+        rec = NoiseRecord(
+            statistic="second moment of [x^, y] ((p+1) x (p+1))", sensitivity=s1, scale=b,
+            distribution="laplace", norm="L1", epsilon=split["covariance"],
+            formula=("S1 = (p^2 a^2 + 4 p a^2 + a^2)/n, every entry" if cal == "paper" else
+                     "S1 = min(p(p+1)/2 + 2p + 1, p + 2 + 2 sqrt(p)) a^2/n, upper triangle "
+                     "mirrored")
+            + "; b = S1/eps_Sigma; a = 1",
+            source=f"{SOURCE}, Alg. 2 / Theorem 5",
+        )
+        return samples[:, :-1], unit_to_label(samples[:, -1], data.label_bounds, A_BOUND), [rec]
+
+    @staticmethod
+    def _alg3(data: PreparedInput, Xh: np.ndarray, y: np.ndarray | None, split: EpsilonSplit,
+              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
+              ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
+        assert y is not None and data.classes is not None
+        p = Xh.shape[1]
+        sizes = np.bincount(y, minlength=data.classes.size)
+        counts = proportional_counts(m, sizes)
+        chunks, labels, recs = [], [], []
+        diag.update({"class_sizes": sizes, "mu_dp": {}, "second_moment_dp": {}})
+        for c in np.flatnonzero(sizes):
+            Xc, n_c = Xh[y == c], int(sizes[c])
+            tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
+            s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
+            b_mu = laplace_scale(s1_mu, split["mean"])
+            mu = Xc.mean(axis=0) + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0)
+            s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
+            b_m = laplace_scale(s1_m, split["covariance"])
+            noisy, _ = noisy_second_moment(Xc, b_m, rng, full_matrix=cal == "paper")
+            cov = psd_repair(noisy - np.outer(mu, mu))
+            chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
+            labels.append(np.full(int(counts[c]), c))
+            key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
+            diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
+            recs += [
+                NoiseRecord(
+                    statistic="mean of PCA features" + tag, sensitivity=s1_mu, scale=b_mu,
+                    distribution="laplace", norm="L1", epsilon=split["mean"],
+                    formula=("S1 = 2 p a/n_c" if cal == "paper" else "S1 = 2 sqrt(p) a/n_c "
+                             "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1",
+                    source=f"{SOURCE}, Alg. 3 / Theorem 6",
+                ),
+                NoiseRecord(
+                    statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
+                    distribution="laplace", norm="L1", epsilon=split["covariance"],
+                    formula=("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
+                             "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored")
+                    + "; b = S1/eps_Sigma; covariance = M - mu mu^T (post-processing)",
+                    source=f"{SOURCE}, Alg. 3 / Theorem 6",
+                ),
+            ]
+        return np.vstack(chunks), data.classes[np.concatenate(labels)], recs
+
+
+def _symmetric_gaussian_noise(size: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Symmetric matrix with i.i.d. ``N(0, sigma^2)`` on the upper triangle (diagonal included)."""
+    noise = np.zeros((size, size))
+    if sigma > 0:
+        iu = np.triu_indices(size)
+        noise[iu] = rng.normal(0.0, sigma, size=len(iu[0]))
+        noise = noise + np.triu(noise, 1).T
+    return noise

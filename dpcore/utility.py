@@ -1,0 +1,516 @@
+"""Utility evaluation shared by every mechanism: train on the release, test on real rows.
+
+SPEC section 7 (the papers' protocol): a model is trained on the released data and evaluated on
+real held-out rows (mapped into the release's space with :meth:`Release.transform` when the release
+lives in a projected space), repeated over trials with the mean and a 95% interval, next to the
+non-private baseline trained on the real training rows of the same split.
+
+Metrics (all computed with scikit-learn):
+
+* clustering -- K-means with the number of clusters ``k`` chosen by silhouette analysis over
+  ``k_range`` (RON-Gauss section 5.2.1, PCA-Gauss section VIII-B1):
+
+  - ``silhouette_release``: silhouette coefficient of the release under its own K-means (the
+    papers' metric; it needs no ground truth but says nothing about the real data);
+  - ``silhouette_real``: the real held-out rows are assigned by the K-means fitted on the release;
+    silhouette of that partition measured on the real rows in their original feature space
+    (scaled to [0, 1] by the public bounds when given);
+  - ``ari_real``: adjusted Rand index between that partition and K-means fitted directly on the
+    real held-out rows (original space, ``k`` by silhouette analysis);
+  - ``k``: the number of clusters chosen on the release.
+
+  Silhouettes and the K-means fits use a random sub-sample of at most ``silhouette_sample`` rows
+  (default 2,000), because the silhouette costs O(m^2).
+* classification -- ``svm_accuracy`` (RBF SVC, the papers' classifier) and ``logreg_accuracy``
+  (logistic regression), both after standardisation fitted on the training data; at most
+  ``max_train`` training rows (default 5,000, a random sub-sample) to keep sweeps interactive.
+  ``chance`` is the majority-class accuracy on the test rows.
+* regression -- ``krr_rmse``: kernel ridge regression (RBF, ``alpha = 1``) on standardised
+  features with a standardised target, at most ``max_train_krr`` rows (default 2,000; the fit is
+  O(m^3)). ``random_guess_rmse`` is the expected RMSE of predictions drawn uniformly from the
+  public label range (RON-Gauss section 5.2.3), ``sqrt(mean((c - y)^2) + w^2/12)`` with ``c`` the
+  centre and ``w`` the width of the range.
+
+The evaluation itself is not private: it uses the real held-out rows, as the papers do. It is an
+exploration tool for the data custodian, not something to publish.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.cluster import KMeans
+from sklearn.compose import TransformedTargetRegressor
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import adjusted_rand_score, silhouette_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
+from threadpoolctl import threadpool_limits
+
+__all__ = [
+    "CLUSTERING_METRICS",
+    "CLASSIFICATION_METRICS",
+    "REGRESSION_METRICS",
+    "EvalSettings",
+    "choose_k",
+    "classification_metrics",
+    "clustering_metrics",
+    "evaluate_non_private",
+    "evaluate_release",
+    "mean_interval",
+    "random_guess_rmse",
+    "real_reference",
+    "regression_metrics",
+    "utility_sweep",
+]
+
+CLUSTERING_METRICS = ("silhouette_release", "silhouette_real", "ari_real", "k")
+CLASSIFICATION_METRICS = ("svm_accuracy", "logreg_accuracy")
+REGRESSION_METRICS = ("krr_rmse",)
+HIGHER_IS_BETTER = {"silhouette_release": True, "silhouette_real": True, "ari_real": True,
+                    "svm_accuracy": True, "logreg_accuracy": True, "krr_rmse": False, "k": True}
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """Evaluation settings (all data-independent).
+
+    Attributes
+    ----------
+    silhouette_sample : int
+        Rows sub-sampled for K-means and silhouettes (default 2,000).
+    k_range : (int, int)
+        Inclusive range of cluster numbers tried by the silhouette analysis (default 2..8).
+    max_train : int
+        Training rows for the classifiers (default 5,000; random sub-sample above that).
+    max_train_krr : int
+        Training rows for kernel ridge regression (default 2,000).
+    random_state : int or None
+        Seeds the sub-samples, K-means and the logistic regression solver.
+    """
+
+    silhouette_sample: int = 2000
+    k_range: tuple[int, int] = (2, 8)
+    max_train: int = 5000
+    max_train_krr: int = 2000
+    random_state: int | None = 0
+
+    def __post_init__(self) -> None:
+        lo, hi = self.k_range
+        if not (2 <= lo <= hi):
+            raise ValueError(f"k_range must satisfy 2 <= low <= high, got {self.k_range}")
+        for name in ("silhouette_sample", "max_train", "max_train_krr"):
+            if getattr(self, name) < 10:
+                raise ValueError(f"{name} must be at least 10, got {getattr(self, name)}")
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def _subsample(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    return np.arange(n) if n <= size else np.sort(rng.choice(n, size=size, replace=False))
+
+
+def _seed(rng: np.random.Generator) -> int:
+    return int(rng.integers(0, 2**31 - 1))
+
+
+def mean_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and Student-t confidence interval of the finite values (``nan`` when undefined).
+
+    With a single finite value the interval is ``(nan, nan)``: one trial says nothing about spread.
+    """
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(v.mean())
+    if v.size < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return mean, mean - half, mean + half
+
+
+def _bounds_scale(X: np.ndarray, bounds: np.ndarray | None) -> np.ndarray:
+    if bounds is None:
+        return X
+    b = np.asarray(bounds, dtype=float)
+    width = b[:, 1] - b[:, 0]
+    return (np.clip(X, b[:, 0], b[:, 1]) - b[:, 0]) / np.where(width > 0, width, 1.0)
+
+
+def _safe_silhouette(X: np.ndarray, labels: np.ndarray, random_state: int) -> float:
+    k = np.unique(labels).size
+    if not (2 <= k <= X.shape[0] - 1):
+        return math.nan
+    return float(silhouette_score(X, labels, random_state=random_state))
+
+
+def choose_k(
+    X: np.ndarray, settings: EvalSettings = EvalSettings(), rng: np.random.Generator | None = None
+) -> tuple[int, float, KMeans]:
+    """Silhouette analysis: K-means for every ``k`` in ``settings.k_range`` on a sub-sample of at
+    most ``settings.silhouette_sample`` rows; returns ``(k, silhouette, fitted KMeans)`` of the best.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 rows (no silhouette is defined).
+    """
+    X = np.asarray(X, dtype=float)
+    if X.shape[0] < 3:
+        raise ValueError(f"clustering needs at least 3 rows, got {X.shape[0]}")
+    rng = rng or np.random.default_rng(settings.random_state)
+    S = X[_subsample(X.shape[0], settings.silhouette_sample, rng)]
+    best: tuple[int, float, KMeans] | None = None
+    seed = _seed(rng)
+    # K-means on a few thousand rows is fastest single-threaded; OpenMP threads on a busy machine
+    # made it 10-100x slower in our measurements.
+    with threadpool_limits(limits=1):
+        for k in range(settings.k_range[0], min(settings.k_range[1], S.shape[0] - 1) + 1):
+            km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(S)
+            score = _safe_silhouette(S, km.labels_, seed)
+            if best is None or (np.isfinite(score) and (not np.isfinite(best[1]) or score > best[1])):
+                best = (k, score, km)
+    assert best is not None
+    return best
+
+
+# ---------------------------------------------------------------------------------------- metrics
+def clustering_metrics(
+    train_X: np.ndarray,
+    test_space_X: np.ndarray | None,
+    test_real_X: np.ndarray,
+    *,
+    bounds: np.ndarray | None = None,
+    settings: EvalSettings = EvalSettings(),
+    reference: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Clustering utility of a training table (a release, or real rows for the baseline).
+
+    Parameters
+    ----------
+    train_X : ndarray (m, k)
+        Rows to cluster (the release).
+    test_space_X : ndarray (t, k) or None
+        Real held-out rows mapped into ``train_X``'s space; ``None`` when the release has no public
+        transform (then only ``silhouette_release`` and ``k`` are defined, the rest are ``nan``).
+    test_real_X : ndarray (t, d)
+        The same held-out rows in their original feature space.
+    bounds : ndarray (d, 2), optional
+        Public bounds used to scale ``test_real_X`` to [0, 1] before real-space silhouettes/K-means.
+    reference : (indices, labels), optional
+        Precomputed sub-sample and K-means labels of the real rows (see :func:`evaluate_release`).
+    """
+    rng = np.random.default_rng(settings.random_state)
+    k, sil, km = choose_k(train_X, settings, rng)
+    out = {"k": float(k), "silhouette_release": sil, "silhouette_real": math.nan,
+           "ari_real": math.nan}
+    if test_space_X is None:
+        return out
+    idx, ref_labels = reference or real_reference(test_real_X, bounds, settings)
+    with threadpool_limits(limits=1):
+        assigned = km.predict(np.asarray(test_space_X, dtype=float)[idx])
+    real = _bounds_scale(np.asarray(test_real_X, dtype=float)[idx], bounds)
+    out["silhouette_real"] = _safe_silhouette(real, assigned, _seed(rng))
+    out["ari_real"] = float(adjusted_rand_score(ref_labels, assigned))
+    return out
+
+
+def real_reference(
+    test_real_X: np.ndarray, bounds: np.ndarray | None, settings: EvalSettings
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sub-sample indices of the real held-out rows and their K-means partition (k chosen by
+    silhouette analysis, rows scaled to [0, 1] by the public bounds when given)."""
+    rng = np.random.default_rng(None if settings.random_state is None else settings.random_state + 1)
+    idx = _subsample(len(test_real_X), settings.silhouette_sample, rng)
+    real = _bounds_scale(np.asarray(test_real_X, dtype=float)[idx], bounds)
+    _, _, km = choose_k(real, settings, rng)
+    return idx, km.labels_
+
+
+def _fit_predict_classifiers(
+    train_X: np.ndarray, train_y: np.ndarray, test_X: np.ndarray, test_y: np.ndarray,
+    settings: EvalSettings,
+) -> dict[str, float]:
+    rng = np.random.default_rng(settings.random_state)
+    idx = _subsample(len(train_X), settings.max_train, rng)
+    Xtr, ytr = np.asarray(train_X, dtype=float)[idx], np.asarray(train_y)[idx]
+    if np.unique(ytr).size < 2:  # a release with a single class: the constant predictor
+        acc = float(np.mean(np.asarray(test_y) == ytr[0]))
+        return {"svm_accuracy": acc, "logreg_accuracy": acc}
+    models = {
+        "svm_accuracy": make_pipeline(StandardScaler(), SVC(kernel="rbf", C=1.0, gamma="scale")),
+        "logreg_accuracy": make_pipeline(
+            StandardScaler(), LogisticRegression(max_iter=500, random_state=_seed(rng))
+        ),
+    }
+    out = {}
+    for name, model in models.items():
+        model.fit(Xtr, ytr)
+        out[name] = float(np.mean(model.predict(test_X) == np.asarray(test_y)))
+    return out
+
+
+def classification_metrics(
+    train_X: np.ndarray, train_y: np.ndarray, test_X: np.ndarray, test_y: np.ndarray,
+    *, settings: EvalSettings = EvalSettings(),
+) -> dict[str, float]:
+    """SVM and logistic-regression accuracy on the real test rows, plus ``chance`` (majority class)."""
+    out = _fit_predict_classifiers(train_X, train_y, test_X, test_y, settings)
+    _, counts = np.unique(np.asarray(test_y), return_counts=True)
+    out["chance"] = float(counts.max() / counts.sum())
+    return out
+
+
+def random_guess_rmse(test_y: np.ndarray, label_bounds: tuple[float, float]) -> float:
+    """Expected RMSE of i.i.d. Uniform(lo, hi) guesses: ``sqrt(mean((c - y)^2) + (hi - lo)^2/12)``."""
+    lo, hi = (float(v) for v in label_bounds)
+    y = np.asarray(test_y, dtype=float)
+    return float(math.sqrt(np.mean(((lo + hi) / 2 - y) ** 2) + (hi - lo) ** 2 / 12))
+
+
+def regression_metrics(
+    train_X: np.ndarray, train_y: np.ndarray, test_X: np.ndarray, test_y: np.ndarray,
+    *, label_bounds: tuple[float, float] | None = None, settings: EvalSettings = EvalSettings(),
+) -> dict[str, float]:
+    """Kernel ridge RMSE on the real test rows, plus ``chance`` (random-guess RMSE) if the public
+    label range is known."""
+    rng = np.random.default_rng(settings.random_state)
+    idx = _subsample(len(train_X), settings.max_train_krr, rng)
+    model = TransformedTargetRegressor(
+        regressor=make_pipeline(StandardScaler(), KernelRidge(alpha=1.0, kernel="rbf")),
+        transformer=StandardScaler(),
+    )
+    model.fit(np.asarray(train_X, dtype=float)[idx], np.asarray(train_y, dtype=float)[idx])
+    resid = model.predict(np.asarray(test_X, dtype=float)) - np.asarray(test_y, dtype=float)
+    out = {"krr_rmse": float(np.sqrt(np.mean(resid**2)))}
+    out["chance"] = random_guess_rmse(test_y, label_bounds) if label_bounds is not None else math.nan
+    return out
+
+
+# ---------------------------------------------------------------------------------------- entry points
+def _release_labels(release: Any) -> np.ndarray | None:
+    labels = release.labels
+    if labels is None:
+        return None
+    labels = np.asarray(labels)
+    if labels.ndim == 2:  # noisy one-hot labels (e.g. mixtures): decode by argmax
+        classes = release.details.get("classes")
+        idx = np.argmax(labels, axis=1)
+        return np.asarray(classes)[idx] if classes is not None else idx
+    return labels
+
+
+def _map_to_release_space(release: Any, X: np.ndarray) -> np.ndarray | None:
+    try:
+        return release.transform(X)
+    except ValueError:
+        return None
+
+
+def evaluate_release(
+    release: Any,
+    test_X: np.ndarray,
+    test_y: np.ndarray | None = None,
+    task: str | None = None,
+    *,
+    bounds: np.ndarray | None = None,
+    label_bounds: tuple[float, float] | None = None,
+    settings: EvalSettings = EvalSettings(),
+    reference: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Utility of one release on real held-out rows (train on the release, test on real data).
+
+    Parameters
+    ----------
+    release : dpcore.release.Release
+    test_X : array (t, d)
+        Real held-out rows in the original feature space; mapped with ``release.transform``.
+    test_y : array (t,), optional
+        Real held-out labels (classification / regression).
+    task : {"unsupervised", "classification", "regression"}, optional
+        Default: the release's task (``release.parameters["task"]``). ``"unsupervised"`` means
+        clustering.
+    bounds : array (d, 2), optional
+        Public feature bounds (scale real rows for the real-space clustering metrics).
+    label_bounds : (lo, hi), optional
+        Public label range for the random-guess RMSE.
+    settings : EvalSettings
+    reference : (indices, labels), optional
+        Clustering only: the real rows' sub-sample and K-means partition, as returned by
+        :func:`real_reference` (computed here when omitted; pass it to reuse it across releases).
+
+    Returns
+    -------
+    dict
+        Metric name -> value (see the module docstring); ``chance`` for supervised tasks.
+
+    Raises
+    ------
+    ValueError
+        A supervised task on a release without labels, or whose space has no public transform.
+    """
+    task = task or release.parameters.get("task", "unsupervised")
+    test_X = np.asarray(test_X, dtype=float)
+    mapped = _map_to_release_space(release, test_X)
+    if task == "unsupervised":
+        return clustering_metrics(release.data, mapped, test_X, bounds=bounds, settings=settings,
+                                  reference=reference)
+    labels = _release_labels(release)
+    if labels is None or test_y is None:
+        raise ValueError(f"task {task!r} needs labels in the release and test_y")
+    if mapped is None:
+        raise ValueError(f"the {release.mechanism} release has no public transform: real test rows "
+                         "cannot be mapped into its space, so a model trained on it cannot be tested")
+    if task == "classification":
+        return classification_metrics(release.data, labels, mapped, test_y, settings=settings)
+    if task == "regression":
+        return regression_metrics(release.data, labels, mapped, test_y, label_bounds=label_bounds,
+                                  settings=settings)
+    raise ValueError(f"task must be unsupervised, classification or regression, got {task!r}")
+
+
+def _xy(part: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    if hasattr(part, "X"):
+        return np.asarray(part.X, dtype=float), part.y
+    X, y = part if isinstance(part, tuple) else (part, None)
+    return np.asarray(X, dtype=float), y
+
+
+def evaluate_non_private(
+    train: Any, test: Any, task: str | None = None, *, bounds: np.ndarray | None = None,
+    label_bounds: tuple[float, float] | None = None, settings: EvalSettings = EvalSettings(),
+) -> dict[str, float]:
+    """The non-private baseline: the same metrics with the real training rows as the "release".
+
+    ``train``/``test`` are :class:`~dpcore.data.Dataset` objects or ``(X, y)`` tuples (or bare
+    ``X`` for clustering). Features stay in their original space.
+    """
+    Xtr, ytr = _xy(train)
+    Xte, yte = _xy(test)
+    task = task or getattr(train, "task", None) or ("unsupervised" if ytr is None else None)
+    if bounds is None:
+        bounds = getattr(train, "bounds", None)
+    if label_bounds is None:
+        label_bounds = getattr(train, "label_bounds", None)
+    if task == "unsupervised":
+        return clustering_metrics(_bounds_scale(Xtr, bounds), _bounds_scale(Xte, bounds), Xte,
+                                  bounds=bounds, settings=settings)
+    if ytr is None or yte is None:
+        raise ValueError(f"task {task!r} needs labels for train and test")
+    if task == "classification":
+        return classification_metrics(Xtr, ytr, Xte, yte, settings=settings)
+    if task == "regression":
+        return regression_metrics(Xtr, ytr, Xte, yte, label_bounds=label_bounds, settings=settings)
+    raise ValueError(f"task must be unsupervised, classification or regression, got {task!r}")
+
+
+def utility_sweep(
+    mechanism_factory: Callable[[Any], Any],
+    dataset: Any,
+    values: Sequence[Any],
+    *,
+    param: str = "epsilon",
+    trials: int = 5,
+    test_size: float = 0.25,
+    task: str | None = None,
+    n_samples: int | None = None,
+    random_state: int | None = 0,
+    settings: EvalSettings | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    baseline: dict[str, float] | None = None,
+) -> pd.DataFrame:
+    """Utility of a mechanism over a grid of one parameter (epsilon, n_components...).
+
+    Parameters
+    ----------
+    mechanism_factory : callable
+        ``value -> Mechanism``, e.g. ``lambda eps: RONGauss(epsilon=eps, n_components=5)``. Its
+        ``random_state`` is overwritten per trial (seeded from ``random_state``: the releases are
+        exploration previews, never publishable).
+    dataset : Dataset or (Dataset, Dataset)
+        Split with ``dataset.split(test_size, random_state)`` (stratified for classification), or
+        an explicit ``(train, test)`` pair. Mechanisms see only the training part.
+    values : sequence
+        Grid of the swept parameter (the ``x`` column).
+    param : str
+        Name of the swept parameter (recorded in the ``param`` column; ``"epsilon"`` suggests a log
+        axis to the plotting helpers).
+    trials : int
+        Releases per value (mean and 95% t-interval over them).
+    task : str, optional
+        Default: the dataset's task.
+    n_samples : int, optional
+        Rows per release (default: as many as the training part).
+    random_state : int or None
+        Seeds the split, the releases and the evaluation; ``None`` = OS entropy.
+    settings : EvalSettings, optional
+    progress : callable, optional
+        Called as ``progress(done, total, message)`` after the baseline and after every release
+        (e.g. to drive ``st.progress``).
+    baseline : dict, optional
+        A precomputed :func:`evaluate_non_private` result for the same split and settings (saves
+        recomputing it when several mechanisms are swept on one dataset).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Tidy, one row per (value, metric): ``param, x, metric, mean, lo, hi, baseline, chance,
+        n_trials, higher_is_better``. ``baseline`` is the non-private value on the same split.
+
+    Raises
+    ------
+    ValueError
+        ``trials < 1``, an empty grid, or whatever the mechanism raises for a bad value.
+    """
+    if trials < 1:
+        raise ValueError(f"trials must be >= 1, got {trials}")
+    values = list(values)
+    if not values:
+        raise ValueError("values must contain at least one parameter value")
+    if isinstance(dataset, tuple):
+        train, test = dataset
+    else:
+        train, test = dataset.split(test_size=test_size, random_state=random_state)
+    task = task or train.task
+    settings = settings or EvalSettings(random_state=random_state)
+    total = 1 + len(values) * trials
+    seeds = np.random.SeedSequence(random_state).generate_state(len(values) * trials) \
+        if random_state is not None else [None] * (len(values) * trials)
+    common = {"bounds": train.bounds, "label_bounds": train.label_bounds, "settings": settings}
+    if baseline is None:
+        baseline = evaluate_non_private(train, test, task, **common)
+    reference = real_reference(test.X, train.bounds, settings) if task == "unsupervised" else None
+    done = 1
+    if progress:
+        progress(done, total, "non-private baseline")
+    rows = []
+    for i, value in enumerate(values):
+        per_trial: dict[str, list[float]] = {}
+        for t in range(trials):
+            mech = mechanism_factory(value)
+            seed = seeds[i * trials + t]
+            mech.set_params(random_state=None if seed is None else int(seed))
+            rel = mech.release(train, n_samples=n_samples)
+            result = evaluate_release(rel, test.X, test.y, task, reference=reference, **common)
+            for name, v in result.items():
+                per_trial.setdefault(name, []).append(v)
+            done += 1
+            if progress:
+                progress(done, total, f"{param} = {value}: trial {t + 1}/{trials}")
+        chance = per_trial.pop("chance", [math.nan])[0]
+        for name, vals in per_trial.items():
+            mean, lo, hi = mean_interval(vals)
+            rows.append({
+                "param": param, "x": value, "metric": name, "mean": mean, "lo": lo, "hi": hi,
+                "baseline": baseline.get(name, math.nan), "chance": chance,
+                "n_trials": int(np.sum(np.isfinite(vals))),
+                "higher_is_better": HIGHER_IS_BETTER.get(name, True),
+            })
+    return pd.DataFrame(rows)

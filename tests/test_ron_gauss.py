@@ -1,0 +1,316 @@
+"""RON-Gauss: sensitivities, noise scales, empirical noise spread, guarantees, GMM, transform, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dpcore.calibration import EpsilonSplit
+from dpcore.mechanisms import RONGauss, get_mechanism
+from dpcore.mechanisms.ron_gauss import (
+    default_n_components,
+    guaranteed_epsilon,
+    mean_sensitivity,
+    normalize_rows,
+    proportional_counts,
+    ron_covariance_sensitivity,
+)
+from dpcore.utility import evaluate_non_private, evaluate_release
+
+INF = float("inf")
+
+
+def _data(n=300, d=20, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1.0, 1.0, size=(n, d))
+
+
+def _blobs(n=3000, d=20, k=3, seed=0, spread=0.15):
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-1, 1, size=(k, d))
+    y = np.arange(n) % k
+    X = np.clip(centers[y] + spread * rng.standard_normal((n, d)), -2, 2)
+    return X, y
+
+
+def _true_preprocessed(X, mu):
+    """Alg. 1 recomputed independently from the released mu_DP (test oracle)."""
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    C = Xn - mu
+    return C / np.linalg.norm(C, axis=1, keepdims=True)
+
+
+# ------------------------------------------------------------------------------------ formulas
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 10])
+@pytest.mark.parametrize("n", [50, 1000])
+def test_sensitivity_table_matches_spec(p, n):
+    assert ron_covariance_sensitivity(p, n, "sound") == pytest.approx((p + 1) / n)
+    assert ron_covariance_sensitivity(p, n, "published") == pytest.approx(2 * math.sqrt(p) / n)
+    assert ron_covariance_sensitivity(p, n, "sound", full_matrix=True) == pytest.approx(2 * p / n)
+    for a in (0.5, 1.0, 3.0):
+        rp = math.sqrt(p)
+        assert ron_covariance_sensitivity(p, n, "sound", a) == pytest.approx(
+            (p + 1 + 2 * a * rp + a * a) / n)
+        assert ron_covariance_sensitivity(p, n, "published", a) == pytest.approx(
+            (2 * rp + 4 * a * rp + a * a) / n)
+        assert ron_covariance_sensitivity(p, n, "sound", a, full_matrix=True) == pytest.approx(
+            (2 * p + 4 * a * rp + a * a) / n)
+    assert mean_sensitivity(64, n) == pytest.approx(16 / n)
+
+
+def test_sound_bound_holds_and_published_bound_is_violated():
+    rng = np.random.default_rng(1)
+    for p in (3, 6, 10):
+        # random pairs of vectors in the unit ball never exceed the sound upper-triangle bound
+        x = rng.standard_normal((20000, p))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        x *= rng.uniform(0, 1, size=(20000, 1)) ** (1 / p)
+        a, b = x[:10000], x[10000:]
+        diff = np.einsum("ni,nj->nij", a, a) - np.einsum("ni,nj->nij", b, b)
+        iu = np.triu_indices(p)
+        assert np.abs(diff[:, iu[0], iu[1]]).sum(axis=1).max() <= p + 1 + 1e-12
+        assert np.abs(diff).sum(axis=(1, 2)).max() <= 2 * p + 1e-12
+        # an explicit neighbour pair beats the published Lemma 4 constant 2 sqrt(p) for p >= 6;
+        # x = (1,...,1)/sqrt(p) and x' = (1,-1,1,...)/sqrt(p): entrywise L1 of the change is
+        # ~p (plus the search above finds ~sqrt(2) p, as SPEC section 2 says)
+        u = np.ones(p) / math.sqrt(p)
+        v = np.array([(-1) ** j for j in range(p)]) / math.sqrt(p)
+        l1 = np.abs(np.outer(u, u) - np.outer(v, v)).sum()
+        assert l1 == pytest.approx(2 * (p // 2) * (p - p // 2) * 2 / p)
+        if p >= 6:
+            assert l1 > 2 * math.sqrt(p)
+
+
+def test_default_n_components_and_normalisation():
+    assert default_n_components(64) == 5
+    assert default_n_components(784) == 7
+    assert default_n_components(2) == 1
+    assert all(1 <= default_n_components(d) < d for d in range(2, 300))
+    X = np.array([[3.0, 4.0], [0.0, 0.0], [1e-300, 0.0], [1e-3, 0.0]])
+    out, n_zero = normalize_rows(X)
+    assert n_zero == 2  # exact zero, and a norm below 1e-12 x the largest (no usable direction)
+    assert np.allclose(out[0], [0.6, 0.8]) and np.all(out[1:3] == 0) and np.allclose(out[3], [1, 0])
+    counts = proportional_counts(1000, np.array([178, 182, 177, 183]))
+    assert counts.sum() == 1000 and np.all(np.abs(counts - 1000 * np.array([178, 182, 177, 183]) / 720) < 1)
+    assert list(proportional_counts(720, np.array([178, 182, 177, 183]))) == [178, 182, 177, 183]
+
+
+# ------------------------------------------------------------------------------------ noise scales
+@pytest.mark.parametrize("n,d,p,split", [(200, 20, 3, (0.3, 0.7)), (500, 10, 7, (0.5, 0.5)),
+                                         (1000, 30, 1, (0.1, 0.9))])
+def test_release_noise_scales_equal_formulas(n, d, p, split):
+    eps = 1.7
+    rel = RONGauss(epsilon=eps, epsilon_split=split, n_components=p, random_state=0,
+                   bounds=(-1, 1)).release(_data(n, d))
+    parts = EpsilonSplit.from_fractions(eps, {"mean": split[0], "covariance": split[1]})
+    mean_rec, cov_rec = rel.noise
+    assert mean_rec.sensitivity == pytest.approx(2 * math.sqrt(d) / n)
+    assert mean_rec.scale == pytest.approx(2 * math.sqrt(d) / (n * parts["mean"]))
+    assert cov_rec.sensitivity == pytest.approx((p + 1) / n)
+    assert cov_rec.scale == pytest.approx((p + 1) / (n * parts["covariance"]))
+    assert rel.guarantee.epsilon == pytest.approx(eps) and rel.guarantee.epsilon <= eps
+    assert rel.guarantee.kind == "pure" and rel.guarantee.delta == 0
+    assert rel.guarantee.neighbouring == "replace-one"
+    assert rel.data.shape == (n, p)
+    W = rel.transform_arrays["W"]
+    assert np.allclose(W.T @ W, np.eye(p))
+
+
+def test_regression_noise_scale_uses_label_bound():
+    X = _data(400, 12)
+    y = X[:, 0] * 3 + 1
+    a = 2.0
+    rel = RONGauss(epsilon=2.0, n_components=4, label_bound=a, random_state=0, bounds=(-1, 1),
+                   label_bounds=(-2, 4)).release(X, y)
+    s1 = (4 + 1 + 2 * a * 2 + a * a) / 400
+    assert rel.noise[1].sensitivity == pytest.approx(s1)
+    assert rel.noise[1].scale == pytest.approx(s1 / (0.7 * 2.0))
+    assert rel.labels.shape == (400,) and rel.data.shape == (400, 4)
+
+
+# ------------------------------------------------------------------------------------ spread
+def test_empirical_noise_spread_matches_laplace_scale():
+    """Mean and second-moment noise over 150 seeded releases on fixed data: mean |noise| = b
+    and std/mean|noise| = sqrt(2) (Laplace), tolerance 6% (~3.5 standard errors)."""
+    n, d, p, eps = 300, 24, 8, 1.0
+    X = _data(n, d, seed=3)
+    mech = RONGauss(epsilon=eps, n_components=p, bounds=(-1, 1), feature_scaling="none")
+    mean_noise, cov_noise = [], []
+    iu = np.triu_indices(p)
+    true_mean = (X / np.linalg.norm(X, axis=1, keepdims=True)).mean(axis=0)
+    for seed in range(150):
+        rel = mech.set_params(random_state=seed).release(X)
+        mu, W = rel.diagnostics["mu_dp"], rel.transform_arrays["W"]
+        mean_noise.append(mu - true_mean)
+        Z = _true_preprocessed(X, mu) @ W
+        noisy = rel.diagnostics["sigma_dp"]
+        assert np.allclose(noisy, noisy.T)
+        cov_noise.append((noisy - Z.T @ Z / n)[iu])
+    b_mu, b_cov = rel.noise[0].scale, rel.noise[1].scale
+    for noise, b in ((np.concatenate(mean_noise), b_mu), (np.concatenate(cov_noise), b_cov)):
+        assert abs(np.mean(noise)) < 0.1 * b
+        assert np.mean(np.abs(noise)) == pytest.approx(b, rel=0.06)
+        assert np.std(noise) / np.mean(np.abs(noise)) == pytest.approx(math.sqrt(2), rel=0.06)
+
+
+def test_published_mode_reports_larger_guaranteed_epsilon():
+    X = _data(300, 20)
+    y = X[:, 1]
+    for p in (2, 4, 9):
+        rel = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
+                       bounds=(-1, 1)).release(X)
+        expected = 0.3 + 0.7 * math.sqrt(p)  # S1_sound,full / S1_published = 2p / (2 sqrt p)
+        assert rel.guarantee.epsilon == pytest.approx(expected)
+        assert rel.guarantee.epsilon > rel.details["nominal_epsilon"] == 1.0
+        assert rel.details["guaranteed_epsilon"] == pytest.approx(expected)
+        assert rel.noise[1].scale == pytest.approx(2 * math.sqrt(p) / (300 * 0.7))
+        assert rel.noise[1].epsilon == pytest.approx(0.7 * math.sqrt(p))
+        # published noise is i.i.d. on every entry (the paper's mechanism): not symmetric
+        assert not np.allclose(rel.diagnostics["sigma_dp"], rel.diagnostics["sigma_dp"].T)
+        assert np.allclose(rel.diagnostics["sigma_dp_repaired"], rel.diagnostics["sigma_dp_repaired"].T)
+    a, p = 1.0, 4
+    rel = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
+                   bounds=(-1, 1), label_bounds=(-1, 1)).release(X, y)
+    ratio = (2 * p + 4 * a * 2 + a * a) / (2 * 2 + 4 * a * 2 + a * a)
+    assert rel.guarantee.epsilon == pytest.approx(0.3 + 0.7 * ratio)
+    split = EpsilonSplit.from_fractions(1.0, {"mean": 0.3, "covariance": 0.7})
+    assert guaranteed_epsilon(split, 1, "published") == pytest.approx(1.0)  # p = 1: 2p = 2 sqrt(p)
+
+
+# ------------------------------------------------------------------------------------ epsilon = inf
+def test_epsilon_inf_sample_covariance_converges_to_non_private():
+    X = _data(400, 15, seed=5)
+    rel = RONGauss(epsilon=INF, n_components=4, random_state=0, bounds=(-1, 1),
+                   feature_scaling="none").release(X, n_samples=200_000)
+    assert rel.guarantee.epsilon == INF and not rel.is_private and not rel.downloadable
+    assert all(r.scale == 0 for r in rel.noise)
+    mu, W = rel.transform_arrays["mean"], rel.transform_arrays["W"]
+    assert np.allclose(mu, (X / np.linalg.norm(X, axis=1, keepdims=True)).mean(axis=0))
+    Z = _true_preprocessed(X, mu) @ W
+    sigma = Z.T @ Z / len(Z)
+    emp = rel.data.T @ rel.data / len(rel.data)
+    assert np.linalg.norm(emp - sigma) / np.linalg.norm(sigma) < 0.02
+    # the public transform maps the real rows onto exactly these projected rows
+    assert np.allclose(rel.transform(X), Z)
+
+
+# ------------------------------------------------------------------------------------ GMM
+def test_gmm_labels_match_class_sizes_and_parallel_composition():
+    X, y = _blobs(n=903, d=12, k=3, seed=2)
+    y = np.where(y == 2, 7, y)  # class values 0, 1, 7
+    keep = np.ones(len(y), bool)
+    keep[np.flatnonzero(y == 7)[:50]] = False  # unequal class sizes
+    X, y = X[keep], y[keep]
+    sizes = {c: int(np.sum(y == c)) for c in (0, 1, 7)}
+    eps = 0.8
+    rel = RONGauss(epsilon=eps, n_components=3, random_state=0, bounds=(-2, 2)).release(X, y)
+    got = dict(zip(*np.unique(rel.labels, return_counts=True), strict=True))
+    assert {int(k): int(v) for k, v in got.items()} == sizes
+    assert rel.guarantee.epsilon == pytest.approx(eps)  # not 3 * eps: parallel composition
+    assert len(rel.noise) == 6
+    for c, n_c in sizes.items():
+        mean_rec = next(r for r in rel.noise if r.statistic.startswith(f"mean of class {c} "))
+        assert mean_rec.scale == pytest.approx(2 * math.sqrt(12) / (n_c * 0.3 * eps))
+        cov_rec = next(r for r in rel.noise if r.statistic.startswith(f"second moment Sigma of class {c} "))
+        assert cov_rec.scale == pytest.approx(4 / (n_c * 0.7 * eps))
+    assert any("class sizes n_c are public" in a for a in rel.details["assumptions"])
+    # n_samples split in proportion to the public class sizes
+    rel = RONGauss(epsilon=eps, n_components=3, random_state=1, bounds=(-2, 2)).release(
+        X, y, n_samples=100)
+    counts = {int(k): int(v) for k, v in zip(*np.unique(rel.labels, return_counts=True), strict=True)}
+    assert sum(counts.values()) == 100
+    for c, n_c in sizes.items():
+        assert abs(counts[c] - 100 * n_c / len(y)) < 1
+
+
+def test_gmm_utility_close_to_non_private_on_separated_classes():
+    X, y = _blobs(n=4000, d=20, k=3, seed=4)
+    tr, te = np.arange(3000), np.arange(3000, 4000)
+    base = evaluate_non_private((X[tr], y[tr]), (X[te], y[te]), "classification")
+    accs = []
+    for seed in range(3):
+        rel = RONGauss(epsilon=1.0, n_components=10, random_state=seed, bounds=(-2, 2),
+                       feature_scaling="none").release(X[tr], y[tr])
+        accs.append(evaluate_release(rel, X[te], y[te])["svm_accuracy"])
+    assert base["svm_accuracy"] > 0.99
+    assert np.mean(accs) > 0.9
+
+
+def test_feature_scaling_bounds_equals_prescaled_rows():
+    X = _data(120, 6, seed=8) * np.array([1, 2, 3, 4, 5, 6])
+    bounds = np.column_stack([-np.arange(1, 7), np.arange(1, 7) * 2.0])
+    a = RONGauss(epsilon=1.0, n_components=2, random_state=3, bounds=bounds).release(X)
+    Xs = (X - bounds[:, 0]) / (bounds[:, 1] - bounds[:, 0])
+    b = RONGauss(epsilon=1.0, n_components=2, random_state=3, bounds=(0, 1),
+                 feature_scaling="none").release(Xs)
+    assert np.allclose(a.data, b.data)
+    assert np.allclose(a.transform(X), b.transform(Xs))
+
+
+def test_reconstruct_output_and_transform():
+    X, y = _blobs(n=600, d=10, k=2, seed=6)
+    rel = RONGauss(epsilon=INF, n_components=3, reconstruct=True, random_state=0,
+                   bounds=(-2, 2)).release(X, y)
+    assert rel.data.shape == (600, 10) and rel.columns[0] == "x0"
+    W = rel.transform_arrays["W"]
+    # reconstructed rows lie in the column span of W (classification: class means included)
+    assert np.allclose(rel.data - rel.data @ W @ W.T, 0, atol=1e-10)
+    T = rel.transform(X[:5])
+    assert T.shape == (5, 10) and np.allclose(T - T @ W @ W.T, 0, atol=1e-10)
+    rel = RONGauss(epsilon=1.0, n_components=3, reconstruct=True, random_state=0,
+                   bounds=(-2, 2), task="unsupervised").release(X)
+    mu = rel.transform_arrays["mean"]
+    assert np.allclose((rel.data - mu) - (rel.data - mu) @ W @ W.T, 0, atol=1e-10)
+    assert rel.transform(X).shape == (600, 10)
+
+
+def test_zero_norm_rows_are_counted_and_harmless():
+    X = _data(100, 8)
+    X[:7] = 0.0
+    rel = RONGauss(epsilon=1.0, n_components=2, random_state=0, bounds=(-1, 1),
+                   feature_scaling="none").release(X)
+    assert rel.diagnostics["n_zero_norm_rows"] == 7
+    assert np.all(np.isfinite(rel.data))
+    assert np.all(np.isfinite(rel.transform(X)))
+
+
+def test_card_is_json_and_hides_diagnostics():
+    X = _data(100, 8)
+    rel = RONGauss(epsilon=1.0, n_components=2, random_state=0, bounds=(-1, 1)).release(X)
+    card = json.loads(rel.card_json())
+    assert card["mechanism"] == "ron-gauss" and card["guarantee"]["epsilon"] == 1.0
+    assert card["transform_file"] is True
+    text = json.dumps(card)
+    for hidden in ("sigma_dp", "mu_dp", "random_state"):
+        assert hidden not in text
+    assert get_mechanism("ron-gauss") is RONGauss
+    npz = rel.transform_npz_bytes()
+    assert len(npz) > 0
+
+
+def test_paper_projection_is_orthonormal():
+    rel = RONGauss(epsilon=1.0, n_components=4, projection="paper", random_state=0,
+                   bounds=(-1, 1)).release(_data(100, 9))
+    W = rel.transform_arrays["W"]
+    assert np.allclose(W.T @ W, np.eye(4))
+
+
+# ------------------------------------------------------------------------------------ errors
+@pytest.mark.parametrize("kwargs,match", [
+    ({"n_components": 20}, "n_components"),
+    ({"n_components": 25}, "n_components"),
+    ({"n_components": 0}, "n_components"),
+    ({"epsilon": 0}, "epsilon"),
+    ({"epsilon": -1}, "epsilon"),
+    ({"epsilon_split": (0.5, 0.6)}, "epsilon_split"),
+    ({"epsilon_split": (1.0,)}, "epsilon_split"),
+    ({"projection": "gaussian"}, "projection"),
+    ({"calibration": "loose"}, "calibration"),
+    ({"label_bound": 0}, "label_bound"),
+])
+def test_bad_parameters_raise_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RONGauss(random_state=0, bounds=(-1, 1), **kwargs).release(_data(50, 20))
