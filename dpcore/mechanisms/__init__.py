@@ -4,7 +4,6 @@
 """
 
 from dpcore.mechanisms.base import MECHANISMS, Mechanism, available_mechanisms, get_mechanism
-from dpcore.mechanisms.baselines import MODIPS, IdentityLaplace, PCAIdentity, RPGaussian
 from dpcore.mechanisms.dppro import DPPro
 from dpcore.mechanisms.jl_laplace import JLLaplace
 from dpcore.mechanisms.local_gaussian import LocalGaussian
@@ -15,10 +14,6 @@ from dpcore.mechanisms.ron_gauss import RONGauss
 
 __all__ = [
     "MECHANISMS",
-    "MODIPS",
-    "IdentityLaplace",
-    "PCAIdentity",
-    "RPGaussian",
     "DPPro",
     "JLLaplace",
     "LocalGaussian",
