@@ -114,3 +114,21 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
 def mechanism_controls(mech: type[Mechanism], ds: Dataset) -> dict[str, Any]:
     """All schema controls of ``mech``; returns the keyword arguments for its constructor."""
     return {p.name: param_control(mech, p, ds) for p in mech.params}
+
+
+def stored_params(mech: type[Mechanism]) -> dict[str, Any]:
+    """The parameters last set for ``mech`` on any page (defaults where never touched).
+
+    Reads the widget values kept in the session state, so pages that do not render a mechanism's
+    controls (Compare) still use the user's choices.
+    """
+    out: dict[str, Any] = {}
+    for p in mech.params:
+        key = f"{WIDGET_PREFIX}{mech.name}:{p.name}"
+        value = st.session_state.get(key, p.default)
+        if p.kind == "fraction_split" and not isinstance(value, (tuple, list)):
+            n_parts = len(p.split_names) or 2
+            rest = (1 - float(value)) / (n_parts - 1)
+            value = (float(value), *([rest] * (n_parts - 1)))
+        out[p.name] = value
+    return out

@@ -14,7 +14,6 @@ from dpcore.exceptions import PrivacyLeakWarning
 from dpcore.mechanisms import get_mechanism
 from dpcore.release import Release
 
-
 INTERNAL_ERROR = "Internal error in the mechanism, please report it"
 
 

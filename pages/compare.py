@@ -1,10 +1,105 @@
-"""Compare page."""
+"""Compare page: privacy-utility frontiers of several mechanisms on the same data and split."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from app.notices import not_built
+from app import state
+from app.controls import initial, stored_params
+from app.figures.utility import METRIC_LABELS, utility_curve_figure
+from dpcore.mechanisms import MECHANISMS, get_mechanism
+from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT
+from dpcore.utility import evaluate_non_private, utility_sweep
 
-st.title("Compare")
-not_built("privacy-utility frontiers across mechanisms.", None)
+st.title("Compare mechanisms")
+ds = state.dataset()
+names = state.mechanism_names(ds.task)
+st.markdown(
+    f"Utility against ε for several mechanisms on *{st.session_state.dataset_label}* "
+    f"(task: {ds.task}), trained on the release and tested on the same real held-out rows. Each "
+    "mechanism uses the parameters last set for it on the Explore page (defaults otherwise)."
+)
+
+c1, c2, c3 = st.columns([2, 2, 1])
+chosen = c1.multiselect("Mechanisms", names, key="p:compare_mechs",
+                        **initial("p:compare_mechs", "default", names[: min(4, len(names))]))
+grid = sorted(c2.multiselect("ε grid", [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0],
+                             key="p:compare_eps",
+                             **initial("p:compare_eps", "default", [0.1, 0.5, 1.0, 5.0, 10.0])))
+trials = c3.number_input("Trials", 1, 20, key="p:compare_trials",
+                         **initial("p:compare_trials", "value", 2))
+
+settings_key = (ds.fingerprint, st.session_state["p:test_size"], tuple(grid), int(trials))
+results: dict = st.session_state.setdefault("_compare_results", {})
+
+
+def result_key(name: str) -> tuple:
+    return (*settings_key, name, repr(sorted(stored_params(get_mechanism(name)).items())))
+
+
+todo = [n for n in chosen if result_key(n) not in results]
+b1, b2 = st.columns([1, 5])
+run = b1.button("Run sweep", type="primary", disabled=not (chosen and grid))
+if todo:
+    b2.caption(f"To compute: {', '.join(todo)}. Finished mechanisms are kept, so pressing any "
+               "other control (or Stop) interrupts the sweep without losing them.")
+if run and todo:
+    b2.button("Stop")
+    train_test = state.split()
+    bar = st.progress(0.0, "non-private baseline")
+    base_key = ("compare-baseline", *settings_key[:2])
+    baseline = state.memo(base_key, lambda: evaluate_non_private(
+        *train_test, ds.task, bounds=train_test[0].bounds, label_bounds=train_test[0].label_bounds))
+    for i, name in enumerate(todo):
+        mech = get_mechanism(name)
+        params = {k: v for k, v in stored_params(mech).items() if k != "epsilon"}
+
+        def progress(done: int, total: int, message: str, i: int = i, name: str = name) -> None:
+            bar.progress((i + done / total) / len(todo), f"{name}: {message}")
+
+        try:
+            df = utility_sweep(lambda eps, mech=mech, params=params: mech(epsilon=eps, **params),
+                               train_test, grid, trials=int(trials), random_state=0,
+                               progress=progress, baseline=baseline)
+            results[result_key(name)] = df.assign(mechanism=name)
+        except ValueError as exc:
+            st.warning(f"{name} was not evaluated: {exc}")
+            results[result_key(name)] = pd.DataFrame()
+    bar.empty()
+
+frames = [results[result_key(n)] for n in chosen if result_key(n) in results]
+frames = [f for f in frames if not f.empty]
+if not frames:
+    st.info("Pick mechanisms and an ε grid, then press **Run sweep**.")
+else:
+    df = pd.concat(frames, ignore_index=True)
+    metrics = [m for m in dict.fromkeys(df["metric"]) if m != "k"]
+    metric = st.selectbox("Metric", metrics, format_func=lambda m: METRIC_LABELS.get(m, m),
+                          key="p:compare_metric")
+    shown = st.multiselect("Show", sorted(df["mechanism"].unique()),
+                           default=sorted(df["mechanism"].unique()), key="compare_shown")
+    part = df[(df["metric"] == metric) & df["mechanism"].isin(shown)]
+    if not part.empty:
+        st.plotly_chart(utility_curve_figure(part, metric, series="mechanism",
+                                             title=METRIC_LABELS.get(metric, metric)),
+                        key="frontier")
+        higher = bool(part["higher_is_better"].iloc[0])
+        best = part.loc[part.groupby("x")["mean"].idxmax() if higher else
+                        part.groupby("x")["mean"].idxmin(), ["x", "mechanism", "mean"]]
+        st.markdown("**Best per ε**")
+        st.dataframe(best.rename(columns={"x": "epsilon"}), hide_index=True)
+    st.dataframe(df, hide_index=True)
+    st.download_button("Download all numbers (CSV)", df.to_csv(index=False), "compare.csv", "text/csv")
+
+st.subheader("What each ε means")
+st.dataframe(pd.DataFrame([
+    {"mechanism": n, "guarantee": KIND_TEXT[MECHANISMS[n].guarantee_kind],
+     "neighbouring relation": MECHANISMS[n].neighbouring, "baseline": MECHANISMS[n].baseline}
+    for n in chosen or names
+]), hide_index=True)
+st.caption(
+    "Epsilons under different neighbouring relations or guarantee kinds are not directly comparable: "
+    + " ".join(f"**{k}**: {v}." for k, v in NEIGHBOURING_TEXT.items())
+    + " A probabilistic guarantee holds only for all but a fraction β of projection draws."
+)

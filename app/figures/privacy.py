@@ -117,7 +117,7 @@ def epsilon_vs_sigma_figure(
                            "<br>ε = %{y:.4g}<extra></extra>"),
         ))
     fig.update_xaxes(type="log", title="σ_X (noise std, features in [0, 1] units)")
-    fig.update_yaxes(type="log", title="ε (at δ = %.3g)" % delta)
+    fig.update_yaxes(type="log", title=f"ε (at δ = {delta:.3g})")
     fig.update_layout(
         height=420, margin={"l": 10, "r": 10, "t": 40, "b": 10},
         title={"text": f"ε vs σ (n = {n:,}, T = {n_mixtures:,}, d_X = {d_x}, d_Y = {d_y}, "
