@@ -32,6 +32,7 @@ pages = [
     st.Page(PAGES / "utility.py", title="Utility", icon="📈"),
     st.Page(PAGES / "compare.py", title="Compare", icon="⚖️"),
     st.Page(PAGES / "release.py", title="Release", icon="📦"),
+    st.Page(PAGES / "tour.py", title="Teaching tour", icon="🎓"),
 ]
 nav = st.navigation(pages)
 

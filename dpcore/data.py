@@ -526,6 +526,8 @@ def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) 
             "(categories={column: [...]}, or the app's category editor) to one-hot encode them, "
             "or drop them. Category lists taken from the data itself would leak which values occur."
         )
+    if not categories:
+        return frame.astype(float)
     parts = []
     for c in frame.columns:
         if c in categories:
