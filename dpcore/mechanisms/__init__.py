@@ -4,6 +4,7 @@
 """
 
 from dpcore.mechanisms.base import MECHANISMS, Mechanism, available_mechanisms, get_mechanism
+from dpcore.mechanisms.baselines import MODIPS, IdentityLaplace, PCAIdentity, RPGaussian
 from dpcore.mechanisms.dppro import DPPro
 from dpcore.mechanisms.jl_laplace import JLLaplace
 from dpcore.mechanisms.local_gaussian import LocalGaussian
@@ -14,6 +15,10 @@ from dpcore.mechanisms.ron_gauss import RONGauss
 
 __all__ = [
     "MECHANISMS",
+    "MODIPS",
+    "IdentityLaplace",
+    "PCAIdentity",
+    "RPGaussian",
     "DPPro",
     "JLLaplace",
     "LocalGaussian",

@@ -272,7 +272,9 @@ def release_labels(data: PreparedInput, epsilon: float, rng: np.random.Generator
         assert data.classes is not None
         K = int(data.classes.size)
         noisy = randomized_response(data.y, K, epsilon, rng)
-        flip = 0.0 if math.isinf(epsilon) else (K - 1) / (math.exp(epsilon) + K - 1)
+        # (K-1)/(e^eps + K-1) written with e^-eps so that a large label epsilon cannot overflow
+        tail = 0.0 if math.isinf(epsilon) else (K - 1) * math.exp(-epsilon)
+        flip = tail / (1 + tail)
         rec = NoiseRecord(
             statistic="class label of each row", sensitivity=1.0, scale=flip,
             distribution="randomized-response", norm="one label changes (any class)",  # type: ignore[arg-type]
