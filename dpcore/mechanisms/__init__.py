@@ -5,6 +5,7 @@
 
 from dpcore.mechanisms.base import MECHANISMS, Mechanism, available_mechanisms, get_mechanism
 from dpcore.mechanisms.baselines import MODIPS, IdentityLaplace, PCAIdentity, RPGaussian
+from dpcore.mechanisms.dpmix import DPMix
 from dpcore.mechanisms.dppro import DPPro
 from dpcore.mechanisms.jl_laplace import JLLaplace
 from dpcore.mechanisms.local_gaussian import LocalGaussian
@@ -19,6 +20,7 @@ __all__ = [
     "IdentityLaplace",
     "PCAIdentity",
     "RPGaussian",
+    "DPMix",
     "DPPro",
     "JLLaplace",
     "LocalGaussian",

@@ -198,9 +198,7 @@ class DPPro(Mechanism):
                                 f"{delta:.3g})-DP, which is what the guarantee reports")
             formula = "sigma = 4 sqrt(ln(1/delta)) / epsilon"
             source = "DPPro Lemma 4 (via Thm 2 with theta_2 <= 2)"
-        Y = inp.X @ R
-        if sigma > 0:
-            Y = Y + rng.normal(0.0, sigma, size=(n, k))
+        Y = inp.project(R, _gaussian_adder(sigma, rng) if sigma > 0 else None)
         labels = release_labels(data, eps, rng)
 
         noise = [NoiseRecord(
@@ -239,6 +237,15 @@ class DPPro(Mechanism):
         )
         rel.diagnostics.update(inp.as_diagnostics())
         return rel
+
+
+def _gaussian_adder(sigma: float, rng: np.random.Generator) -> Callable[[np.ndarray], None]:
+    """In-place ``block += N(0, sigma^2)`` i.i.d. (for :meth:`ProjectionInput.project`)."""
+
+    def add(block: np.ndarray) -> None:
+        block += rng.normal(0.0, sigma, size=block.shape)
+
+    return add
 
 
 def _public_transform(lo: np.ndarray, scale: np.ndarray, bounds: np.ndarray, R: np.ndarray

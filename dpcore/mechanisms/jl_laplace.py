@@ -33,6 +33,7 @@ Calibration of ``c`` (the L1 sensitivity of ``X -> X P``):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ import numpy as np
 
 from dpcore.calibration import EpsilonSplit, laplace_scale
 from dpcore.mechanisms.base import Mechanism
+from dpcore.mechanisms.ron_gauss import row_blocks
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
@@ -105,9 +107,12 @@ class ProjectionInput:
 
     Attributes
     ----------
-    X : ndarray (n, d)
-        Clipped to the public bounds and, when ``rescaled``, mapped to ``[0, 1]`` per column by
-        ``(x - lo) / (hi - lo)`` (a public affine map: no privacy cost).
+    raw : ndarray (n, d)
+        The rows clipped to the public bounds, in their own units (not copied).
+    X : ndarray (n, d), property
+        ``raw`` mapped, when ``rescaled``, to ``[0, 1]`` per column by ``(x - lo) / (hi - lo)``
+        (a public affine map: no privacy cost). A full copy, computed on access; the mechanisms
+        use :meth:`project`, which never materialises it.
     widths : ndarray (d,)
         Largest possible change of each entry inside the public box, in the units of ``X``
         (1 for rescaled columns, 0 for constant ones).
@@ -117,12 +122,49 @@ class ProjectionInput:
         The public bounds used for clipping.
     """
 
-    X: np.ndarray
+    raw: np.ndarray
     widths: np.ndarray
     lo: np.ndarray
     scale: np.ndarray
     bounds: np.ndarray
     rescaled: bool
+
+    @property
+    def X(self) -> np.ndarray:
+        return (self.raw - self.lo) / self.scale
+
+    def project(self, P: np.ndarray, add_noise: Callable[[np.ndarray], Any] | None = None
+                ) -> np.ndarray:
+        """``X @ P`` (``(n, k)``, rows rescaled), streamed over blocks of rows of ``raw``.
+
+        The rescaling is folded into the product, ``X @ P = raw @ (P / scale) - (lo / scale) @ P``
+        (exact to rounding while ``|lo| / scale <= 4``; beyond that, where the two terms would
+        cancel, each block is rescaled explicitly in cache). No copy of ``X`` is made.
+        ``add_noise(block)``, if given, is called on each ``(rows, k)`` output block in row order
+        while it is in cache, to add the noise in place (the same draws, in the same order, as
+        one call for the whole ``(n, k)`` matrix).
+        """
+        n, d = self.raw.shape
+        identity = not self.rescaled or (np.all(self.lo == 0) and np.all(self.scale == 1))
+        shift = self.lo / self.scale
+        fold = not identity and float(np.max(np.abs(shift))) <= 4.0
+        Pf = P / self.scale[:, None] if fold else P
+        offset = shift @ P if fold else None
+        explicit = not identity and not fold
+        Z = np.empty((n, P.shape[1]))
+        buf = np.empty((min(n, next(row_blocks(n, d)).stop), d)) if explicit else None
+        for sl in row_blocks(n, d):
+            T = self.raw[sl]
+            if buf is not None:
+                out = buf[: sl.stop - sl.start]
+                T = np.divide(np.subtract(T, self.lo, out=out), self.scale, out=out)
+            block = Z[sl]
+            np.matmul(T, Pf, out=block)
+            if offset is not None:
+                block -= offset
+            if add_noise is not None:
+                add_noise(block)
+        return Z
 
     @classmethod
     def from_prepared(cls, data: PreparedInput, rescale: bool) -> ProjectionInput:
@@ -134,8 +176,8 @@ class ProjectionInput:
             widths = (raw_w > 0).astype(float)
         else:
             lo, scale, widths = np.zeros(raw_w.size), np.ones(raw_w.size), raw_w
-        X = (data.X - lo) / scale
-        return cls(X=X, widths=widths, lo=lo, scale=scale, bounds=bounds, rescaled=bool(rescale))
+        return cls(raw=data.X, widths=widths, lo=lo, scale=scale, bounds=bounds,
+                   rescaled=bool(rescale))
 
     def as_diagnostics(self) -> dict[str, Any]:
         """Public facts needed to map real rows for distance experiments (exploration only)."""
@@ -494,9 +536,7 @@ class JLLaplace(Mechanism):
             feat = published_guarantee(eps_f, c_exact, c_pub, beta_pub)
             formula, source = pub_formula + "; b = c / epsilon", pub_source
         b = laplace_scale(c, eps_f)
-        Z = inp.X @ P
-        if b > 0:
-            Z = Z + rng.laplace(0.0, b, size=(n, k))
+        Z = inp.project(P, _laplace_adder(b, rng) if b > 0 else None)
         labels = release_labels(data, eps if eps_l is None else eps_l, rng)
 
         noise = [NoiseRecord(
@@ -534,6 +574,24 @@ class JLLaplace(Mechanism):
         )
         rel.diagnostics.update(inp.as_diagnostics())
         return rel
+
+
+def _laplace_adder(b: float, rng: np.random.Generator) -> Callable[[np.ndarray], None]:
+    """In-place ``block += Lap(b)`` i.i.d. (for :meth:`ProjectionInput.project`).
+
+    Drawn as ``b (E1 - E2)`` with ``E1, E2`` i.i.d. standard exponential (numpy's ziggurat):
+    the difference of two i.i.d. Exp(1) variables is exactly Laplace(0, 1), and two ziggurat
+    draws cost less than ``Generator.laplace``'s logarithm per draw (about 1.4x faster for the
+    ``n x k`` noise matrix, which costs about as much as the projection itself).
+    """
+
+    def add(block: np.ndarray) -> None:
+        e1 = rng.standard_exponential(size=block.shape)
+        e1 -= rng.standard_exponential(size=block.shape)
+        e1 *= b
+        block += e1
+
+    return add
 
 
 def _labels_note(data: PreparedInput, relation: str) -> str | None:

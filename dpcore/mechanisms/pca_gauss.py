@@ -51,11 +51,16 @@ Where ``W`` comes from (Alg. 2 and 3; each changes the total guarantee):
 
 ``epsilon`` is always the total: LapPCA/AGPCA take ``pca_fraction`` of it, the Gaussian model the
 rest (split by ``epsilon_split`` in Alg. 3). Each part is in the release's noise records.
+
+Computation: the box scaling is applied block by block (a few MiB of rows at a time, in cache),
+and ``X^T X`` and the projection ``X W`` are accumulated over the blocks, so no scaled copy of
+``X`` is ever made (:func:`box_gram`, :func:`box_project`); the cost is that of one ``X^T X``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -70,11 +75,12 @@ from dpcore.calibration import (
 )
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.ron_gauss import (
+    add_matrix_noise,
     check_n_components,
     gaussian_samples,
     label_to_unit,
-    noisy_second_moment,
     proportional_counts,
+    row_blocks,
     unit_to_label,
 )
 from dpcore.preprocessing import PreparedInput
@@ -83,6 +89,9 @@ from dpcore.schema import DELTA, EPSILON, Param
 
 __all__ = [
     "PCAGauss",
+    "box_gram",
+    "box_moments",
+    "box_project",
     "eigenvalue_sensitivity",
     "lap_pca_sensitivity",
     "pca_mean_sensitivity",
@@ -159,6 +168,57 @@ def scale_to_box(X: np.ndarray, bounds: np.ndarray, a: float = A_BOUND) -> np.nd
     return np.where(width > 0, a * (2 * (X - lo) / np.where(width > 0, width, 1.0) - 1), 0.0)
 
 
+def _box_blocks(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None, *,
+                clip: bool = True, a: float = A_BOUND):
+    """Yield ``(positions, block)``: :func:`scale_to_box` of ``X[rows]`` (all rows if ``None``),
+    one block of rows at a time, written into one reusable buffer (consume each block before the
+    next). ``clip=False`` skips the clipping when ``X`` is already clipped to ``bounds``."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    width = hi - lo
+    centre = (lo + hi) / 2
+    factor = np.where(width > 0, 2 * a / np.where(width > 0, width, 1.0), 0.0)  # 0: constant column
+    n, d = X.shape[0] if rows is None else rows.size, X.shape[1]
+    buf = None
+    for sl in row_blocks(n, d):
+        if buf is None:
+            buf = np.empty((sl.stop - sl.start, d))
+        out = buf[: sl.stop - sl.start]
+        src = X[sl] if rows is None else np.take(X, rows[sl], axis=0, out=out)
+        if clip:
+            src = np.clip(src, lo, hi, out=out)
+        np.subtract(src, centre, out=out)  # a (2 (x - lo)/w - 1) = (x - centre) 2a/w
+        yield sl, np.multiply(out, factor, out=out)
+
+
+def box_gram(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None, *,
+             clip: bool = True) -> np.ndarray:
+    """``Xs^T Xs`` for ``Xs = scale_to_box(X[rows], bounds)``, accumulated over blocks of rows
+    (no scaled copy of ``X``). ``(d, d)``, symmetric."""
+    return box_moments(X, bounds, rows, clip=clip)[0]
+
+
+def box_moments(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None,
+                v: np.ndarray | None = None, *, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(Xs^T Xs, Xs^T v)`` for ``Xs = scale_to_box(X[rows], bounds)`` in one streaming pass;
+    ``v`` (one value per selected row) defaults to ones, giving the column sums."""
+    d = X.shape[1]
+    G, s = np.zeros((d, d)), np.zeros(d)
+    for sl, T in _box_blocks(X, bounds, rows, clip=clip):
+        G += T.T @ T
+        s += T.sum(axis=0) if v is None else v[sl] @ T
+    return G, s
+
+
+def box_project(X: np.ndarray, bounds: np.ndarray, W: np.ndarray, rows: np.ndarray | None = None,
+                *, clip: bool = True) -> np.ndarray:
+    """``scale_to_box(X[rows], bounds) @ W``, block by block (no scaled copy of ``X``)."""
+    n = X.shape[0] if rows is None else rows.size
+    out = np.empty((n, W.shape[1]))
+    for sl, T in _box_blocks(X, bounds, rows, clip=clip):
+        np.matmul(T, W, out=out[sl])
+    return out
+
+
 def _top_eigvecs(S: np.ndarray, p: int) -> np.ndarray:
     """Top-``p`` eigenvectors (columns) of the symmetric part of ``S``, by decreasing eigenvalue."""
     vals, vecs = np.linalg.eigh((S + S.T) / 2)
@@ -167,7 +227,10 @@ def _top_eigvecs(S: np.ndarray, p: int) -> np.ndarray:
 
 def _pca_transform(X: np.ndarray, *, W: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Real rows -> PCA features ``W^T x / sqrt(d)`` of the box-scaled rows."""
-    return scale_to_box(X, bounds) @ W / math.sqrt(W.shape[0])
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] != W.shape[0]:
+        raise ValueError(f"X must have shape (m, {W.shape[0]}), got {X.shape}")
+    return box_project(X, bounds, W / math.sqrt(W.shape[0]))
 
 
 # ------------------------------------------------------------------------------------ mechanism
@@ -248,23 +311,26 @@ class PCAGauss(Mechanism):
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
-        Xs = scale_to_box(data.X, data.bounds)
+        # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
+        # block by block inside box_gram / box_project
         if data.task == "unsupervised":
-            return self._alg1(data, params, rng, n_samples, Xs, p)
-        return self._supervised(data, params, rng, n_samples, Xs, p)
+            return self._alg1(data, params, rng, n_samples, p)
+        return self._supervised(data, params, rng, n_samples, p)
 
     # ------------------------------------------------------------------------------ Alg. 1
     def _alg1(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-              n_samples: int | None, Xs: np.ndarray, p: int) -> Release:
-        n, d = Xs.shape
+              n_samples: int | None, p: int) -> Release:
+        n, d = data.X.shape
         eps, cal = params["epsilon"], params["calibration"]
-        lam = np.sort(np.linalg.eigvalsh(Xs.T @ Xs / (n * d)))[::-1][:p]
+        gram = box_gram(data.X, data.bounds, clip=False)
+        lam = np.sort(np.linalg.eigvalsh(gram / (n * d)))[::-1][:p]
         s1 = eigenvalue_sensitivity(p, n, calibration=cal)
         b = laplace_scale(s1, eps)
         lam_dp = lam + (rng.laplace(0.0, b, size=p) if b > 0 else 0.0)
         lam_pos = np.clip(lam_dp, 0.0, None)
         m = n if n_samples is None else n_samples
-        values = rng.standard_normal((m, p)) * np.sqrt(lam_pos)
+        values = rng.standard_normal((m, p))
+        values *= np.sqrt(lam_pos)
         noise = [NoiseRecord(
             statistic="top-p eigenvalues of (1/(n d)) X^T X", sensitivity=s1, scale=b,
             distribution="laplace", norm="L1", epsilon=eps,
@@ -297,8 +363,10 @@ class PCAGauss(Mechanism):
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
     def _supervised(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-                    n_samples: int | None, Xs: np.ndarray, p: int) -> Release:
-        n, d = Xs.shape
+                    n_samples: int | None, p: int) -> Release:
+        n, d = data.X.shape
+        X, bounds = data.X, data.bounds
+        rows = None  # the private rows (all but the public split)
         source, cal = params["pca_source"], params["calibration"]
         gmm = data.task == "classification"
         model = (dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)) if gmm
@@ -314,6 +382,11 @@ class PCAGauss(Mechanism):
         y = data.y
         noise: list[NoiseRecord] = []
         diag: dict[str, Any] = {"pca_source": source}
+        moments = None
+        if source != "public":
+            # one pass (one per class for Alg. 3) gives X^T X for the DP PCA and everything the
+            # Gaussian model needs: the PCA-space moments are W^T (.) W / d of the same sums
+            moments = _Moments.collect(X, bounds, None, y, data, gmm)
         if source == "public":
             n_pub = int(round(params["public_fraction"] * n))
             if n_pub < 1 or n - n_pub < 2:
@@ -323,13 +396,14 @@ class PCAGauss(Mechanism):
                 )
             perm = rng.permutation(n)
             pub, priv = np.sort(perm[:n_pub]), np.sort(perm[n_pub:])
-            W = _top_eigvecs(Xs[pub].T @ Xs[pub], p)
-            Xs, y = Xs[priv], None if y is None else y[priv]
+            W = _top_eigvecs(box_gram(X, bounds, pub, clip=False), p)
+            rows, y = priv, None if y is None else y[priv]
             diag.update({"n_public_rows": n_pub, "private_rows": priv})
         elif source == "lap":
             s1 = lap_pca_sensitivity(d, n, calibration=cal)
             b = laplace_scale(s1, split["pca"])
-            noisy, _ = noisy_second_moment(Xs, b, rng, full_matrix=cal == "paper")
+            assert moments is not None
+            noisy = add_matrix_noise(moments.gram / n, b, rng, full_matrix=cal == "paper")
             W = _top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
                 statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=b,
@@ -339,9 +413,11 @@ class PCAGauss(Mechanism):
                 source=f"{SOURCE}, section VII (LapPCA) / Prop. 3",
             ))
         else:
-            Y = Xs / (math.sqrt(d) * A_BOUND)  # rows of L2 norm <= 1
+            # Y^T Y for the rows Y = Xs/(sqrt(d) a), of L2 norm <= 1
+            assert moments is not None
+            yty = moments.gram / (d * A_BOUND**2)
             sigma = analytic_gaussian_sigma(math.sqrt(2.0), split["pca"], delta)
-            W = _top_eigvecs(Y.T @ Y + _symmetric_gaussian_noise(d, sigma, rng), p)
+            W = _top_eigvecs(yty + _symmetric_gaussian_noise(d, sigma, rng), p)
             noise.append(NoiseRecord(
                 statistic="Analyze Gauss: X^T X of rows scaled to norm <= 1 (d x d)",
                 sensitivity=math.sqrt(2.0), scale=sigma, distribution="gaussian", norm="L2",
@@ -350,13 +426,17 @@ class PCAGauss(Mechanism):
                         "eps_pca, delta), i.i.d. on the upper triangle, mirrored",
                 source=AG_SOURCE,
             ))
-        Xh = Xs @ W / math.sqrt(d)
-        m = Xh.shape[0] if n_samples is None else n_samples
+        if moments is None:  # public W: project the private rows (cheaper than their X^T X)
+            Xh = box_project(X, bounds, W / math.sqrt(d), rows, clip=False)
+            stats = _PCAStats.from_rows(Xh, y, data, gmm)
+        else:
+            stats = _PCAStats.from_moments(moments, W / math.sqrt(d))
+        m = stats.n_rows if n_samples is None else n_samples
         if gmm:
-            values, labels, recs = self._alg3(data, Xh, y, split, cal, m, rng, diag)
+            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, diag)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
-            values, labels, recs = self._alg2(data, Xh, y, split, cal, m, rng, diag)
+            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, diag)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
 
@@ -411,15 +491,15 @@ class PCAGauss(Mechanism):
         return rel
 
     @staticmethod
-    def _alg2(data: PreparedInput, Xh: np.ndarray, y: np.ndarray | None, split: EpsilonSplit,
+    def _alg2(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
               cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
-        assert y is not None and data.label_bounds is not None
-        n, p = Xh.shape
-        Z = np.column_stack([Xh, label_to_unit(y, data.label_bounds, A_BOUND)])
+        assert data.label_bounds is not None and stats.joint is not None
+        n = stats.n_rows
         s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
         b = laplace_scale(s1, split["covariance"])
-        noisy, repaired = noisy_second_moment(Z, b, rng, full_matrix=cal == "paper")
+        noisy = add_matrix_noise(stats.joint / n, b, rng, full_matrix=cal == "paper")
+        repaired = psd_repair(noisy)
         samples = gaussian_samples(np.zeros(p + 1), repaired, m, rng)
         diag.update({"second_moment_dp": noisy, "second_moment_dp_repaired": repaired})
         rec = NoiseRecord(
@@ -434,24 +514,24 @@ class PCAGauss(Mechanism):
         return samples[:, :-1], unit_to_label(samples[:, -1], data.label_bounds, A_BOUND), [rec]
 
     @staticmethod
-    def _alg3(data: PreparedInput, Xh: np.ndarray, y: np.ndarray | None, split: EpsilonSplit,
+    def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
               cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
-        assert y is not None and data.classes is not None
-        p = Xh.shape[1]
-        sizes = np.bincount(y, minlength=data.classes.size)
+        assert data.classes is not None and stats.sizes is not None
+        sizes = stats.sizes
         counts = proportional_counts(m, sizes)
         chunks, labels, recs = [], [], []
         diag.update({"class_sizes": sizes, "mu_dp": {}, "second_moment_dp": {}})
         for c in np.flatnonzero(sizes):
-            Xc, n_c = Xh[y == c], int(sizes[c])
+            n_c = int(sizes[c])
+            total, second = stats.per_class[int(c)]
             tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
             s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
             b_mu = laplace_scale(s1_mu, split["mean"])
-            mu = Xc.mean(axis=0) + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0)
+            mu = total / n_c + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0)
             s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
             b_m = laplace_scale(s1_m, split["covariance"])
-            noisy, _ = noisy_second_moment(Xc, b_m, rng, full_matrix=cal == "paper")
+            noisy = add_matrix_noise(second / n_c, b_m, rng, full_matrix=cal == "paper")
             cov = psd_repair(noisy - np.outer(mu, mu))
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
@@ -475,6 +555,82 @@ class PCAGauss(Mechanism):
                 ),
             ]
         return np.vstack(chunks), data.classes[np.concatenate(labels)], recs
+
+
+@dataclass(frozen=True)
+class _Moments:
+    """Box-scaled sums of the private rows in the feature space (one streaming pass per group).
+
+    ``gram`` is ``Xs^T Xs`` over all rows (for the DP PCA). Alg. 2: ``cross = Xs^T y`` and
+    ``yy = y^T y`` for the label mapped to ``[-a, a]``. Alg. 3: ``per_class[c] = (Xs_c^T 1,
+    Xs_c^T Xs_c)``; ``gram`` is their sum.
+    """
+
+    gram: np.ndarray
+    n_rows: int
+    cross: np.ndarray | None = None
+    yy: float = 0.0
+    sizes: np.ndarray | None = None
+    per_class: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+
+    @classmethod
+    def collect(cls, X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None,
+                y: np.ndarray | None, data: PreparedInput, gmm: bool) -> _Moments:
+        n = X.shape[0] if rows is None else rows.size
+        if not gmm:
+            assert y is not None and data.label_bounds is not None
+            yu = label_to_unit(y, data.label_bounds, A_BOUND)
+            G, cross = box_moments(X, bounds, rows, yu, clip=False)
+            return cls(gram=G, n_rows=n, cross=cross, yy=float(yu @ yu))
+        assert y is not None and data.classes is not None
+        sizes = np.bincount(y, minlength=data.classes.size)
+        base = np.arange(X.shape[0]) if rows is None else rows
+        per_class = {}
+        for c in np.flatnonzero(sizes):
+            per_class[int(c)] = box_moments(X, bounds, base[y == c], clip=False)[::-1]
+        gram = np.sum([second for _, second in per_class.values()], axis=0)
+        return cls(gram=gram, n_rows=n, sizes=sizes, per_class=per_class)
+
+
+@dataclass(frozen=True)
+class _PCAStats:
+    """What Alg. 2 / 3 need, in the PCA space ``x^ = W^T xs/sqrt(d)``: the unnormalised
+    second moment of ``[x^, y]`` (Alg. 2, ``joint``), or per class ``(sum x^, sum x^ x^^T)``
+    (Alg. 3); ``sizes`` are the class sizes ``n_c``."""
+
+    n_rows: int
+    joint: np.ndarray | None = None
+    sizes: np.ndarray | None = None
+    per_class: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+
+    @classmethod
+    def from_moments(cls, mom: _Moments, Wd: np.ndarray) -> _PCAStats:
+        """From feature-space sums: ``sum x^ x^^T = Wd^T (Xs^T Xs) Wd``, ``Wd = W/sqrt(d)``."""
+        if mom.per_class is None:
+            assert mom.cross is not None
+            xy = Wd.T @ mom.cross
+            joint = np.block([[Wd.T @ mom.gram @ Wd, xy[:, None]], [xy[None, :], mom.yy]])
+            return cls(n_rows=mom.n_rows, joint=joint)
+        per_class = {c: (Wd.T @ total, Wd.T @ second @ Wd)
+                     for c, (total, second) in mom.per_class.items()}
+        return cls(n_rows=mom.n_rows, sizes=mom.sizes, per_class=per_class)
+
+    @classmethod
+    def from_rows(cls, Xh: np.ndarray, y: np.ndarray | None, data: PreparedInput,
+                  gmm: bool) -> _PCAStats:
+        """From the projected rows ``Xh`` (public-split path)."""
+        assert y is not None
+        if not gmm:
+            assert data.label_bounds is not None
+            Z = np.column_stack([Xh, label_to_unit(y, data.label_bounds, A_BOUND)])
+            return cls(n_rows=Xh.shape[0], joint=Z.T @ Z)
+        assert data.classes is not None
+        sizes = np.bincount(y, minlength=data.classes.size)
+        per_class = {}
+        for c in np.flatnonzero(sizes):
+            Xc = Xh[y == c]
+            per_class[int(c)] = (Xc.sum(axis=0), Xc.T @ Xc)
+        return cls(n_rows=Xh.shape[0], sizes=sizes, per_class=per_class)
 
 
 def _symmetric_gaussian_noise(size: int, sigma: float, rng: np.random.Generator) -> np.ndarray:

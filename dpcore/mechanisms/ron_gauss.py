@@ -42,6 +42,20 @@ column of the SPEC table: ``2p/n`` resp. ``(2p + 4a sqrt(p) + a^2)/n``), and the
 Neighbouring relation: replace-one (``n`` public; for Alg. 5 the class sizes ``n_c`` too).
 Guarantee: pure epsilon-DP with ``epsilon = eps_mu + eps_Sigma`` (sound), by sequential
 composition (Theorems 3-5) and, in Alg. 5, parallel composition over the disjoint classes.
+
+Computation (same outputs as the literal pipeline, without its full-size temporaries). The two
+normalisations and the centring only rescale rows, so with ``x^ = x/||x||`` (``||x^|| = 1``, or 0
+for a zero row) and ``r = ||x^ - mu_DP||``::
+
+    W^T (x^ - mu_DP)/r = (W^T x^ - W^T mu_DP)/r,   r^2 = ||x^||^2 - 2 mu_DP.x^ + ||mu_DP||^2.
+
+Two streaming passes over blocks of rows (each block is a few MiB, so its scaling and norms stay
+in cache) therefore suffice: pass 1 computes the row norms and ``sum x^`` (the mean, one
+matrix-vector product per block); pass 2 computes one product ``x [W, mu_DP]`` per block and
+forms the projected rows from it. Rows with ``r^2 < 1e-3`` (where the expanded ``r^2`` would lose
+digits) are recomputed directly from the row, and every projected row is finally scaled to norm
+``<= 1`` if rounding left it a few ulps above, so the sensitivity bounds hold exactly. Peak extra
+memory: one block plus the ``(n, p)`` projection, never a copy of ``X``.
 """
 
 from __future__ import annotations
@@ -66,7 +80,9 @@ from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
 
 __all__ = [
+    "BLOCK_BYTES",
     "RONGauss",
+    "add_matrix_noise",
     "default_n_components",
     "gaussian_samples",
     "guaranteed_epsilon",
@@ -74,9 +90,18 @@ __all__ = [
     "normalize_rows",
     "proportional_counts",
     "ron_covariance_sensitivity",
+    "row_blocks",
 ]
 
 SOURCE = "Chanyaswad, Liu & Mittal, RON-Gauss, PoPETs 2019"
+
+#: bytes of one block of rows when streaming over ``X``: small enough for the block and its
+#: temporaries to stay in cache, large enough for an efficient matrix product per block
+BLOCK_BYTES = 4 << 20
+
+#: below this value of the expanded ``r^2 = 1 - 2 mu.x^ + ||mu||^2`` the centred norm is
+#: recomputed from the row (the expansion's absolute error ~1e-15 would cost relative accuracy)
+_R2_DIRECT = 1e-3
 
 
 # ------------------------------------------------------------------------------------ primitives
@@ -133,6 +158,206 @@ def normalize_rows(X: np.ndarray) -> tuple[np.ndarray, int]:
     out = X / safe[:, None]
     out[zero] = 0.0
     return out, int(np.count_nonzero(zero))
+
+
+def row_blocks(n_rows: int, n_features: int, block_bytes: int = BLOCK_BYTES, itemsize: int = 8):
+    """Consecutive ``slice`` objects covering ``range(n_rows)`` in blocks of about
+    ``block_bytes`` (at least 64 rows per block)."""
+    step = max(64, block_bytes // (itemsize * max(1, n_features)))
+    for start in range(0, n_rows, step):
+        yield slice(start, min(n_rows, start + step))
+
+
+@dataclass(frozen=True)
+class _RowLoader:
+    """Streams blocks of rows of ``X`` for the two passes, with the public feature scaling.
+
+    The rows the algorithm sees are ``x_s = (x - lo)/width`` (:func:`scale_features`), optionally
+    after clipping to ``clip`` (``(d, 2)`` public bounds; used by the transform of real rows).
+    ``rows`` selects the rows (``None``: all, in order; else an index array, e.g. one class).
+
+    The affine scaling is folded into the products where that is exact to rounding: a block ``T``
+    of raw rows stands for ``x_s = T * iw - c`` (``iw = 1/width``, ``c = lo/width``), so
+    ``x_s @ M = T @ (iw M) - c @ M`` and ``||x_s||^2 = ||T iw||^2 - 2 (T iw).c + ||c||^2``. The
+    expansion cancels when ``|lo|`` is large against the width, so folding is used only when
+    ``max |c| <= 4`` and without clipping (``fold`` is ``None`` otherwise: blocks are then scaled
+    explicitly, two in-cache operations per entry); rows whose expanded norm lost more than three
+    digits are recomputed from the scaled row. Blocks share one buffer: consume a block before
+    asking for the next one.
+    """
+
+    X: np.ndarray
+    rows: np.ndarray | None = None
+    lo: np.ndarray | None = None
+    width: np.ndarray | None = None
+    clip: np.ndarray | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0] if self.rows is None else self.rows.size
+
+    @property
+    def _scaled(self) -> bool:
+        return self.lo is not None and not (np.all(self.lo == 0) and np.all(self.width == 1))
+
+    @property
+    def fold(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(iw, c)`` when blocks hold raw rows and ``x_s = T * iw - c``; ``None`` when blocks
+        already hold the scaled rows ``x_s``."""
+        if not self._scaled or self.clip is not None:
+            return None
+        iw = 1.0 / self.width
+        c = self.lo * iw
+        return (iw, c) if np.max(np.abs(c)) <= 4.0 else None
+
+    def blocks(self):
+        """Yield ``(positions, block)``: a slice of ``range(n_rows)`` and the rows (raw rows if
+        :attr:`fold` is set, else the scaled rows; a view of ``X`` when nothing is to be done)."""
+        d = self.X.shape[1]
+        explicit = self._scaled and self.fold is None
+        buf = None
+        for sl in row_blocks(self.n_rows, d, itemsize=self.X.itemsize):
+            if buf is None:
+                buf = np.empty((sl.stop - sl.start, d), dtype=self.X.dtype)
+            out = buf[: sl.stop - sl.start]
+            if self.rows is None:
+                src = self.X[sl]
+            else:
+                src = np.take(self.X, self.rows[sl], axis=0, out=out)
+            if self.clip is not None:
+                src = np.clip(src, self.clip[:, 0], self.clip[:, 1], out=out)
+            if explicit:
+                np.subtract(src, self.lo, out=out)
+                src = np.divide(out, self.width, out=out)
+            yield sl, src
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """The scaled rows ``x_s`` at ``positions`` (indices into ``range(n_rows)``); a copy."""
+        idx = positions if self.rows is None else self.rows[positions]
+        block = self.X[idx]
+        if self.clip is not None:
+            block = np.clip(block, self.clip[:, 0], self.clip[:, 1])
+        return scale_features(block, self.lo, self.width) if self._scaled else block
+
+
+def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Pass 1: row norms and the sum of the unit-normalised rows (:func:`normalize_rows` semantics).
+
+    Returns ``(inv_norms, unit_sum, n_zero, direct)``: ``1/||x_s||`` per row (0 for a zero-norm
+    row, i.e. a norm <= ``1e-12`` times the largest), ``sum_i x_s,i/||x_s,i||``, the number of
+    zero rows, and the positions of the rows the folded scaling would cancel on (computed from
+    their scaled rows here, and again in pass 2).
+    """
+    n, d = loader.n_rows, loader.X.shape[1]
+    fold = loader.fold
+    iw, c = fold if fold is not None else (None, None)
+    iw2 = None if iw is None else iw * iw
+    uniform = iw2 is not None and bool(np.all(iw2 == iw2[0]))
+    cc = 0.0 if c is None else float(c @ c)
+    norms = np.empty(n)
+    raw_sum, inv_sum, direct_sum = np.zeros(d), 0.0, np.zeros(d)
+    direct: list[np.ndarray] = []
+    for sl, T in loader.blocks():
+        lost = None
+        if iw2 is None:
+            sq = np.einsum("ij,ij->i", T, T)
+        elif uniform:
+            sq = np.einsum("ij,ij->i", T, T) * iw2[0]  # ||T iw||^2
+        else:
+            sq = np.einsum("ij,ij,j->i", T, T, iw2)
+        if cc > 0:
+            size = sq + cc
+            sq += cc - 2.0 * (T @ (iw * c))
+            lost = np.flatnonzero(sq < 1e-3 * size)  # cancellation: recompute from the rows
+            if lost.size:
+                S = T[lost] * iw - c
+                sq[lost] = np.einsum("ij,ij->i", S, S)
+        nb = norms[sl]
+        np.sqrt(np.maximum(sq, 0.0), out=nb)
+        inv = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > 0)
+        if lost is not None and lost.size:
+            direct_sum += inv[lost] @ S
+            direct.append(lost + sl.start)
+            inv[lost] = 0.0
+        raw_sum += inv @ T
+        inv_sum += float(inv.sum())
+    total = raw_sum if fold is None else raw_sum * iw - inv_sum * c + direct_sum
+    zero = norms <= 1e-12 * max(1.0, float(np.max(norms, initial=0.0)))
+    late = np.flatnonzero(zero & (norms > 0))  # counted above, zero by the global threshold
+    if late.size:
+        total -= (1.0 / norms[late]) @ loader.take(late)
+    inv_norms = np.divide(1.0, norms, out=np.zeros(n), where=~zero)
+    direct_rows = np.concatenate(direct) if direct else np.zeros(0, dtype=np.intp)
+    return inv_norms, total, int(np.count_nonzero(zero)), direct_rows
+
+
+def _projection_pass(
+    loader: _RowLoader, inv_norms: np.ndarray, W: np.ndarray, mu: np.ndarray | None,
+    direct: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """Pass 2: ``W^T`` of the normalised, centred (``- mu``), re-normalised rows, shape ``(n, p)``.
+
+    One product ``[W, mu]^T x_s`` per block (module docstring), the rest on the block while it
+    is in cache, in the transposed ``(p, rows)`` layout (long inner loops). ``mu=None``: no
+    centring, the rows are ``W^T x_s/||x_s||``. Returns ``(Z, n_zero_after_centering)``, ``Z`` a
+    Fortran-ordered ``(n, p)`` array: a centred row of norm <= ``1e-12`` times the largest maps to
+    0, and every row has norm <= 1. ``direct``: sorted positions of the rows to compute from their
+    scaled values instead of the folded product (from pass 1).
+    """
+    n, p = loader.n_rows, W.shape[1]
+    M = W if mu is None else np.column_stack([W, mu])
+    fold = loader.fold
+    Mf, offset = (M, None) if fold is None else (fold[0][:, None] * M, (fold[1] @ M)[:, None])
+    direct = np.zeros(0, dtype=np.intp) if direct is None or fold is None else direct
+    w_mu, mu2 = (None, 0.0) if mu is None else (W.T @ mu, float(mu @ mu))
+    Zt = np.empty((p, n))
+    r = np.empty(n)
+    for sl, T in loader.blocks():
+        Bt = Mf.T @ T.T  # (p + 1, rows)
+        if offset is not None:
+            Bt -= offset
+            lo, hi = np.searchsorted(direct, (sl.start, sl.stop))
+            if hi > lo:
+                Bt[:, direct[lo:hi] - sl.start] = M.T @ loader.take(direct[lo:hi]).T
+        inv = inv_norms[sl]
+        Ut = Zt[:, sl]
+        if mu is None:
+            np.multiply(Bt, inv, out=Ut)
+            _cap_unit_norm(Ut)
+            continue
+        # z = (W^T x_s inv - W^T mu)/r with r^2 = ||x^||^2 - 2 mu.x^ + ||mu||^2, x^ = x_s inv
+        r2 = (inv > 0) - 2.0 * Bt[p] * inv + mu2
+        rb = np.sqrt(np.maximum(r2, 0.0), out=r[sl])
+        g = np.divide(1.0, rb, out=np.zeros_like(rb), where=rb > 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.multiply(Bt[:p], inv * g, out=Ut)
+            Ut -= np.multiply.outer(w_mu, g)
+        near = np.flatnonzero(r2 < _R2_DIRECT)
+        if near.size:  # x^ close to mu: recompute from the rows, no cancellation
+            rows = near + sl.start
+            V = loader.take(rows) * inv_norms[rows, None] - mu
+            rb[near] = np.sqrt(np.einsum("ij,ij->i", V, V))
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                Ut[:, near] = W.T @ V.T / rb[near]
+        _cap_unit_norm(Ut)
+    Z = Zt.T
+    if mu is None:
+        return Z, 0
+    zero = np.flatnonzero(r <= 1e-12 * max(1.0, float(np.max(r, initial=0.0))))
+    Z[zero] = 0.0
+    return Z, int(zero.size)
+
+
+def _cap_unit_norm(Zt: np.ndarray) -> np.ndarray:
+    """Scale the columns of ``Zt`` (projected rows, transposed) whose norm exceeds 1 back to
+    norm 1, in place. Lemma 3's ``||x~|| <= 1`` holds mathematically; this removes rounding excess
+    (and the overflow of a row about to be zeroed), so the sensitivity bounds hold exactly."""
+    sq = np.einsum("ij,ij->j", Zt, Zt)
+    over = np.flatnonzero(~(sq <= 1.0))
+    if over.size:
+        with np.errstate(invalid="ignore", over="ignore"):
+            Zt[:, over] /= np.sqrt(sq[over])
+    return Zt
 
 
 def mean_sensitivity(n_features: int, n_rows: int) -> float:
@@ -208,7 +433,9 @@ def gaussian_samples(
     first). Uses the eigendecomposition, so a singular ``cov`` is fine. Shape ``(size, k)``."""
     vals, vecs = np.linalg.eigh(cov)
     factor = vecs * np.sqrt(np.clip(vals, 0.0, None))
-    return rng.standard_normal((size, cov.shape[0])) @ factor.T + np.asarray(mean, dtype=float)
+    out = rng.standard_normal((size, cov.shape[0])) @ factor.T
+    out += np.asarray(mean, dtype=float)
+    return out
 
 
 def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
@@ -237,13 +464,22 @@ def noisy_second_moment(
     matrix-valued query (the result is not symmetric). Returns ``(noisy, repaired)``: the noisy
     matrix and its PSD repair (symmetrised, eigenvalues clipped at 0), which is what gets sampled.
     """
-    m, k = Z.shape
+    noisy = add_matrix_noise(Z.T @ Z / Z.shape[0], scale, rng, full_matrix=full_matrix)
+    return noisy, psd_repair(noisy)
+
+
+def add_matrix_noise(
+    M: np.ndarray, scale: float, rng: np.random.Generator, *, full_matrix: bool = False
+) -> np.ndarray:
+    """``M`` (k x k) plus Laplace noise of scale ``scale``: i.i.d. on the upper triangle (diagonal
+    included) and mirrored (default, SPEC section 1), or i.i.d. on every entry
+    (``full_matrix=True``). A new array; ``scale = 0`` adds nothing."""
+    k = M.shape[0]
     if full_matrix:
         noise = rng.laplace(0.0, scale, size=(k, k)) if scale > 0 else np.zeros((k, k))
     else:
         noise = symmetric_laplace_noise(k, scale, rng)
-    noisy = Z.T @ Z / m + noise
-    return noisy, psd_repair(noisy)
+    return M + noise
 
 
 def scale_features(X: np.ndarray, lo: np.ndarray, width: np.ndarray) -> np.ndarray:
@@ -270,14 +506,14 @@ def _ron_transform(
     lo: np.ndarray | None, width: np.ndarray | None, reconstruct: bool,
 ) -> np.ndarray:
     """Map real rows into a RON-Gauss release's space: clip to the public bounds, [scale],
-    normalise, [centre with mu_DP, normalise], project, [reconstruct ``x~ W^T (+ mu_DP)``]."""
-    X = np.clip(np.asarray(X, dtype=float), bounds[:, 0], bounds[:, 1])
-    if lo is not None and width is not None:
-        X = scale_features(X, lo, width)
-    X, _ = normalize_rows(X)
-    if mean is not None:
-        X, _ = normalize_rows(X - mean)
-    Z = X @ W
+    normalise, [centre with mu_DP, normalise], project, [reconstruct ``x~ W^T (+ mu_DP)``].
+    Streams over blocks of rows (module docstring): no full-size temporary copy of ``X``."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] != W.shape[0]:
+        raise ValueError(f"X must have shape (m, {W.shape[0]}), got {X.shape}")
+    loader = _RowLoader(X, lo=lo if width is not None else None, width=width, clip=bounds)
+    inv_norms, _, _, direct = _unit_rows_pass(loader)
+    Z, _ = _projection_pass(loader, inv_norms, W, mean, direct)
     if not reconstruct:
         return Z
     out = Z @ W.T
@@ -390,10 +626,11 @@ class RONGauss(Mechanism):
         width = data.bounds[:, 1] - data.bounds[:, 0]
         lo, wd = (data.bounds[:, 0], np.where(width > 0, width, 1.0)) \
             if params["feature_scaling"] == "bounds" else (None, None)
-        X = scale_features(data.X, lo, wd) if lo is not None else data.X
+        X = data.X  # already clipped; the public scaling is applied block by block
         W = haar_stiefel(d, p, rng, method=params["projection"])
         m = n if n_samples is None else n_samples
-        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, p=p, d=d)
+        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, p=p, d=d,
+                       scaling={"lo": lo, "width": wd})
         if data.task == "classification":
             out = self._gmm(ctx, X, data, m)
         else:
@@ -468,8 +705,7 @@ class RONGauss(Mechanism):
         self, ctx: _Context, X: np.ndarray, data: PreparedInput, m: int, a: float
     ) -> _Output:
         n = X.shape[0]
-        Xbar, mu, mean_rec, diag = _preprocess(X, ctx, "mean")
-        Z = Xbar @ ctx.W
+        Z, mu, mean_rec, diag = _preprocess_project(_RowLoader(X, **ctx.scaling), ctx, "mean")
         supervised = data.task == "regression"
         if supervised:
             assert data.y is not None and data.label_bounds is not None
@@ -509,8 +745,9 @@ class RONGauss(Mechanism):
                                 "n_zero_after_centering": 0}
         for c in np.flatnonzero(sizes):
             tag = f" of class {data.classes[c]!s} (n_c = {sizes[c]})"
-            Xbar, mu, mean_rec, cdiag = _preprocess(X[data.y == c], ctx, "mean" + tag)
-            cov_rec, noisy, repaired = _noisy_cov(Xbar @ ctx.W, ctx, "second moment Sigma" + tag)
+            loader = _RowLoader(X, rows=np.flatnonzero(data.y == c), **ctx.scaling)
+            Z, mu, mean_rec, cdiag = _preprocess_project(loader, ctx, "mean" + tag)
+            cov_rec, noisy, repaired = _noisy_cov(Z, ctx, "second moment Sigma" + tag)
             chunks.append(gaussian_samples(mu @ ctx.W, repaired, int(counts[c]), ctx.rng))
             labels.append(np.full(int(counts[c]), c))
             noise += [mean_rec, cov_rec]
@@ -537,6 +774,7 @@ class _Context:
     rng: np.random.Generator
     p: int
     d: int
+    scaling: dict[str, np.ndarray | None]  # lo, width of the public feature scaling (or None)
 
 
 @dataclass
@@ -550,24 +788,25 @@ class _Output:
     algorithm: str
 
 
-def _preprocess(
-    X: np.ndarray, ctx: _Context, statistic: str
+def _preprocess_project(
+    loader: _RowLoader, ctx: _Context, statistic: str
 ) -> tuple[np.ndarray, np.ndarray, NoiseRecord, dict[str, Any]]:
-    """RON-Gauss Alg. 1 on the rows ``X`` (all rows, or one class): normalise, DP mean, centre,
-    normalise. Returns ``(X_bar, mu_DP, noise record, diagnostics)``."""
-    n, d = X.shape
-    Xn, n_zero = normalize_rows(X)
+    """RON-Gauss Alg. 1 and 2 on the loader's rows (all rows, or one class): normalise, DP mean,
+    centre, normalise, project with ``W``, in two streaming passes (module docstring).
+    Returns ``(X~ (n, p), mu_DP, noise record, diagnostics)``."""
+    n, d = loader.n_rows, ctx.d
+    inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
     eps_mu = ctx.split["mean"]
     s1 = mean_sensitivity(d, n)
     b = laplace_scale(s1, eps_mu)
-    mu = Xn.mean(axis=0) + (ctx.rng.laplace(0.0, b, size=d) if b > 0 else 0.0)
-    Xbar, n_zero2 = normalize_rows(Xn - mu)
+    mu = unit_sum / n + (ctx.rng.laplace(0.0, b, size=d) if b > 0 else 0.0)
+    Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
     rec = NoiseRecord(
         statistic=statistic, sensitivity=s1, scale=b, distribution="laplace", norm="L1",
         epsilon=eps_mu, formula="S1 = 2 sqrt(d)/n (mean of unit-norm rows); b = S1/eps_mu",
         source=f"{SOURCE}, Alg. 1 / Lemma 2",
     )
-    return Xbar, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
+    return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
 
 
 def _noisy_cov(

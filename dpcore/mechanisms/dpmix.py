@@ -1,0 +1,503 @@
+"""DPMix: noisy averages of ``ell`` randomly chosen rows (Lee, Kim, Lee, Suh, Ramchandran, ISIT 2019).
+
+Each of the ``T`` released rows ("mixtures") is the mean of ``ell`` *distinct* rows chosen uniformly
+at random (without replacement) plus white Gaussian noise (paper eq. 1, SPEC section 6)::
+
+    (X'_t, Y'_t) = (X C_t + Q_t, Y C_t + R_t),   Q_t ~ N(0, sigma_X^2 I),  R_t ~ N(0, sigma_Y^2 I)
+
+Units. Features are scaled to ``[0, 1]`` with the PUBLIC bounds, ``z = (x - lo)/(hi - lo)``, after
+clipping (the paper's normalisation ``X in [0, 1]^{d_X}``); a constant column (``hi == lo``) becomes
+0. The release is in these scaled units; :func:`to_original_units` maps it back
+(``x = lo + z (hi - lo)``, post-processing). Labels: one-hot over the public class list
+(classification, ``d_Y`` = number of classes), the label scaled to ``[0, 1]`` with the public label
+bounds (regression, ``d_Y = 1``), or none (unsupervised, ``d_Y = 0``).
+
+Privacy. Neighbouring relation: replace-one (``n`` public). Replacing one row moves one mixture that
+contains it by ``(x - x')/ell`` and ``(y - y')/ell``, whose L2 norms are at most ``sqrt(d_X)/ell``
+and ``sqrt(d_Y)/ell`` (entries in ``[0, 1]``): a Gaussian mechanism with
+``D2 = d_X/sigma_X^2 + d_Y/sigma_Y^2`` and RDP ``alpha D2/(2 ell^2)`` (SPEC 6.1), amplified by
+subsampling ``ell`` of ``n`` rows without replacement (Wang, Balle, Kasiviswanathan 2019), composed
+over the ``T`` mixtures and converted to ``(epsilon, delta)``-DP (paper Theorem 1). All of this is in
+:mod:`dpcore.accounting` (``dpmix_epsilon``, ``dpmix_calibrate_sigma``); ``bound="paper"`` is
+Theorem 1 verbatim, ``bound="tight"`` (default) the tighter per-term bound and RDP conversion of
+SPEC 6.1. The guarantee reported is the accountant's epsilon at the sigmas actually used.
+
+Implementation. Vectorised and memory-bounded: mixtures are drawn in chunks of rows; each chunk's
+index matrix (rows of ``ell`` distinct indices) is sampled by a vectorised Floyd algorithm (cost
+``O(ell^2)`` per mixture, for small ``ell``) or by the ``ell`` smallest of ``n`` uniform keys
+(``O(n)`` per mixture, for large ``ell``), and averaged by a sparse ``(chunk, n)`` mixing matrix
+(cost ``O(chunk * ell * (d_X + d_Y))``). Indices and noise come from two independent child
+generators whose draws do not depend on the chunk size, so any chunking gives the same release.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import ndimage, sparse
+
+from dpcore import accounting
+from dpcore.mechanisms.base import Mechanism
+from dpcore.preprocessing import PreparedInput
+from dpcore.release import Guarantee, NoiseRecord, Release
+from dpcore.schema import EPSILON, Param
+
+__all__ = [
+    "DPMix",
+    "draw_mixtures",
+    "mixture_means",
+    "sample_mixture_indices",
+    "scale_to_unit",
+    "to_original_units",
+]
+
+#: Working-set budget of one chunk, in array elements (~32 MB of float64).
+CHUNK_ELEMENTS = 1 << 22
+#: Floyd's sampler costs ~ell^2/2 comparisons per mixture, uniform keys ~n draws plus a partition
+#: (weighted by this factor); the cheaper one is used.
+_KEYS_COST_FACTOR = 10
+
+SOURCE_PAPER = ("Lee et al., DPMix, ISIT 2019, Thm 1 (eq. 3); Wang, Balle, Kasiviswanathan 2019 "
+                "(subsampled RDP); Mironov 2017, Prop. 3 (RDP -> DP)")
+SOURCE_TIGHT = ("Lee et al., DPMix, ISIT 2019, Thm 1 with Wang, Balle, Kasiviswanathan 2019, "
+                "Thms 9 and 27 (per-term min); Canonne, Kamath, Steinke 2020, Prop. 12 (RDP -> DP); "
+                "SPEC 6.1")
+
+
+# ---------------------------------------------------------------------------------------- sampling
+def _sampler_method(n: int, ell: int) -> str:
+    """``"floyd"`` when ``ell^2/2`` comparisons are cheaper than ``n`` keys, else ``"keys"``."""
+    return "floyd" if ell * ell <= 2 * _KEYS_COST_FACTOR * n else "keys"
+
+
+def sample_mixture_indices(
+    n: int, ell: int, size: int, rng: np.random.Generator, *, method: str | None = None
+) -> np.ndarray:
+    """Rows of ``ell`` distinct indices drawn uniformly from ``range(n)``, one row per mixture.
+
+    Parameters
+    ----------
+    n : int
+        Number of private rows.
+    ell : int
+        Mixture degree, ``1 <= ell <= n``.
+    size : int
+        Number of mixtures (rows of the result).
+    rng : numpy.random.Generator
+    method : {"floyd", "keys"}, optional
+        ``"floyd"``: Floyd's algorithm vectorised over mixtures (a Python loop over the ``ell``
+        positions, never over mixtures): at step ``j = n - ell + k`` draw ``t`` uniform on
+        ``{0..j}`` and keep ``t``, or ``j`` if ``t`` was already chosen; cost ``O(size ell^2)``.
+        ``"keys"``: the ``ell`` smallest of ``n`` i.i.d. uniform keys (``argpartition``); cost
+        ``O(size n)``. Default: the cheaper for ``(n, ell)``. Both yield every ``ell``-subset with
+        probability ``1/C(n, ell)`` and consume ``rng`` row by row (``size * ell`` or ``size * n``
+        doubles in row-major order), so drawing ``a`` then ``b`` rows equals drawing ``a + b``.
+
+    Returns
+    -------
+    ndarray of shape (size, ell), int64
+        Each row holds ``ell`` distinct indices (in no particular order).
+
+    Raises
+    ------
+    ValueError
+        ``ell`` outside ``[1, n]`` or an unknown method.
+    """
+    if not (1 <= ell <= n):
+        raise ValueError(f"ell must satisfy 1 <= ell <= n (n = {n} rows), got ell={ell}")
+    method = method or _sampler_method(n, ell)
+    if method == "keys":
+        keys = rng.random((size, n))
+        if ell == n:
+            return np.argsort(keys, axis=1)
+        return np.argpartition(keys, ell - 1, axis=1)[:, :ell].astype(np.int64, copy=False)
+    if method != "floyd":
+        raise ValueError(f"method must be 'floyd' or 'keys', got {method!r}")
+    u = rng.random((size, ell))
+    out = np.empty((size, ell), dtype=np.int64)
+    for k in range(ell):
+        j = n - ell + k
+        # floor(u (j + 1)) is uniform on {0..j} up to float rounding (relative bias < 2^-52 n).
+        t = np.minimum((u[:, k] * (j + 1)).astype(np.int64), j)
+        if k:
+            seen = (out[:, :k] == t[:, None]).any(axis=1)
+            t[seen] = j
+        out[:, k] = t
+    return out
+
+
+def mixture_means(Z: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Mean of the rows ``Z[idx[t]]`` for every mixture ``t``, via a sparse mixing matrix.
+
+    ``C`` is the ``(m, n)`` CSR matrix with ``1/ell`` at ``(t, idx[t, i])`` (the paper's
+    ``C_t`` as rows); returns ``C @ Z`` of shape ``(m, Z.shape[1])`` in ``Z``'s dtype. Cost
+    ``O(m ell Z.shape[1])``; memory: the result plus ``m ell`` indices.
+    """
+    m, ell = idx.shape
+    weights = np.full(m * ell, 1.0 / ell, dtype=Z.dtype)
+    indptr = np.arange(0, m * ell + 1, ell, dtype=np.int64)
+    mix = sparse.csr_array((weights, idx.ravel(), indptr), shape=(m, Z.shape[0]))
+    return np.asarray(mix @ Z)
+
+
+def _chunk_rows(n: int, ell: int, width: int, method: str, chunk_rows: int | None) -> int:
+    if chunk_rows is not None:
+        return max(1, int(chunk_rows))
+    per_row = max(width, 3 * ell, n if method == "keys" else 0, 1)
+    return max(1, CHUNK_ELEMENTS // per_row)
+
+
+def draw_mixtures(
+    Z: np.ndarray,
+    ell: int,
+    n_mixtures: int,
+    sigma: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    image_shape: tuple[int, int] | None = None,
+    n_image_columns: int = 0,
+    denoise: float = 0.0,
+    chunk_rows: int | None = None,
+    return_indices: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """The DPMix core: ``n_mixtures`` means of ``ell`` distinct rows of ``Z`` plus Gaussian noise.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, w)
+        Scaled features and encoded labels side by side (float64 or float32; the output has the
+        same dtype).
+    ell : int
+        Mixture degree, ``1 <= ell <= n``.
+    n_mixtures : int
+        ``T >= 1``.
+    sigma : ndarray of shape (w,)
+        Noise standard deviation per column (``sigma_X`` for features, ``sigma_Y`` for labels).
+    rng : numpy.random.Generator
+        Two child generators are spawned from it: one for the indices, one for the noise.
+    image_shape : (h, w), optional
+        With ``denoise > 0``: the first ``n_image_columns`` columns are images of this shape.
+    denoise : float
+        Standard deviation (pixels) of the Gaussian filter applied to each noisy image
+        (``scipy.ndimage.gaussian_filter`` with ``sigma=(0, s, s)``); 0 = off. Post-processing.
+    chunk_rows : int, optional
+        Mixtures per chunk (default: bounded by :data:`CHUNK_ELEMENTS`). Any value gives the same
+        result.
+    return_indices : bool
+        Also return the ``(T, ell)`` index matrix. For tests only: the indices are secret and
+        never part of a release.
+
+    Returns
+    -------
+    ndarray of shape (n_mixtures, w) [, ndarray of shape (n_mixtures, ell)]
+    """
+    n, width = Z.shape
+    method = _sampler_method(n, ell)
+    rows = _chunk_rows(n, ell, width, method, chunk_rows)
+    idx_rng, noise_rng = rng.spawn(2)
+    sigma = np.asarray(sigma, dtype=float)
+    noisy = bool(np.any(sigma > 0))
+    out = np.empty((n_mixtures, width), dtype=Z.dtype)
+    all_idx = np.empty((n_mixtures, ell), dtype=np.int64) if return_indices else None
+    for start in range(0, n_mixtures, rows):
+        stop = min(start + rows, n_mixtures)
+        idx = sample_mixture_indices(n, ell, stop - start, idx_rng, method=method)
+        block = mixture_means(Z, idx)
+        if noisy:
+            # drawn in float64 whatever the dtype, so a float32 release carries the same noise
+            block += (noise_rng.standard_normal(block.shape) * sigma).astype(Z.dtype, copy=False)
+        if denoise > 0 and image_shape is not None and n_image_columns:
+            imgs = block[:, :n_image_columns].reshape((-1, *image_shape))
+            block[:, :n_image_columns] = ndimage.gaussian_filter(
+                imgs, sigma=(0, denoise, denoise)).reshape(len(block), -1)
+        out[start:stop] = block
+        if all_idx is not None:
+            all_idx[start:stop] = idx
+    return (out, all_idx) if all_idx is not None else out
+
+
+# ---------------------------------------------------------------------------------------- scaling
+def scale_to_unit(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Clip to the public ``bounds`` (shape ``(d, 2)``) and scale to ``[0, 1]``: ``(x - lo)/(hi - lo)``.
+
+    A constant column (``hi == lo``) maps to 0. This is the release's public transform: it maps real
+    rows into the release's units (no privacy cost: the bounds are public).
+    """
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    width = hi - lo
+    clipped = np.clip(np.asarray(X, dtype=float), lo, hi)
+    return np.divide(clipped - lo, width, out=np.zeros_like(clipped), where=width > 0)
+
+
+def to_original_units(release: Release, values: np.ndarray | None = None) -> np.ndarray:
+    """Map DPMix features (scaled units) back to the original units: ``x = lo + z (hi - lo)``.
+
+    Post-processing with the public bounds stored in ``release.transform_arrays``. Noise can carry
+    values outside ``[lo, hi]``; they are not clipped.
+    """
+    lo, hi = release.transform_arrays["lo"], release.transform_arrays["hi"]
+    z = np.asarray(release.data if values is None else values, dtype=float)
+    return lo + z * (hi - lo)
+
+
+def _encode_labels(data: PreparedInput) -> tuple[np.ndarray, list[str]]:
+    """One-hot labels (classification), the label scaled to [0, 1] (regression) or nothing."""
+    n = data.n_samples
+    name = data.label_name or "label"
+    if data.task == "classification":
+        assert data.classes is not None and data.y is not None
+        onehot = np.zeros((n, data.classes.size))
+        onehot[np.arange(n), data.y] = 1.0
+        return onehot, [f"{name}={c}" for c in data.classes.tolist()]
+    if data.task == "regression":
+        assert data.label_bounds is not None and data.y is not None
+        lb = np.array([data.label_bounds])
+        return scale_to_unit(data.y[:, None], lb), [name]
+    return np.zeros((n, 0)), []
+
+
+# ---------------------------------------------------------------------------------------- mechanism
+class DPMix(Mechanism):
+    """DPMix: Gaussian-noised means of ``ell`` random distinct rows (replace-one, (epsilon, delta)-DP).
+
+    Parameters
+    ----------
+    epsilon : float, default 10.0
+        Target budget used to calibrate the noise when ``sigma_x`` is None (> 0; ``inf`` = zero
+        noise, NOT PRIVATE). Ignored when ``sigma_x`` is given: epsilon is then computed.
+    delta : float or None, default None
+        In (0, 1). ``None`` means ``1/n`` (the paper's choice; ``n`` is public under replace-one).
+        Note that ``delta = 1/n`` is weak: a mechanism releasing one random row exactly meets it.
+    ell : int, default 16
+        Mixture degree: rows averaged per mixture, ``1 <= ell <= n`` (``ell = 1`` is Gaussian local
+        perturbation of random rows). Larger ``ell`` needs less noise for the same epsilon but
+        blurs the rows together.
+    n_mixtures : int or None, default None
+        Number ``T`` of released mixtures (``None``: ``n``, or ``n_samples`` of :meth:`release`).
+        Epsilon grows with ``T`` (composition).
+    sigma_x, sigma_y : float or None
+        Explicit noise standard deviations (scaled units) of features and labels. ``sigma_x=None``
+        calibrates both from ``epsilon``; ``sigma_y=None`` means ``sigma_ratio * sigma_x``. 0 means
+        no noise (NOT PRIVATE).
+    sigma_ratio : float, default 1.0
+        ``sigma_y / sigma_x`` when ``sigma_y`` is not given.
+    bound : {"tight", "paper"}, default "tight"
+        RDP bound and conversion of the accountant (SPEC 6.1): ``"paper"`` reproduces Theorem 1
+        exactly, ``"tight"`` is never larger. Both are valid guarantees.
+    denoise : float, default 0
+        Gaussian filter (pixels) applied to each released image after the noise (the paper's
+        "DPMix + denoising"); post-processing, no privacy cost. Needs image data; 0 = off.
+    dtype : {"float64", "float32"}, default "float64"
+        Precision of the computation and the release (float32 halves memory for images).
+    bounds, label_bounds, classes, task, random_state
+        See :class:`~dpcore.mechanisms.base.Mechanism`.
+
+    Released table: ``T`` rows. Feature columns (the input's names) in ``[0, 1]``-scaled units plus
+    noise; for classification the soft labels ``label=c`` (noisy mixed one-hot) and ``label`` =
+    the argmax class (post-processing); for regression ``label`` in scaled units. The public
+    bounds are released as the transform (``lo``, ``hi``).
+
+    Raises
+    ------
+    ValueError
+        ``ell > n``, ``n_mixtures != n_samples``, ``denoise > 0`` without an image shape, or an
+        invalid parameter (named).
+    """
+
+    name = "dpmix"
+    title = "DPMix (random mixtures + Gaussian noise)"
+    summary = ("Releases noisy averages of ell randomly chosen distinct rows; mixing amplifies "
+               "privacy, so less noise is needed as ell grows. Train models on the mixtures.")
+    citation = ("K. Lee, H. Kim, K. Lee, C. Suh, K. Ramchandran, Synthesizing Differentially "
+                "Private Datasets using Random Mixing, ISIT 2019")
+    params = (
+        Param("epsilon", "float", 10.0, EPSILON.help + " Ignored when sigma_x is given.",
+              low=0.0, low_open=True, log=True, privacy=True, allow_inf=True),
+        Param("delta", "float", None, "Failure probability of (epsilon, delta)-DP, in (0, 1); "
+              "empty = 1/n (the paper's choice).", low=0.0, high=1.0, low_open=True,
+              high_open=True, log=True, privacy=True, optional=True),
+        Param("ell", "int", 16, "Mixture degree: number of distinct random rows averaged in each "
+              "released row (1 <= ell <= n).", low=1, log=True, privacy=True),
+        Param("n_mixtures", "int", None, "Number T of released mixtures (empty = n).", low=1,
+              log=True, privacy=True, optional=True),
+        Param("sigma_x", "float", None, "Feature noise std (scaled units); empty = calibrate "
+              "from epsilon.", low=0.0, log=True, privacy=True, optional=True),
+        Param("sigma_y", "float", None, "Label noise std (scaled units); empty = sigma_ratio * "
+              "sigma_x.", low=0.0, log=True, privacy=True, optional=True),
+        Param("sigma_ratio", "float", 1.0, "sigma_y / sigma_x when sigma_y is not given.",
+              low=0.0, low_open=True, log=True, privacy=True),
+        Param("bound", "choice", "tight", "RDP accountant: 'tight' (default) or 'paper' "
+              "(Theorem 1 exactly).", choices=("tight", "paper"), privacy=True),
+        Param("denoise", "float", 0.0, "Gaussian filter width (pixels) applied to released "
+              "images (post-processing); 0 = off.", low=0.0, high=10.0),
+        Param("dtype", "choice", "float64", "Precision of the release (float32 halves memory).",
+              choices=("float64", "float32")),
+    )
+    neighbouring = "replace-one"
+    guarantee_kind = "approx"
+    space = "mixtures"
+    capabilities = frozenset({"rdp", "images"})
+
+    def _release(
+        self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
+        n_samples: int | None,
+    ) -> Release:
+        n, d_x = data.X.shape
+        ell = params["ell"]
+        if ell > n:
+            raise ValueError(f"ell must be <= n (the number of rows, {n}), got ell={ell}")
+        T = _resolve_n_mixtures(params["n_mixtures"], n_samples, n)
+        delta = params["delta"] if params["delta"] is not None else 1.0 / n
+        denoise = params["denoise"]
+        image_hw = _image_hw(data.image_shape)
+        if denoise > 0 and (image_hw is None or math.prod(image_hw) != d_x):
+            raise ValueError("denoise > 0 needs grayscale image data (a dataset with a 2-D "
+                             "image_shape whose pixels are the features); set denoise=0")
+        labels01, label_cols = _encode_labels(data)
+        d_y = labels01.shape[1]
+        acct = _account(params, ell=ell, n=n, T=T, d_x=d_x, d_y=d_y, delta=delta)
+
+        dtype = np.dtype(params["dtype"])
+        Z = np.hstack([scale_to_unit(data.X, data.bounds), labels01]).astype(dtype, copy=False)
+        sigma = np.concatenate([np.full(d_x, acct["sigma_x"]), np.full(d_y, acct["sigma_y"])])
+        mixed = draw_mixtures(Z, ell, T, sigma, rng, image_shape=image_hw, n_image_columns=d_x,
+                              denoise=denoise)
+        values = mixed[:, :d_x]
+        labels, label_columns = _release_labels(data, mixed[:, d_x:], label_cols)
+
+        bound = params["bound"]
+        guarantee = Guarantee(epsilon=acct["epsilon"], delta=delta, neighbouring="replace-one",
+                              kind="approx")
+        bounds = data.bounds.copy()
+        public = {"lo": bounds[:, 0], "hi": bounds[:, 1]}  # public: released as the transform
+        if data.label_bounds is not None:
+            public["label_lo"] = np.array([data.label_bounds[0]])
+            public["label_hi"] = np.array([data.label_bounds[1]])
+        return self._new_release(
+            data, params, values=values, columns=list(data.feature_names), guarantee=guarantee,
+            noise=_noise_records(data, acct, ell=ell, n=n, T=T, d_y=d_y, delta=delta, bound=bound),
+            calibration=bound, n_samples=n_samples, labels=labels, label_columns=label_columns,
+            details=_details(data, params, acct, ell=ell, n=n, T=T, d_y=d_y, delta=delta),
+            transform_arrays=public, transform_fn=lambda X: scale_to_unit(X, bounds),
+        )
+
+
+def _resolve_n_mixtures(n_mixtures: int | None, n_samples: int | None, n: int) -> int:
+    if n_mixtures is not None and n_samples is not None and n_mixtures != n_samples:
+        raise ValueError(f"n_mixtures={n_mixtures} and n_samples={n_samples} disagree; give one "
+                         "(they are the same thing for DPMix)")
+    return n_mixtures or n_samples or n
+
+
+def _image_hw(shape: tuple[int, ...] | None) -> tuple[int, int] | None:
+    if shape is None:
+        return None
+    dims = [s for s in shape if s != 1]
+    return (dims[0], dims[1]) if len(dims) == 2 else None
+
+
+def _account(params: dict[str, Any], *, ell: int, n: int, T: int, d_x: int, d_y: int,
+             delta: float) -> dict[str, Any]:
+    """The sigmas used and the epsilon the accountant guarantees for them.
+
+    ``sigma_x`` given: epsilon = ``dpmix_epsilon`` at ``(sigma_x, sigma_y)``. Otherwise
+    ``sigma_x = dpmix_calibrate_sigma(epsilon, ...)``, ``sigma_y = sigma_ratio * sigma_x``, and the
+    reported epsilon is again ``dpmix_epsilon`` at those sigmas (<= the target). A zero sigma on a
+    released block (or ``epsilon = inf``) gives epsilon = inf: NOT PRIVATE.
+    """
+    common = dict(ell=ell, n=n, n_mixtures=T, d_x=d_x, d_y=d_y, delta=delta, bound=params["bound"])
+    if params["sigma_x"] is None and params["sigma_y"] is not None:
+        raise ValueError("sigma_y was given without sigma_x; give both, or leave both empty and "
+                         "set sigma_ratio to calibrate them from epsilon")
+    if params["sigma_x"] is not None:
+        sx = float(params["sigma_x"])
+        sy = float(params["sigma_y"]) if params["sigma_y"] is not None else params["sigma_ratio"] * sx
+        source = "given"
+    elif math.isinf(params["epsilon"]):
+        sx = sy = 0.0
+        source = "epsilon=inf"
+    else:
+        sx = float(accounting.dpmix_calibrate_sigma(epsilon=params["epsilon"],
+                                                    ratio=params["sigma_ratio"], **common))
+        sy = params["sigma_ratio"] * sx
+        source = "calibrated"
+    if d_y == 0:
+        sy = 0.0
+    if sx == 0 or (d_y and sy == 0):
+        return {"sigma_x": sx, "sigma_y": sy, "epsilon": math.inf, "alpha": None,
+                "sigma_source": source}
+    res = accounting.dpmix_epsilon(sigma_x=sx, sigma_y=sy if d_y else None, **common)
+    return {"sigma_x": sx, "sigma_y": sy, "epsilon": float(res.epsilon), "alpha": int(res.alpha),
+            "sigma_source": source}
+
+
+def _noise_records(data: PreparedInput, acct: dict[str, Any], *, ell: int, n: int, T: int, d_y: int,
+                   delta: float, bound: str) -> list[NoiseRecord]:
+    """One record per noisy block (features, labels), with the L2 sensitivity of one mixture."""
+    d_x = data.n_features
+    formula = (f"per mixture: subsampled (q = ell/n = {ell}/{n}, without replacement) Gaussian, "
+               "RDP_G(alpha) = alpha D2 / (2 ell^2), D2 = d_X/sigma_X^2 + d_Y/sigma_Y^2; "
+               f"T = {T} mixtures composed; epsilon = min_alpha over integer orders "
+               f"({bound} bound, SPEC 6.1)")
+    common = dict(distribution="gaussian", norm="L2", epsilon=acct["epsilon"], delta=delta,
+                  source=SOURCE_TIGHT if bound == "tight" else SOURCE_PAPER)
+    records = [NoiseRecord(
+        statistic=f"each mixture's features (mean of ell = {ell} rows, d_X = {d_x}, scaled to [0, 1])",
+        sensitivity=math.sqrt(d_x) / ell, scale=acct["sigma_x"], formula="S2 = sqrt(d_X)/ell; " + formula,
+        **common,
+    )]
+    if d_y:
+        kind = "one-hot" if data.task == "classification" else "scaled"
+        records.append(NoiseRecord(
+            statistic=f"each mixture's labels ({kind}, d_Y = {d_y})", sensitivity=math.sqrt(d_y) / ell,
+            scale=acct["sigma_y"], formula="S2 = sqrt(d_Y)/ell (jointly accounted with the features)",
+            **common,
+        ))
+    return records
+
+
+def _details(data: PreparedInput, params: dict[str, Any], acct: dict[str, Any], *, ell: int, n: int,
+             T: int, d_y: int, delta: float) -> dict[str, Any]:
+    """Card facts: units, the sigmas and where they came from, alpha*, the class list."""
+    details: dict[str, Any] = {
+        "feature_units": "features scaled to [0, 1] by the public bounds, z = (x - lo)/(hi - lo) "
+        "after clipping; original units x = lo + z (hi - lo) (post-processing, "
+        "dpcore.mechanisms.dpmix.to_original_units)",
+        "ell": ell, "n_mixtures": T, "n": n, "d_x": data.n_features, "d_y": d_y, "delta": delta,
+        "delta_rule": "given" if params["delta"] is not None else "1/n",
+        "sigma_x": acct["sigma_x"], "sigma_y": acct["sigma_y"], "sigma_source": acct["sigma_source"],
+        "bound": params["bound"], "alpha_star": acct["alpha"], "denoise": params["denoise"],
+    }
+    if acct["sigma_source"] == "given" and math.isfinite(params["epsilon"]):
+        details["note"] = ("noise given explicitly (sigma_x): the epsilon parameter was ignored; "
+                           "the guarantee is the accountant's epsilon at these sigmas")
+    if data.task == "classification":
+        assert data.classes is not None
+        details["classes"] = data.classes.tolist()
+        details["label_units"] = ("soft labels: mixed one-hot plus noise (may be negative or above "
+                                  "1); the 'label' column is their argmax")
+    elif data.task == "regression":
+        details["label_units"] = (f"label scaled to [0, 1] by the public label bounds "
+                                  f"{data.label_bounds}: y = lo + z (hi - lo)")
+    return details
+
+
+def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
+                    names: list[str]) -> tuple[np.ndarray | None, list[str]]:
+    """Soft label columns plus, for classification, the argmax class as ``label``."""
+    if data.task == "unsupervised":
+        return None, []
+    if data.task == "regression":
+        return mixed_labels[:, 0].astype(float), names
+    assert data.classes is not None
+    hard = data.classes[np.argmax(mixed_labels, axis=1)]
+    soft = mixed_labels.astype(float)
+    if hard.dtype.kind in "biuf":
+        labels = np.column_stack([soft, hard.astype(float)])
+    else:
+        labels = np.empty((len(soft), soft.shape[1] + 1), dtype=object)
+        labels[:, :-1] = soft
+        labels[:, -1] = hard
+    return labels, [*names, data.label_name or "label"]

@@ -1,0 +1,538 @@
+"""The Streamlit app in a real browser (Chromium driven by Playwright), used like a person would.
+
+A session-scoped fixture starts ``streamlit run app/streamlit_app.py`` on a free loopback port;
+every test opens its own browser context (= its own Streamlit session). Waits are on Streamlit's
+own "script running" state (``stApp[data-test-script-state]`` and the ``stStatusWidget`` running
+indicator), not on sleeps. A screenshot of every page goes to ``test-artifacts/screenshots/``.
+
+Skipped, with the reason, when Chromium (``/usr/bin/chromium``) or the ``playwright`` package is
+missing. Playwright never downloads a browser here: the system Chromium is launched directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path(os.environ.get("DP_EXPLORER_CHROMIUM", "/usr/bin/chromium"))
+ARTIFACTS = ROOT / "test-artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+RUN_TIMEOUT_MS = 90_000  # one script run (a release on 1,797 rows takes ~1 s; CI machines are slower)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium not found at {CHROMIUM} "
+                       "(CI installs the Debian 'chromium' package)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
+                               "(pip install -e '.[test]')")
+expect = sync_api.expect
+
+IDLE_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+    && !document.querySelector('[data-testid="stStatusWidget"]');
+}"""
+TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+
+class RunTracker:
+    """Counts Streamlit script runs from the app's websocket messages (decoded ForwardMsg).
+
+    The DOM's running state alone is not enough on a busy machine: when the browser's main
+    thread stalls, "running" and "finished" can be rendered in one batch and a run goes unseen.
+    A run starts with a ``new_session`` message and ends with ``script_finished``.
+    """
+
+    def __init__(self, page) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        self._msg = ForwardMsg
+        self.started = self.finished = self.finished_ok = self.sent = 0
+        page.on("websocket", self._attach)
+
+    def _attach(self, ws) -> None:
+        ws.on("framereceived", self._received)
+        ws.on("framesent", self._sent)
+
+    def _sent(self, payload) -> None:
+        self.sent += 1
+
+    def _received(self, payload) -> None:
+        if isinstance(payload, str):
+            return
+        msg = self._msg()
+        try:
+            msg.ParseFromString(payload)
+        except Exception:  # not a ForwardMsg: ignore
+            return
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            self.started += 1
+        elif kind == "script_finished":
+            self.finished += 1
+            if msg.script_finished == self._msg.FINISHED_SUCCESSFULLY:
+                self.finished_ok += 1
+
+    @property
+    def idle(self) -> bool:
+        return self.started == self.finished
+
+
+TRACKERS: dict[object, RunTracker] = {}
+
+
+# ------------------------------------------------------------------------------------- fixtures
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, log_path: Path) -> subprocess.Popen:
+    """``streamlit run`` from the repository root (so .streamlit/config.toml applies), loopback."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
+           "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                if resp.status == 200 and resp.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"{url}/_stcore/health did not answer within {timeout:.0f} s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[str]:
+    port = _free_port()
+    log = ARTIFACTS / f"streamlit-browser-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
+    proc = start_server(port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+    except (RuntimeError, TimeoutError) as exc:
+        stop_server(proc)
+        pytest.fail(f"{exc}; server log:\n{log.read_text(errors='replace')[-3000:]}")
+    yield url
+    stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    pw = sync_api.sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+    except Exception as exc:  # e.g. missing shared libraries on the CI image
+        pw.stop()
+        pytest.skip(f"Chromium at {CHROMIUM} did not start: {exc}")
+    yield b
+    b.close()
+    pw.stop()
+
+
+@pytest.fixture
+def open_app(browser, server):
+    """Open the app in a fresh browser context (= a new Streamlit session) at ``path``; a URL
+    path starts the session on that page, as a bookmark would."""
+    contexts = []
+
+    def _open(path: str = "/"):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        context.set_default_timeout(30_000)
+        contexts.append(context)
+        pg = context.new_page()
+        TRACKERS[pg] = RunTracker(pg)
+        pg.goto(server + path)
+        expect(pg.locator("h1").first).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        settle(pg)
+        assert_no_exception(pg)
+        return pg
+
+    yield _open
+    for context in contexts:
+        for pg in context.pages:
+            TRACKERS.pop(pg, None)
+        context.close()
+
+
+@pytest.fixture
+def page(open_app):
+    """A new session on the app's default page (Data)."""
+    return open_app("/")
+
+
+@pytest.fixture
+def explore_page(open_app):
+    """A new session opened directly on the Explore page."""
+    return open_app("/explore")
+
+
+# -------------------------------------------------------------------------------------- helpers
+def _wait_until(page, predicate: Callable[[], bool], timeout_ms: int, what: str) -> None:
+    """Poll ``predicate`` while letting Playwright deliver events (websocket frames)."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_ms / 1000:.0f} s waiting for {what}")
+        page.wait_for_timeout(50)
+
+
+def settle(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until no script run is in flight, the page shows it (not running, connected, no
+    running indicator) and nothing new was sent or started for 300 ms."""
+    tracker = TRACKERS[page]
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        _wait_until(page, lambda: tracker.idle, timeout_ms, "the script run to finish")
+        page.wait_for_function(IDLE_JS, timeout=max(1000, int((deadline - time.monotonic()) * 1000)))
+        page.evaluate(TWO_FRAMES_JS)  # let React render what it has received
+        marks = (tracker.started, tracker.sent)
+        page.wait_for_timeout(300)  # a follow-up run (st.rerun, a debounced widget) starts here
+        if tracker.idle and (tracker.started, tracker.sent) == marks and page.evaluate(IDLE_JS):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the app did not become idle")
+
+
+def rerun(page, action: Callable[[], object], timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Do ``action`` (which triggers a script run) and wait until that run has finished."""
+    tracker = TRACKERS[page]
+    before = tracker.finished_ok
+    action()
+    _wait_until(page, lambda: tracker.finished_ok > before, timeout_ms, "a script run after the action")
+    settle(page, timeout_ms)
+
+
+def nav_titles(page) -> list[str]:
+    links = page.locator('[data-testid="stSidebarNav"] [data-testid="stSidebarNavLink"]')
+    return [t.split("\n")[-1].strip() for t in links.all_inner_texts()]
+
+
+def goto(page, title: str, *, check_title: bool = True) -> None:
+    """Navigate with the sidebar link (keeps the session, unlike loading a URL)."""
+    link = page.locator('[data-testid="stSidebarNavLink"]').filter(has_text=title)
+    rerun(page, link.click)
+    if check_title:
+        expect(page.locator("h1").first).to_contain_text(title)
+    assert_no_exception(page)
+
+
+def assert_no_exception(page) -> None:
+    exc = page.locator('[data-testid="stException"]')
+    assert exc.count() == 0, exc.all_inner_texts()
+
+
+def screenshot(page, name: str) -> Path:
+    """Save the whole page (Streamlit scrolls inside its main block, so the viewport is made as
+    tall as the content for the shot) to ``test-artifacts/screenshots/<name>.png``."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    size = page.viewport_size
+    content = page.evaluate("""() => Math.max(0, ...Array.from(document.querySelectorAll(
+        '[data-testid="stMain"], [data-testid="stAppViewContainer"], [data-testid="stMainBlockContainer"]'
+    )).map(e => e.scrollHeight))""")
+    page.set_viewport_size({"width": size["width"], "height": int(min(max(size["height"], content), 8000))})
+    try:
+        page.evaluate(TWO_FRAMES_JS)
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        page.set_viewport_size(size)
+    return path
+
+
+def select_option(page, container, option: str) -> None:
+    """Open a Streamlit selectbox and pick ``option`` (exact text of the listed option)."""
+    container.click()
+    rerun(page, page.get_by_role("option", name=option, exact=True).click)
+
+
+def slider_input(page, label: str):
+    """The keyboard-focusable thumb (``input[type=range]``) of the slider labelled ``label``."""
+    return page.locator('[data-testid="stSlider"]').filter(has_text=label).locator("input[type=range]")
+
+
+def slider_value(page, label: str) -> str:
+    return page.locator('[data-testid="stSlider"]').filter(has_text=label) \
+        .locator('[data-testid="stSliderThumbValue"]').inner_text().strip()
+
+
+def press_on_slider(page, label: str, key: str) -> None:
+    thumb = slider_input(page, label)
+    thumb.focus()
+    rerun(page, lambda: thumb.press(key))
+
+
+def metric(page, label: str) -> str:
+    m = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return m.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def grid_cells(page, grid) -> list[str]:
+    """Texts of a dataframe's cells, row by row, from Glide's accessibility table.
+
+    Glide fills that table once the grid has had focus, so the first cell is clicked first (a
+    selection only: it triggers no script run).
+    """
+    grid.scroll_into_view_if_needed()
+    grid.locator(".dvn-scroller").first.click(position={"x": 15, "y": 35 + 17})
+    cells = grid.locator('td[role="gridcell"]')
+    expect(cells.first).to_be_attached()
+    return cells.all_inner_texts()
+
+
+def grid_column(page, grid, name: str) -> list[str]:
+    grid_cells(page, grid)
+    headers = [h.strip() for h in grid.locator('th[role="columnheader"]').all_inner_texts()]
+    col = headers.index(name)
+    n_rows = grid.locator('tbody tr[role="row"]').count()
+    return [grid.locator(f'[data-testid="glide-cell-{col}-{r}"]').inner_text() for r in range(n_rows)]
+
+
+def edit_grid_cell(page, grid, row: int, col: int, text: str, attempts: int = 3) -> None:
+    """Type ``text`` into cell (row, col) of a ``st.data_editor`` like a keyboard user: click the
+    first cell (a read-only column here), arrow keys to the cell, Enter opens the editor, type,
+    Enter commits (-> one script run). Each step waits for Glide's accessibility table to show the
+    selection, so nothing depends on column widths; a lost key press restarts the walk."""
+    def selected(c: int, r: int, timeout_ms: int) -> bool:
+        cell = grid.locator(f'td[aria-selected="true"][data-testid="glide-cell-{c}-{r}"]')
+        try:
+            cell.wait_for(state="attached", timeout=timeout_ms)
+            return True
+        except sync_api.TimeoutError:
+            return False
+
+    grid.scroll_into_view_if_needed()
+    for _ in range(attempts):
+        page.keyboard.press("Escape")  # clear a selection: a click on a selected cell does not walk
+        page.wait_for_timeout(600)  # and no double click with an earlier click on the same cell
+        grid.locator(".dvn-scroller").first.click(position={"x": 15, "y": 35 + 17})
+        if not selected(0, 0, RUN_TIMEOUT_MS):
+            continue
+        path = [("ArrowRight", c, 0) for c in range(1, col + 1)] + \
+               [("ArrowDown", col, r) for r in range(1, row + 1)]
+        if all(page.keyboard.press(key) or selected(c, r, 20_000) for key, c, r in path):
+            break
+    else:
+        raise AssertionError(f"could not select cell ({row}, {col}) of the data editor")
+    page.keyboard.press("Enter")
+    editor = page.locator("input.gdg-input, textarea.gdg-input").first
+    editor.fill(text)
+    expect(editor).to_have_value(text)
+    rerun(page, lambda: editor.press("Enter"))
+
+
+def download(page, button_label: str) -> bytes:
+    """Click a download button; return the downloaded bytes (the click also reruns the script)."""
+    button = page.locator('[data-testid="stDownloadButton"]').filter(has_text=button_label)
+    with page.expect_download(timeout=60_000) as info:
+        rerun(page, button.locator("button").click)
+    return Path(info.value.path()).read_bytes()
+
+
+# ---------------------------------------------------------------------------------------- tests
+KNOWN_PAGES = ["Data", "Explore", "Privacy", "Distances", "Utility", "Compare", "Release"]
+
+
+def slug(title: str) -> str:
+    return "-".join(title.lower().split())
+
+
+def test_opens_on_bundled_digits_and_every_page_renders(page):
+    expect(page.locator("h1").first).to_have_text("Data")
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    expect(sidebar).to_contain_text("bundled: digits")
+    expect(sidebar).to_contain_text("1,797 rows × 64 features")
+    assert metric(page, "rows") == "1,797" and metric(page, "features") == "64"
+    expect(page.locator('[data-testid="stAlert"]').filter(has_text="Bounds source: metadata")).to_be_visible()
+    expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()  # the digit images
+    screenshot(page, "data")
+    titles = nav_titles(page)
+    assert set(KNOWN_PAGES) <= set(titles), titles
+    for title in titles[1:]:  # every page in the navigation, including pages added later
+        goto(page, title, check_title=title in KNOWN_PAGES)
+        screenshot(page, slug(title))
+    goto(page, "Data")  # back to Data: still the same session and dataset
+    expect(sidebar).to_contain_text("bundled: digits")
+
+
+def test_upload_csv_with_public_bounds_then_release(page):
+    csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    rerun(page, page.get_by_text("Upload a file", exact=True).click)
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    rerun(page, lambda: uploader.set_input_files(
+        files=[{"name": "mine.csv", "mimeType": "text/csv", "buffer": csv.encode()}]))
+    expect(page.get_by_text("60 rows × 3 columns")).to_be_visible()
+    select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Label column"), "y")
+    rerun(page, page.get_by_role("button", name="Use this table").click)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    expect(sidebar).to_contain_text("upload: mine.csv")
+    expect(sidebar).to_contain_text("Bounds come from the data")
+    expect(page.get_by_text("Some bounds below were computed from the private data")).to_be_visible()
+    screenshot(page, "data-upload")
+
+    editor = page.locator('[data-testid="stDataFrame"]').last  # the public-bounds editor
+    assert grid_cells(page, editor) == ["a", "0", "6", "data", "b", "0", "4", "data"]
+    edit_grid_cell(page, editor, 0, 1, "-2")  # a: lo
+    edit_grid_cell(page, editor, 0, 2, "10")  # a: hi
+    edit_grid_cell(page, editor, 1, 2, "5")   # b: hi
+    rerun(page, page.get_by_role("button", name="Apply these bounds as public").click)
+    expect(page.get_by_text("Bounds source: user")).to_be_visible()
+    expect(sidebar).not_to_contain_text("Bounds come from the data")
+    editor = page.locator('[data-testid="stDataFrame"]').last
+    assert grid_cells(page, editor) == ["a", "-2", "10", "user", "b", "0", "5", "user"]
+
+    goto(page, "Release")
+    expect(page.locator("h1").first).to_have_text("Release")
+    rerun(page, page.get_by_role("button", name="Draw release").click)
+    data = download(page, "Download CSV")
+    frame = pd.read_csv(io.BytesIO(data))
+    assert frame.shape == (60, 3)
+    card = json.loads(download(page, "Download release card"))
+    assert card["bounds_source"] == "user" and card["guarantee"]["holds"] is True
+    assert card["n_rows"] == 60 and card["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_hostile_file_and_column_names_render_as_text(page):
+    """HTML in a file name or column names is shown literally: nothing is injected or run."""
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    img, script, svg = "<img src=x onerror=alert(1)>", "<script>alert(1)</script>", "<svg onload=alert(2)>"
+    name = f"x{img}.csv"
+    csv = f"{script},{svg},y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(40))
+    rerun(page, page.get_by_text("Upload a file", exact=True).click)
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    rerun(page, lambda: uploader.set_input_files(
+        files=[{"name": name, "mimeType": "text/csv", "buffer": csv.encode()}]))
+    rerun(page, page.get_by_role("button", name="Use this table").click)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    expect(sidebar).to_contain_text(f"upload: {name}")  # the markdown shows the raw text
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text(name)
+    assert page.locator('img[src="x"], svg[onload], [onerror], [onload]').count() == 0
+    scripts = page.locator("script").evaluate_all("els => els.map(e => e.textContent)")
+    assert not any("alert(" in s for s in scripts)
+    editor = page.locator('[data-testid="stDataFrame"]').last  # bounds editor lists the columns
+    assert grid_cells(page, editor)[::4] == [script, svg, "y"]  # no label chosen: y is a feature
+    screenshot(page, "data-hostile-names")
+    assert not dialogs, dialogs
+
+
+def test_explore_mechanism_choice_and_epsilon_slider(explore_page):
+    page = explore_page
+    expect(page.locator("h1").first).to_contain_text("Explore")
+    mech_box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+        has_text="Mechanism")
+    # pick another mechanism in the sidebar: the page follows, then back to local-gaussian
+    mech_box.click()
+    options = page.get_by_role("option").all_inner_texts()
+    page.keyboard.press("Escape")
+    others = [o for o in options if not o.startswith("local-gaussian")]
+    assert others, options
+    other = next((o for o in others if o.startswith("dppro")), others[0])
+    select_option(page, mech_box, other)
+    expect(page.locator("h1").first).to_have_text("Explore · " + other.split(" — ", 1)[1])
+    assert_no_exception(page)
+    local = next(o for o in options if o.startswith("local-gaussian"))
+    select_option(page, mech_box, local)
+    expect(page.locator("h1").first).to_have_text("Explore · " + local.split(" — ", 1)[1])
+
+    eps = "ε (epsilon)"
+    noise = page.locator('[data-testid="stDataFrame"]').first
+
+    def y_extent() -> float:
+        ticks = page.locator('[data-testid="stPlotlyChart"]').first.locator(".ytick text")
+        return max(abs(float(t.replace("−", "-").replace(",", "")))
+                   for t in ticks.evaluate_all("els => els.map(e => e.textContent)") if t)
+
+    assert slider_value(page, eps) == "1" and metric(page, "guaranteed ε") == "1"
+    scale_1 = float(grid_column(page, noise, "noise scale")[0])
+    extent_1 = y_extent()
+    press_on_slider(page, eps, "ArrowRight")  # 1 -> 2
+    press_on_slider(page, eps, "ArrowRight")  # 2 -> 5
+    assert slider_value(page, eps) == "5"
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="guaranteed ε")
+           .locator('[data-testid="stMetricValue"]')).to_have_text("5")
+    expect(page.locator('[data-testid="stAlert"]').filter(has_text="Preview (seeded)")).to_contain_text(
+        "epsilon = 5")
+    scale_5 = float(grid_column(page, noise, "noise scale")[0])
+    assert 0 < scale_5 < scale_1 / 3, (scale_1, scale_5)  # Gaussian scale ~ 1/epsilon
+    assert y_extent() < extent_1  # the released cloud shrinks on the scatter plot
+    screenshot(page, "explore-epsilon-5")
+    press_on_slider(page, eps, "End")  # epsilon = inf
+    assert slider_value(page, eps) == "∞ (NOT PRIVATE)"
+    expect(page.locator('[data-testid="stAlert"]').filter(has_text="NOT PRIVATE").first).to_be_visible()
+    assert metric(page, "guaranteed ε") == "∞"
+
+
+def test_release_download_matches_card_and_slider(explore_page):
+    page = explore_page
+    eps = "ε (epsilon)"
+    press_on_slider(page, eps, "ArrowRight")  # 1 -> 2
+    slider_eps = float(slider_value(page, eps))
+    assert slider_eps == 2.0
+    goto(page, "Release")
+    expect(page.locator('[data-testid="stDownloadButton"]')).to_have_count(0)
+    rerun(page, page.get_by_role("button", name="Draw release").click)
+    expect(page.get_by_text("epsilon = 2,").first).to_be_visible()
+    screenshot(page, "release-drawn")
+    data = download(page, "Download CSV")
+    frame = pd.read_csv(io.BytesIO(data))
+    assert frame.shape == (1797, 65)
+    card = json.loads(download(page, "Download release card"))
+    assert card["sha256"] == hashlib.sha256(data).hexdigest()
+    assert card["guarantee"]["epsilon"] == slider_eps and card["parameters"]["epsilon"] == slider_eps
+    assert card["mechanism"] == "local-gaussian" and card["n_rows"] == 1797
+    assert "seed" not in card["parameters"] and "random_state" not in json.dumps(card)
+    # the download was recorded once in the session ledger
+    expect(page.get_by_text("Nothing downloaded yet.")).to_have_count(0)
+
+
+def test_not_private_release_offers_no_download(explore_page):
+    page = explore_page
+    press_on_slider(page, "ε (epsilon)", "End")
+    assert slider_value(page, "ε (epsilon)") == "∞ (NOT PRIVATE)"
+    goto(page, "Release")
+    rerun(page, page.get_by_role("button", name="Draw release").click)
+    expect(page.locator('[data-testid="stAlert"]').filter(has_text="NOT PRIVATE").first).to_be_visible()
+    expect(page.locator('[data-testid="stDownloadButton"]')).to_have_count(0)
+    expect(page.get_by_role("button", name="Download CSV")).to_have_count(0)
+    screenshot(page, "release-not-private")
