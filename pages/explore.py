@@ -50,7 +50,7 @@ with right:
         st.error("Bounds come from the private data: the guarantee below does **not** hold.",
                  icon="🚨")
     st.info(f"**Preview (seeded).** {g.plain_language()}", icon="🛡️")
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4 = st.columns([1, 1, 1.7, 1])
     c1.metric("guaranteed ε", "∞" if math.isinf(g.epsilon) else f"{g.epsilon:.4g}")
     c2.metric("δ", f"{g.delta:.2g}" if g.delta else "0")
     c3.metric("relation", g.neighbouring)

@@ -158,3 +158,24 @@ def test_upload_with_bad_file_shows_error_not_traceback():
     at.get("file_uploader")[0].set_value(("bad.csv", b"a,a\n1,2\n", "text/csv")).run()
     assert not at.exception
     assert any("duplicate column" in e.value for e in at.error)
+
+
+def test_compare_page_small_sweep_plots_every_mechanism_and_offers_csv():
+    at = new_app()
+    goto(at, "compare")
+    at.multiselect(key="p:compare_mechs").set_value(["local-gaussian", "modips"]).run()
+    at.multiselect(key="p:compare_eps").set_value([1.0, 50.0]).run()
+    at.number_input(key="p:compare_trials").set_value(1).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    frame = at.dataframe[-2].value  # the table of all numbers (the last one is the guarantee table)
+    assert set(frame["mechanism"]) == {"local-gaussian", "modips"}
+    assert set(frame["x"]) == {1.0, 50.0}
+    chart = at.get("plotly_chart")[0]
+    series = {trace["name"] for trace in json.loads(chart.proto.spec)["data"] if "name" in trace}
+    assert any("local-gaussian" in s for s in series) and any("modips" in s for s in series)
+    assert any(b.label.startswith("Download all numbers") for b in at.get("download_button"))
+    # returning to the page is instant: the results are kept for this session
+    goto(at, "data")
+    goto(at, "compare")
+    assert at.get("plotly_chart")
