@@ -17,6 +17,7 @@ if str(ROOT) not in sys.path:  # running from a checkout without `pip install -e
 import streamlit as st  # noqa: E402
 
 from app import state  # noqa: E402
+from app.markdown import md_escape  # noqa: E402
 from dpcore.mechanisms import MECHANISMS  # noqa: E402
 
 PAGES = ROOT / "pages"
@@ -38,7 +39,7 @@ nav = st.navigation(pages)
 
 ds = state.dataset()
 with st.sidebar:
-    st.markdown(f"**Dataset:** {st.session_state.dataset_label}")
+    st.markdown(f"**Dataset:** {md_escape(st.session_state.dataset_label)}")
     st.caption(f"{ds.n_samples:,} rows × {ds.n_features} features · task: {ds.task}")
     if ds.bounds_source == "data":
         st.warning("Bounds come from the data: no privacy guarantee holds.", icon="⚠️")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app import state
 from app.figures.images import image_grid_figure
+from app.markdown import md_escape
 from dpcore.data import load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 
@@ -40,9 +41,9 @@ else:
             frame = state.memo(("upload", upload.file_id), lambda: read_table(upload.getvalue(),
                                                                                 upload.name))
         except DataValidationError as exc:
-            st.error(str(exc))
+            st.error(md_escape(str(exc)))
             st.stop()
-        st.write(f"**{upload.name}**: {frame.shape[0]:,} rows × {frame.shape[1]} columns")
+        st.write(f"**{md_escape(upload.name)}**: {frame.shape[0]:,} rows × {frame.shape[1]} columns")
         cols = list(frame.columns)
         label = st.selectbox("Label column", ["(none)", *cols], key="upload_label")
         label = None if label == "(none)" else label
@@ -54,7 +55,7 @@ else:
             st.markdown("**Non-numeric columns** need a *public* list of categories to be one-hot "
                         "encoded (a list read off the data would leak which values occur).")
             for c in nonnumeric:
-                text = st.text_input(f"Categories of `{c}` (comma-separated)", key=f"cats:{c}")
+                text = st.text_input(f"Categories of {md_escape(c)} (comma-separated)", key=f"cats:{c}")
                 if text.strip():
                     categories[c] = [v.strip() for v in text.split(",") if v.strip()]
         drop = st.checkbox("Drop rows with missing or infinite values", key="upload_drop")
@@ -69,11 +70,11 @@ else:
                 st.session_state.data_warnings = [str(w.message) for w in caught]
                 st.rerun()
             except DataValidationError as exc:
-                st.error(str(exc))
+                st.error(md_escape(str(exc)))
 
 ds = state.dataset()
 for msg in st.session_state.get("data_warnings", []) if ds.bounds_source == "data" else []:
-    st.warning(msg, icon="⚠️")
+    st.warning(md_escape(msg), icon="⚠️")
 
 st.subheader("Preview")
 c1, c2, c3, c4 = st.columns(4)
@@ -110,7 +111,10 @@ if st.button("Apply these bounds as public"):
     new = edited[["lo", "hi"]].to_numpy(dtype=float)
     if np.any(new[:, 0] > new[:, 1]) or not np.isfinite(new).all():
         st.error("Each bound needs finite lo <= hi.")
-    elif not np.array_equal(new, ds.bounds) or ds.bounds_source == "data":
+    elif ds.bounds_source == "data" and np.array_equal(new, ds.bounds):
+        st.error("These are still the minimum and maximum of the private data. Replace them with "
+                 "bounds known from public sources before declaring them public.")
+    elif not np.array_equal(new, ds.bounds):
         state.set_dataset(ds.with_bounds(new, "user"), st.session_state.dataset_label)
         st.session_state.data_warnings = []
         st.rerun()

@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import state
 from app.controls import initial, mechanism_controls
+from app.markdown import md_escape
 from app.runner import draw_release
 from dpcore.ledger import LedgerEntry
 from dpcore.mechanisms import get_mechanism
@@ -20,7 +21,7 @@ ledger = st.session_state.ledger
 
 st.title("Release")
 st.markdown(
-    f"Draw a release of **all {ds.n_samples:,} rows** of *{st.session_state.dataset_label}* with "
+    f"Draw a release of **all {ds.n_samples:,} rows** of *{md_escape(st.session_state.dataset_label)}* with "
     f"**{mech.title}**. Releases are drawn from fresh OS entropy (no seed exists that could "
     "regenerate the noise). Each download is recorded in this session's ledger."
 )

@@ -1,0 +1,13 @@
+"""Escape user-supplied strings (file and column names, messages quoting them) before markdown."""
+
+from __future__ import annotations
+
+import re
+
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$])")
+
+
+def md_escape(text: object) -> str:
+    """``text`` as literal markdown: every markdown/HTML special character backslash-escaped and
+    line breaks folded, so a hostile name cannot become a link, an image fetch or a tag."""
+    return _SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
