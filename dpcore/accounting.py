@@ -26,7 +26,8 @@ option) combined term by term with their Theorem 27 (the ``B`` option) -- the fo
 dp-accounting (``_compute_rdp_sample_wor_gaussian_int``) and autodp. ``tight`` additionally caps
 ``eps'(a)`` at the un-subsampled Gaussian RDP ``a c / 2``: subsampling is a mixture over index sets
 and Rényi divergence is quasi-convex in the pair of distributions, so the cap is always valid;
-dp-accounting applies the same rule at ``q = 1``, and it never binds in the SPEC 6.1 setting.
+dp-accounting applies the same rule at ``q = 1``. It does not bind at the SPEC 6.1 reference
+points (it matters for ``q`` near 1, where the subsampling bound is up to 4x the Gaussian RDP).
 
 Composition over ``T`` mixtures multiplies the RDP by ``T``. Conversion to ``(epsilon, delta)``::
 
@@ -46,27 +47,34 @@ Numerics
   digit for small ``c``, goes negative and ``sqrt`` gives NaN). We use the exact identity
   ``B(m) = E_{Z ~ N(0,1)}[(exp(sqrt(c) Z - c/2) - 1)^m]``: the integrand is an entire function whose
   logarithm is concave on either side of its single zero ``z0 = sqrt(c)/2`` (curvature <= -1), so a
-  trapezoid rule on the grid ``z0 + k h`` restricted to +-9 around each of the two peaks is accurate
-  to ~1e-15 relative for every ``c`` and ``m`` (checked against mpmath in the tests). When
-  ``c (m-1) >= log m + 4`` the alternating sum is instead dominated by its top terms and is summed
+  trapezoid rule on the grid ``z0 + k h`` (``h = 1/2``) restricted to +-8.5 around each of the two
+  peaks is accurate to ~1e-15 relative for every ``c`` and ``m`` (checked against mpmath in the
+  tests). When ``c (m-1) >= log m`` the alternating sum is dominated by its top terms and is summed
   from the top, ``B(m) = exp(c m (m-1)/2) * sum_k (-1)^k C(m,k) exp(-c k (2m-k-1)/2)``; those terms
-  decrease monotonically, so stopping at ``k = 12`` (with the first omitted term checked below
-  1e-30) is exact to double precision.
-* Truncation of the ``j``-sum. ``j <= J`` (a per-setting head, typically 8-40 terms) is always
-  summed exactly. The remaining ``j`` are split into blocks and each block is bounded above using
-  ``B(m) <= exp(c m (m-1)/2) + 1`` and ``B(m) <= 4^m exp(c m (m-1)/2) max(sqrt(c m), c m)^m`` (both
-  proven in :func:`_tail_block_bounds`), the chord of the convex exponent over the block, and the
+  decrease monotonically, so stopping at ``k = 40`` (with the first omitted term checked below
+  1e-30) is exact to double precision. Both are vectorised; no arbitrary precision is needed.
+* Truncation of the ``j``-sum. ``j <= J`` (a per-setting head of 8-512 terms, sized from a proven
+  per-term majorant) is always summed exactly. The remaining ``j`` are split into blocks and each
+  block is bounded above with ``B(m) <= e^{c m(m-1)/2} + 1`` and
+  ``B(m) <= (e^{c m(m-1)/2} + 1) (sqrt(c) ((m-1)!!)^{1/m} + c (m - 1/2))^m`` (proofs in
+  :meth:`_Model.tail_block_bounds`), the chord of the convex exponent over the block and the
   log-concavity of ``C(a,j) x^j`` in ``j``. Blocks whose bound exceeds ``1e-32 / n_blocks`` of the
-  running total are summed exactly, so every discarded part is < 1e-30 of the total: far below
-  double precision, the result is bit-for-bit what the full sum would give.
-* Orders. The objective ``T eps'(a) + conv(a)`` is minimised over all integers by branch and
-  bound: a geometric scan finds the region (stopping once ``T eps'(A) + inf_{a >= A} conv(a)`` is
-  above the best value found, which rules out every larger order), then every interval between
-  evaluated orders whose lower bound ``T eps'(left end) + min conv`` is below the best value is
-  subdivided, down to single integers. No order is skipped unless a proven bound excludes it; this
-  relies on ``eps'(a)`` being non-decreasing in ``a``, which holds for the true RDP and is checked
-  for the formula in the tests (the curve has a cliff where the top ``j ~ a`` terms take over, so a
-  sparse grid of orders would lose real epsilon). Work is vectorised across settings and orders.
+  running total are summed exactly (the cliff region ``j ~ a``), so everything discarded is
+  < 1e-30 of the total: far below double precision.
+* Orders. The objective ``f(a) = T eps'(a) + conv(a)`` is minimised over all integers ``a >= 2``
+  by branch and bound (:class:`_Search`). A geometric scan (ratio 1.25) stops once
+  ``T eps'(A) + inf_{a >= A} conv(a)`` exceeds the best exact value found, which rules out every
+  larger order. Every interval between evaluated orders is then screened with proven lower
+  bounds -- monotonicity of ``eps'``; ``C(a,j) >= C(lo,j) a(a-1)/(lo(lo-1))`` for ``j >= 2``;
+  a Jensen bound ``log(A(a)-1) >= log(A(lo)-1) + (jbar/2) log(a(a-1)/(lo(lo-1)))`` that keeps
+  the right slope when ``A`` is large (small ``T``); second-order (two-tangent) versions of both
+  over segments -- and what survives is subdivided, evaluated, down to single integers. No order
+  is skipped unless a bound excludes it, so the result equals the exhaustive minimum (up to ties
+  within 1e-12 relative). This relies on ``eps'(a)`` being non-decreasing in ``a``, true for the
+  RDP itself and checked for the formula in the tests. The curve has a cliff where the top
+  ``j ~ a`` terms take over (``a ~ 2 log(1/q) / c``), so a sparse grid of orders loses real
+  epsilon; the optimum can be ~1e4 (SPEC setting) or ~1e8 (a single mixture). Work is vectorised
+  across settings and orders.
 """
 
 from __future__ import annotations
@@ -101,7 +109,7 @@ _HEAD_SIZES = np.array([8, 16, 32, 64, 128, 256, 512])
 _QUAD_H = 0.5
 _QUAD_K = 17
 # Top-down direct summation of B(m): number of correction terms.
-_DIRECT_K = 12
+_DIRECT_K = 40
 
 _LOG2 = math.log(2.0)
 _LOG4 = math.log(4.0)
@@ -216,10 +224,13 @@ def _log_B(m, c) -> np.ndarray:
     ``B(m) = sum_i (-1)^i C(m,i) e^{i(i-1)c/2} = E[(exp(sqrt(c) Z - c/2) - 1)^m]`` (the ``i``-th
     moment of the likelihood ratio is ``e^{i(i-1)c/2}``). Two exact evaluations:
 
-    * top-down direct sum when ``c (m-1) >= log m + 4``: ``B = e^{c m(m-1)/2} S`` with
+    * top-down direct sum when ``c (m-1) >= log m``: ``B = e^{c m(m-1)/2} S`` with
       ``S = sum_k (-1)^k r_k``, ``r_k = C(m,k) e^{-c k (2m-k-1)/2}``. Then ``r_1 = m e^{-c(m-1)}
-      <= e^-4`` and the ratios ``r_{k+1}/r_k`` are all < 1, so the alternating series is bracketed
-      by its partial sums; we stop at ``k = 12`` after checking ``r_13 < 1e-30`` (else quadrature).
+      <= 1`` and all ratios ``r_{k+1}/r_k < 1`` (``log`` of the ratio is ``log(i+1) - log(m-i)
+      - c i`` with ``i = m-k-1``; it is < 0 at both ends and its interior maximum is about
+      ``log(1/(c m)) - 1 < 0``), so the alternating series is bracketed by its partial sums and
+      ``S >= 1 - r_1 >= e^-1``-ish (no cancellation); we stop at ``k = 40`` after checking
+      ``r_41 < 1e-30`` (else quadrature).
     * trapezoid quadrature of the Gaussian expectation otherwise, in log space. On each side of
       the zero ``z0 = sqrt(c)/2`` of the integrand the log-integrand ``m log|e^u - 1| - z^2/2``
       (``u = sqrt(c)(z - z0)``) is strictly concave with curvature <= -1. Its two maxima are
@@ -234,14 +245,12 @@ def _log_B(m, c) -> np.ndarray:
     if m.size == 0:
         return out
     kd = float(_DIRECT_K)
-    direct = c * (m - 1.0) >= np.log(m) + 4.0
+    direct = c * (m - 1.0) >= np.log(m)
     big = m > kd
     if np.any(direct & big):
         lr_next = np.full(m.shape, -np.inf)
         sel = direct & big
-        lr_next[sel] = _log_comb(m[sel], kd + 1.0) - c[sel] * (kd + 1.0) * (
-            2.0 * m[sel] - kd - 2.0
-        ) / 2.0
+        lr_next[sel] = _log_comb(m[sel], kd + 1.0) - c[sel] * (kd + 1.0) * (2.0 * m[sel] - kd - 2.0) / 2.0
         direct &= ~big | (lr_next <= -70.0)
     if np.any(direct):
         md = m[direct][:, None]
@@ -339,6 +348,8 @@ class _Model:
         self.cap = np.maximum(1.0, np.floor(4.0 / self.s))
         self.J = self._choose_head(np.asarray(alpha_ref, dtype=float))
         self._build_head_weights()
+        self._bkeys = np.zeros(0, dtype=np.int64)
+        self._bvals = np.zeros(0)
 
     # -- head ---------------------------------------------------------------------------------
     def _majorant(self, si, a, j):
@@ -390,12 +401,13 @@ class _Model:
         self.lw = lw
 
     def log_sum_head(self, si, a):
-        """log sum_{j=2}^{min(a, J)} q^j C(a,j) w_j for pairs (si, a).
+        """log sum_{j=2}^{min(a, J)} q^j C(a,j) w_j for pairs (si, a), and log of sum j * term.
 
         ``log(q^j C(a,j))`` is the running sum of ``log(q (a - i + 1) / i)``; pairs are grouped by
         ``min(a, J)`` so that each matrix is only as wide as it needs to be.
         """
         out = np.empty(si.size)
+        out_j = np.empty(si.size)
         top = np.minimum(a, self.J[si])
         size = _HEAD_SIZES[np.searchsorted(_HEAD_SIZES, top)]
         for w in np.unique(size):
@@ -407,8 +419,10 @@ class _Model:
             t = np.cumsum(steps, axis=1)[:, 1:] + self.lw[s_, 2 : w + 1]
             t = np.where(i[:, 1:] <= top[sel][:, None], t, -np.inf)
             tmax = t.max(axis=1)
-            out[sel] = tmax + np.log(np.exp(t - tmax[:, None]).sum(axis=1))
-        return out
+            e = np.exp(t - tmax[:, None])
+            out[sel] = tmax + np.log(e.sum(axis=1))
+            out_j[sel] = tmax + np.log((e * i[:, 1:]).sum(axis=1))
+        return out, out_j
 
     def log_top_lower(self, si, a):
         """Lower bound on log(q^a w_a) (the j = a term), -inf where a <= J (already in head)."""
@@ -427,8 +441,10 @@ class _Model:
         return out
 
     def log_x_lower(self, si, a):
-        """Lower bound on log(A(a) - 1) (exact when a <= J)."""
-        return np.logaddexp(self.log_sum_head(si, a), self.log_top_lower(si, a))
+        """Lower bound on log(A(a) - 1) (exact when a <= J), and log sum of j * term over it."""
+        head, head_j = self.log_sum_head(si, a)
+        top = self.log_top_lower(si, a)
+        return np.logaddexp(head, top), np.logaddexp(head_j, top + np.log(a))
 
     # -- tail ---------------------------------------------------------------------------------
     def _block_layout(self, si, a):
@@ -495,54 +511,73 @@ class _Model:
         base = c * a0 * (a0 - 1.0) / 2.0 - a0 * kappa + c / 2.0
         return np.log(b - a0 + 1.0) + _LOG8 + base + best
 
+    def log_B_cached(self, si, m):
+        """log B(m) for (setting, even m) pairs, memoised per model (sorted-key cache)."""
+        keys = si.astype(np.int64) * (1 << 34) + (m // 2).astype(np.int64)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        pos = np.searchsorted(self._bkeys, uniq)
+        hit = pos < self._bkeys.size
+        hit[hit] = self._bkeys[pos[hit]] == uniq[hit]
+        vals = np.empty(uniq.size)
+        vals[hit] = self._bvals[pos[hit]]
+        miss = ~hit
+        if np.any(miss):
+            mk = uniq[miss]
+            vals[miss] = _log_B(2.0 * (mk % (1 << 34)), self.c[mk // (1 << 34)])
+            allk = np.concatenate([self._bkeys, mk])
+            allv = np.concatenate([self._bvals, vals[miss]])
+            order = np.argsort(allk, kind="stable")
+            self._bkeys, self._bvals = allk[order], allv[order]
+        return vals[inv.ravel()]
+
     def log_terms(self, si, a, j):
         """Exact log(q^j C(a,j) w_j) for j >= 3 (flat arrays)."""
         c = self.c[si]
-        m1 = 2.0 * np.floor(j / 2.0)
-        m2 = 2.0 * np.ceil(j / 2.0)
-        # Unique (setting, m) pairs: B depends only on (c, m).
-        keys = np.concatenate([np.stack([si, m1], 1), np.stack([si, m2], 1)])
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        lb = _log_B(uniq[:, 1], self.c[uniq[:, 0].astype(np.int64)])[inv.ravel()]
-        lw = _LOG4 + 0.5 * (lb[: j.size] + lb[j.size :])
+        lb1 = self.log_B_cached(si, 2.0 * np.floor(j / 2.0))
+        lb2 = self.log_B_cached(si, 2.0 * np.ceil(j / 2.0))
+        lw = _LOG4 + 0.5 * (lb1 + lb2)
         if self.tight:
             lw = np.minimum(lw, _LOG2 + c * j * (j - 1.0) / 2.0)
         return _log_comb(a, j) + j * self.lq[si] + lw
 
     def log_a_exact(self, si, a):
         """log A(a) to < 1e-30 relative."""
-        return np.logaddexp(0.0, self.log_x_exact(si, a))
+        return np.logaddexp(0.0, self.log_x_exact(si, a)[0])
 
     def log_x_exact(self, si, a):
-        """log(A(a) - 1) to < 1e-30 relative (head exact, tail blocks summed when needed)."""
+        """log(A(a) - 1) to < 1e-30 relative (head exact, tail blocks summed when needed).
+
+        Also returns the log of ``sum_j j * term_j`` over the summed terms (for the bounds of
+        :class:`_Search`).
+        """
         si = np.asarray(si, dtype=np.int64)
         a = np.asarray(a, dtype=float)
-        head = self.log_sum_head(si, a)
-        total = head.copy()
+        total, total_j = self.log_sum_head(si, a)
         need = np.nonzero(a > self.J[si])[0]
         if need.size:
             # Chunk the pairs so that the ragged block / term arrays stay small.
-            work = self._block_layout(si[need], a[need])[-1] + (a[need] - self.J[si[need]]) // 64
-            chunk_id = np.cumsum(work) // 400_000
+            work = self._block_layout(si[need], a[need])[-1]
+            chunk_id = np.cumsum(work) // 200_000
             for cid in np.unique(chunk_id):
                 sub = need[chunk_id == cid]
-                total[sub] = self._log_tail_exact(si[sub], a[sub], head[sub])
-        return total
+                total[sub], total_j[sub] = self._log_tail_exact(si[sub], a[sub], total[sub], total_j[sub])
+        return total, total_j
 
-    def _log_tail_exact(self, si, a, head):
+    def _log_tail_exact(self, si, a, head, head_j):
         """log(head + exactly summed non-negligible tail blocks) for pairs with a > J."""
         lower = np.logaddexp(0.0, np.logaddexp(head, self.log_top_lower(si, a)))
         pair, first, last = self.blocks(si, a)
         if not pair.size:
-            return head
+            return head, head_j
         bound = self.tail_block_bounds(si[pair], a[pair], first, last)
         nblk = np.bincount(pair, minlength=si.size).astype(float)
         flag = bound > lower[pair] + _LOG_BLOCK_NEGLIGIBLE - np.log(nblk[pair])
         if not np.any(flag):
-            return head
+            return head, head_j
         fpair, ff, fl = pair[flag], first[flag], last[flag]
         counts = (fl - ff + 1.0).astype(np.int64)
         out = head.copy()
+        out_j = head_j.copy()
         # Sum the flagged blocks in pieces of bounded size.
         piece = np.cumsum(counts) // 2_000_000
         for pid in np.unique(piece):
@@ -552,13 +587,15 @@ class _Model:
             offs = np.arange(jp.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
             jj = np.repeat(ff[sel], cnt) + offs
             t = self.log_terms(si[jp], a[jp], jj)
-            tmax = np.full(si.size, -np.inf)
-            np.maximum.at(tmax, jp, t)
-            acc = np.zeros(si.size)
-            np.add.at(acc, jp, np.exp(t - tmax[jp]))
-            with np.errstate(divide="ignore"):
-                out = np.logaddexp(out, tmax + np.log(acc))
-        return out
+            # jp is sorted: per-pair reductions over contiguous runs.
+            starts = np.flatnonzero(np.r_[True, jp[1:] != jp[:-1]])
+            owners = jp[starts]
+            tmax = np.maximum.reduceat(t, starts)
+            e = np.exp(t - np.repeat(tmax, np.diff(np.r_[starts, jp.size])))
+            out[owners] = np.logaddexp(out[owners], tmax + np.log(np.add.reduceat(e, starts)))
+            ej = np.add.reduceat(e * jj, starts)
+            out_j[owners] = np.logaddexp(out_j[owners], tmax + np.log(ej))
+        return out, out_j
 
 
 # --------------------------------------------------------------------------------------------
@@ -587,7 +624,8 @@ def _conv_min(lo, hi, log_inv_delta, improved: bool):
     return np.where(np.isinf(hi), 0.0, log_inv_delta / (hi - 1.0))
 
 
-def _scan_grid(limit: float = 2.0**62) -> np.ndarray:
+def _scan_grid(limit: float = 2.0**52) -> np.ndarray:
+    """Orders 2..16, then ceil(16 * 1.25^k) up to ``limit`` (integers exact in float64)."""
     dense = np.arange(2.0, 17.0)
     k = np.arange(1, int(math.log(limit / 16.0) / math.log(1.25)) + 1)
     geo = np.unique(np.ceil(16.0 * 1.25**k))
@@ -595,7 +633,7 @@ def _scan_grid(limit: float = 2.0**62) -> np.ndarray:
 
 
 _GRID = _scan_grid()
-_SCAN_ROUND = 12  # grid orders evaluated per setting and scan round
+_SCAN_ROUND = 8  # grid orders evaluated per setting and scan round
 _LEAF = 32  # at most this many surviving orders are evaluated directly
 _SPLIT = 16  # otherwise an interval is split into this many parts
 _SCREEN_SPLIT = 16  # closed-form screen: split factor per round
@@ -620,7 +658,14 @@ class _Search:
     * growth: every term has ``C(a, j) >= C(lo, j) a (a-1) / (lo (lo-1))`` for ``j >= 2`` (each
       factor ``(a-i)/(lo-i)`` of the ratio is >= 1 and the first two give the j = 2 ratio), hence
       ``A(a) - 1 >= X_lo a (a-1) / (lo (lo-1))`` -- nearly exact wherever the j = 2 term dominates;
+    * Jensen: ``A(a) - 1 >= X_lo rho^{jbar/2}``, ``rho = a (a-1) / (lo (lo-1))``
+      (:meth:`_jensen_lx`) -- the right slope when many j contribute (large ``A``, small ``T``);
     * the conversion term is bounded below on the interval (:func:`_conv_min`).
+
+    Over a segment the growth and Jensen bounds are used to second order
+    (:func:`_two_tangent_lb` with a proven lower bound on the curvature), so the surviving orders
+    shrink quickly around the optimum. Orders tied with the incumbent to 1e-12 relative are not
+    pursued.
     """
 
     def __init__(self, model: _Model, T, log_inv_delta, improved: bool):
@@ -634,6 +679,7 @@ class _Search:
         self._si: list[np.ndarray] = []
         self._a: list[np.ndarray] = []
         self._f: list[np.ndarray] = []
+        self._done: list[np.ndarray] = []
 
     # -- objective ----------------------------------------------------------------------------
     def _te(self, si, log_x, a):
@@ -644,32 +690,37 @@ class _Search:
         return self.T[si] * rdp
 
     def lower(self, si, a):
-        """Evaluate lower bounds at pairs; returns (T eps'_lower, log X_lower)."""
-        lx = self.m.log_x_lower(si, a)
+        """Evaluate lower bounds at pairs; returns T eps'_lower, log X_lower, log sum j term.
+
+        The best new point of each setting is also evaluated exactly when it may beat the
+        incumbent; its exact values replace the bounds (they are bounds too, and better ones).
+        """
+        lx, ljx = self.m.log_x_lower(si, a)
         te = self._te(si, lx, a)
         f = te + _conv(a, self.L[si], self.improved)
+        done = np.zeros(si.size, dtype=bool)
+        if si.size:
+            idx = _argbest_per_setting(si, f)
+            idx = idx[f[idx] < self.best[si[idx]]]
+            if idx.size:
+                lx[idx], ljx[idx] = self.m.log_x_exact(si[idx], a[idx])
+                te[idx] = self._te(si[idx], lx[idx], a[idx])
+                f[idx] = te[idx] + _conv(a[idx], self.L[si[idx]], self.improved)
+                self._update(si[idx], a[idx], f[idx])
+                done[idx] = True
         self._si.append(si)
         self._a.append(a)
         self._f.append(f)
-        self._refresh(si, a, f)
-        return te, lx
+        self._done.append(done)
+        return te, lx, ljx
 
-    def exact(self, si, a):
-        """Exact objective at pairs; updates the incumbent of each setting."""
-        f = self._te(si, self.m.log_x_exact(si, a), a) + _conv(a, self.L[si], self.improved)
-        s1, f1, a1 = _best_per_setting(si, f, a)
+    def _update(self, si, a, f):
+        """Record exact objective values (f at orders a) as incumbents where they improve."""
+        idx = _argbest_per_setting(si, f)
+        s1, f1, a1 = si[idx], f[idx], a[idx]
         better = f1 < self.best[s1]
         self.best[s1[better]] = f1[better]
         self.best_a[s1[better]] = a1[better]
-        return f
-
-    def _refresh(self, si, a, f):
-        """Evaluate exactly the best new point of each setting when it may beat the incumbent."""
-        if si.size:
-            s1, f1, a1 = _best_per_setting(si, f, a)
-            cand = f1 < self.best[s1]
-            if np.any(cand):
-                self.exact(s1[cand], a1[cand])
 
     def _threshold(self, si):
         """Orders whose lower bound is not below this cannot beat the incumbent (1e-12 slack)."""
@@ -735,59 +786,118 @@ class _Search:
         w = bb - aa
         ub = bb - 1.0
         y_b = np.exp(lr + np.log(bb * ub))
-        L = self.L[s_]
         k_phi = np.exp(2.0 * lr) / ub * (3.0 * ub * ub + 2.0 * ub + 2.0 * y_b * bb * bb)
-        if self.improved:
-            num = L - np.log(bb)
-            conv2 = 1.0 / (bb * ub * ub) + 2.0 * np.minimum(num / ub**3, num / (aa - 1.0) ** 3)
-        else:
-            conv2 = 2.0 * L / ub**3
-        kk = np.maximum(0.0, self.T[s_] * k_phi - conv2)
+        kk = np.maximum(0.0, self.T[s_] * k_phi - self._conv2_min(s_, aa, bb))
         ha, da = self._h_and_slope(s_, lr, aa)
         hb, db = self._h_and_slope(s_, lr, bb)
-        lift = kk * w * w / 8.0
-        ga, gb = ha + lift, hb + lift
-        da, db = da - kk * w / 2.0, db + kk * w / 2.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.clip((gb - ga - db * w) / (da - db), 0.0, w)
-        cross = ga + da * t
-        lb2 = np.where(da >= 0.0, ga, np.where(db <= 0.0, gb, cross)) - lift
+        lb2 = _two_tangent_lb(ha, da, hb, db, w, kk)
         out = base.copy()
-        out[k] = np.maximum(base[k], np.where(np.isfinite(lb2), lb2, -np.inf))
+        out[k] = np.maximum(base[k], lb2)
+        return out
+
+    def _conv2_min(self, si, a, b):
+        """Lower bound on the second derivative of the conversion term over [a, b]."""
+        L = self.L[si]
+        ub = b - 1.0
+        if self.improved:
+            num = L - np.log(b)
+            return 1.0 / (b * ub * ub) + 2.0 * np.minimum(num / ub**3, num / (a - 1.0) ** 3)
+        return 2.0 * L / ub**3
+
+    def _jensen_lx(self, lo, lx_lo, lj_lo, x):
+        """Lower bound on log(A(x) - 1) for x >= lo: ``log X_lo + (jbar/2) log(rho)``.
+
+        ``C(x, j) / C(lo, j) = prod_{i<j} (x-i)/(lo-i)`` has increasing factors, so it is at
+        least ``rho^{j/2}``, ``rho = x (x-1) / (lo (lo-1))``; Jensen's inequality over the terms
+        summed at ``lo`` (weights ``term_j / X_lo``, mean ``jbar``) gives the bound. Its slope in
+        ``log x`` is right at ``lo``, which is what matters when ``A`` is large (small ``T``).
+        """
+        jbar = np.exp(lj_lo - lx_lo)
+        return lx_lo + 0.5 * jbar * (np.log(x * (x - 1.0)) - np.log(lo * (lo - 1.0)))
+
+    def _jensen_te(self, si, lo, lx_lo, lj_lo, x):
+        lx = self._jensen_lx(lo, lx_lo, lj_lo, x)
+        rdp = np.logaddexp(0.0, lx) / (x - 1.0)
+        if self.m.tight:
+            rdp = np.minimum(rdp, x * self.m.c[si] / 2.0)
+        return self.T[si] * rdp
+
+    def _jensen_segment_lb(self, si, lo, lx_lo, lj_lo, a, b):
+        """Second-order lower bound on the objective over [a, b] from the Jensen bound at lo.
+
+        ``h = T sp(l(x))/(x-1) + conv(x)``, ``sp(l) = log(1 + e^l)``, ``l`` from
+        :meth:`_jensen_lx`. With ``u = x - 1``, ``l' = (jbar/2)(1/x + 1/u) > 0``,
+        ``l'' = -(jbar/2)(1/x^2 + 1/u^2)`` and ``s = sigmoid(l)`` (increasing in x):
+        ``h'' = T (sp''/u - 2 s l'/u^2 + 2 sp/u^3) + conv''`` with ``sp'' >= s l''``; bounding each
+        piece by its worst value on the segment gives ``h'' >= -K`` and :func:`_two_tangent_lb`.
+        """
+        out = np.full(si.size, -np.inf)
+        ok = b > a
+        l_a = self._jensen_lx(lo, lx_lo, lj_lo, a)
+        l_b = self._jensen_lx(lo, lx_lo, lj_lo, b)
+        if self.m.tight:
+            # The cap x c / 2 must stay above sp(l)/(x-1) on the segment.
+            ok &= a * self.m.c[si] / 2.0 >= np.logaddexp(0.0, l_b) / (a - 1.0)
+        if not np.any(ok):
+            return out
+        k = np.nonzero(ok)[0]
+        s_, aa, bb, la, lb_ = si[k], a[k], b[k], l_a[k], l_b[k]
+        jh = 0.5 * np.exp(lj_lo[k] - lx_lo[k])
+        T = self.T[s_]
+        L = self.L[s_]
+        ua, ub = aa - 1.0, bb - 1.0
+        sig_b = np.exp(-np.logaddexp(0.0, -lb_))
+        a1 = -sig_b * jh * (1.0 / aa**2 + 1.0 / ua**2) / ua
+        a2 = -2.0 * sig_b * jh * (1.0 / aa + 1.0 / ua) / ua**2
+        a3 = 2.0 * np.logaddexp(0.0, la) / ub**3
+        kk = np.maximum(0.0, -(T * (a1 + a2 + a3) + self._conv2_min(s_, aa, bb)))
+
+        def h_and_slope(x, ell, u):
+            sp = np.logaddexp(0.0, ell)
+            sig = np.exp(-np.logaddexp(0.0, -ell))
+            dconv = -(L - np.log(x)) / (u * u) if self.improved else -L / (u * u)
+            h = T * sp / u + _conv(x, L, self.improved)
+            return h, T * (sig * jh * (1.0 / x + 1.0 / u) / u - sp / (u * u)) + dconv
+
+        ha, da = h_and_slope(aa, la, ua)
+        hb, db = h_and_slope(bb, lb_, ub)
+        out[k] = _two_tangent_lb(ha, da, hb, db, bb - aa, kk)
         return out
 
     # -- driver -------------------------------------------------------------------------------
     def run(self):
         n = self.m.c.size
         ptr = np.zeros(n, dtype=np.int64)
+        te_max = np.zeros(n)
         active = np.arange(n)
         parts = []
         while active.size:
             idx = ptr[active][:, None] + np.arange(_SCAN_ROUND)[None, :]
             si = np.repeat(active, _SCAN_ROUND)
             a = _GRID[idx.ravel()]
-            te, lx = self.lower(si, a)
-            parts.append((si, a, te, lx))
+            te, lx, lj = self.lower(si, a)
+            parts.append((si, a, te, lx, lj))
             ptr[active] += _SCAN_ROUND
-            te_last = te.reshape(-1, _SCAN_ROUND)[:, -1]
+            te_max[active] = np.maximum(te_max[active], te.reshape(-1, _SCAN_ROUND).max(axis=1))
             a_last = a.reshape(-1, _SCAN_ROUND)[:, -1]
             never = np.full(active.size, np.inf)
             # eps' is non-decreasing, so no order beyond a_last can beat the incumbent once
-            stop = te_last + _conv_min(a_last, never, self.L[active], self.improved) >= self.best[
-                active
-            ]
+            lb_rest = te_max[active] + _conv_min(a_last, never, self.L[active], self.improved)
+            stop = lb_rest >= self.best[active]
             if np.any(~stop & (ptr[active] + _SCAN_ROUND >= _GRID.size)):
-                raise ValueError("the optimal Renyi order exceeds 2^62; parameters out of range")
+                raise ValueError("the optimal Renyi order exceeds 2^52; parameters out of range")
             active = active[~stop]
-        si, a, te, lx = (np.concatenate(x) for x in zip(*parts, strict=True))
+        si, a, te, lx, lj = (np.concatenate(x) for x in zip(*parts, strict=True))
         order = np.lexsort((a, si))
-        si, a, te, lx = si[order], a[order], te[order], lx[order]
+        si, a, te, lx, lj = si[order], a[order], te[order], lx[order], lj[order]
+        te = _group_cummax(si, te)  # eps' is non-decreasing: any bound at a smaller order holds
         same = si[1:] == si[:-1]
-        self._refine(si[:-1][same], a[:-1][same], a[1:][same], te[:-1][same], lx[:-1][same])
+        left = np.r_[same, False]
+        self._refine(si[left], a[left], a[1:][same], te[left], lx[left], lj[left])
         self._final_check()
         return np.maximum(self.best, 0.0), self.best_a.astype(np.int64)
 
-    def _refine(self, si, lo, hi, te_lo, lx_lo):
+    def _refine(self, si, lo, hi, te_lo, lx_lo, lj_lo):
         """Resolve every order strictly inside the intervals (lo, hi) (lo evaluated).
 
         Each round screens the intervals with closed-form bounds (no j-sums). An interval whose
@@ -795,7 +905,7 @@ class _Search:
         surviving orders are evaluated, which tightens the growth bound of the pieces.
         """
         while si.size:
-            own, a, b = self._screen(si, lo, hi, te_lo, lx_lo)
+            own, a, b = self._screen(si, lo, hi, te_lo, lx_lo, lj_lo)
             if not own.size:
                 return
             width = b - a + 1.0
@@ -808,6 +918,7 @@ class _Search:
                 k = own[small][o2]
                 sk = si[k]
                 h = np.maximum(te_lo[k], self._growth_te(sk, lo[k], lx_lo[k], x, x))
+                h = np.maximum(h, self._jensen_te(sk, lo[k], lx_lo[k], lj_lo[k], x))
                 alive = h + _conv(x, self.L[sk], self.improved) < self._threshold(sk)
                 k, x = k[alive], x[alive]
                 n_alive = np.bincount(k, minlength=si.size)
@@ -839,17 +950,20 @@ class _Search:
                 return
             kk = np.concatenate(new_ids)
             pts = np.concatenate(new_pts, axis=0)  # (intervals, _SPLIT - 1), sorted rows
-            te_p, lx_p = self.lower(np.repeat(si[kk], _SPLIT - 1), pts.ravel())
+            te_p, lx_p, lj_p = self.lower(np.repeat(si[kk], _SPLIT - 1), pts.ravel())
             edges = np.concatenate([lo[kk][:, None], pts, hi[kk][:, None]], axis=1)
             te_e = np.concatenate([te_lo[kk][:, None], te_p.reshape(pts.shape)], axis=1)
+            te_e = np.maximum.accumulate(te_e, axis=1)  # monotone: bounds carry to the right
             lx_e = np.concatenate([lx_lo[kk][:, None], lx_p.reshape(pts.shape)], axis=1)
+            lj_e = np.concatenate([lj_lo[kk][:, None], lj_p.reshape(pts.shape)], axis=1)
             si = np.repeat(si[kk], _SPLIT)
             lo, hi = edges[:, :-1].ravel(), edges[:, 1:].ravel()
-            te_lo, lx_lo = te_e.ravel(), lx_e.ravel()
+            te_lo, lx_lo, lj_lo = te_e.ravel(), lx_e.ravel(), lj_e.ravel()
             ok = hi - lo >= 2.0  # pieces with no order strictly inside are done
-            si, lo, hi, te_lo, lx_lo = si[ok], lo[ok], hi[ok], te_lo[ok], lx_lo[ok]
+            si, lo, hi = si[ok], lo[ok], hi[ok]
+            te_lo, lx_lo, lj_lo = te_lo[ok], lx_lo[ok], lj_lo[ok]
 
-    def _screen(self, si, lo, hi, te_lo, lx_lo):
+    def _screen(self, si, lo, hi, te_lo, lx_lo, lj_lo):
         """Segments of (lo, hi) not excluded by the closed-form bounds (:meth:`_segment_lb`).
 
         The whole interval is bounded first; survivors are split _SCREEN_SPLIT-fold for at most
@@ -872,6 +986,7 @@ class _Search:
                 own, a, b = own[ok], a[ok], b[ok]
             s_ = si[own]
             lb = self._segment_lb(s_, lo[own], lx_lo[own], te_lo[own], a, b)
+            lb = np.maximum(lb, self._jensen_segment_lb(s_, lo[own], lx_lo[own], lj_lo[own], a, b))
             keep = lb < self._threshold(s_)
             own, a, b = own[keep], a[keep], b[keep]
             if not own.size or np.all(b - a + 1.0 <= _SCREEN_SPLIT):
@@ -884,21 +999,55 @@ class _Search:
         si = np.concatenate(self._si)
         a = np.concatenate(self._a)
         f = np.concatenate(self._f)
-        for _ in range(64):
-            cand = (f < self._threshold(si)) & (a != self.best_a[si])
+        done = np.concatenate(self._done)
+        for batch in range(64):
+            cand = (f < self._threshold(si)) & ~done
             if not np.any(cand):
                 return
+            # Lowest bounds first, a growing number per setting per round.
+            order = np.lexsort((f[cand], si[cand]))
+            ci = np.nonzero(cand)[0][order]
+            rank = np.arange(ci.size) - np.searchsorted(si[ci], si[ci])
+            ci = ci[rank < 8 * 2**batch]
+            fe = self._te(si[ci], self.m.log_x_exact(si[ci], a[ci])[0], a[ci])
             f = f.copy()
-            f[cand] = self.exact(si[cand], a[cand])  # exact values replace the lower bounds
+            f[ci] = fe + _conv(a[ci], self.L[si[ci]], self.improved)
+            done[ci] = True
+            self._update(si[ci], a[ci], f[ci])
         raise RuntimeError("order search did not converge")  # pragma: no cover
 
 
-def _best_per_setting(si, f, a):
+def _two_tangent_lb(ha, da, hb, db, w, K):
+    """Lower bound on min over [0, w] of h, given h(0), h'(0), h(w), h'(w) and h'' >= -K.
+
+    ``g = h + K (x - w/2)^2 / 2`` is convex, so it lies above its tangents at both ends; the
+    minimum of their maximum is at their crossing (or at an end), and
+    ``h >= g - K w^2 / 8``.
+    """
+    lift = K * w * w / 8.0
+    ga, gb = ha + lift, hb + lift
+    da, db = da - K * w / 2.0, db + K * w / 2.0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        t = np.clip((gb - ga - db * w) / (da - db), 0.0, w)
+        lb = np.where(da >= 0.0, ga, np.where(db <= 0.0, gb, ga + da * t)) - lift
+    return np.where(np.isfinite(lb), lb, -np.inf)
+
+
+def _group_cummax(group, x):
+    """Running maximum of x within runs of equal (sorted) group labels."""
+    rank = np.empty(x.size, dtype=np.int64)
+    order = np.argsort(x, kind="stable")
+    rank[order] = np.arange(x.size)
+    offset = group.astype(np.int64) * (x.size + 1)
+    return x[order][np.maximum.accumulate(rank + offset) - offset]
+
+
+def _argbest_per_setting(si, f):
+    """Index of the smallest f within each setting (one index per distinct si)."""
     order = np.lexsort((f, si))
-    si_o, f_o, a_o = si[order], f[order], a[order]
-    first = np.ones(si_o.size, dtype=bool)
-    first[1:] = si_o[1:] != si_o[:-1]
-    return si_o[first], f_o[first], a_o[first]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = si[order][1:] != si[order][:-1]
+    return order[first]
 
 
 def _search(q, c, T, log_inv_delta, bound: str, alpha_ref=None):
@@ -1104,9 +1253,7 @@ def dpmix_rdp(alpha, *, sigma_x, sigma_y, ell, n, d_x, d_y, bound="tight") -> np
     return rdp.reshape(a.shape)
 
 
-def dpmix_epsilon(
-    *, sigma_x, sigma_y, ell, n, n_mixtures, d_x, d_y, delta, bound="tight"
-) -> RDPEpsilon:
+def dpmix_epsilon(*, sigma_x, sigma_y, ell, n, n_mixtures, d_x, d_y, delta, bound="tight") -> RDPEpsilon:
     """Total ``(epsilon, delta)``-DP of ``n_mixtures`` DPMix mixtures (replace-one neighbours).
 
     ``epsilon = min over integer alpha >= 2 of T eps'(alpha) + conv(alpha)`` with the classic
@@ -1140,7 +1287,7 @@ def dpmix_epsilon(
     ------
     ValueError
         Invalid parameters (see :func:`dpmix_rdp`), ``n_mixtures < 1``, ``delta`` outside
-        ``(0, 1)``, or an optimal order beyond ``2**62``.
+        ``(0, 1)``, or an optimal order beyond ``2**52`` (astronomically small epsilon).
     """
     _check_bound(bound)
     d = _check_delta(delta)
@@ -1160,9 +1307,7 @@ def _epsilon_flat(q, c, T, delta, bound):
     return eps[inv], alpha[inv]
 
 
-def dpmix_calibrate_sigma(
-    *, epsilon, delta, ell, n, n_mixtures, d_x, d_y, ratio=1.0, bound="tight"
-) -> float:
+def dpmix_calibrate_sigma(*, epsilon, delta, ell, n, n_mixtures, d_x, d_y, ratio=1.0, bound="tight") -> float:
     """Smallest ``sigma_x`` (with ``sigma_y = ratio * sigma_x``) meeting a target ``(eps, delta)``.
 
     ``epsilon`` of :func:`dpmix_epsilon` is continuous and strictly decreasing in the noise
@@ -1221,10 +1366,13 @@ def dpmix_calibrate_sigma(
         return e
 
     lo_lim, hi_lim = math.log(1e-8), math.log(1e12)
-    # Start from the small-c balance eps ~ 2 sqrt(2 T q^2 c log(1/delta)).
+    # Starting guess: epsilon ~ max(2 sqrt(2 T q^2 c L), L c / (2 log(1/q))), from the small-c
+    # balance T q^2 a w2 / 2 = L / a and from the cliff at a ~ 2 log(1/q) / c.
     c0 = target**2 / (8.0 * T * q * q * L)
+    if q < 1.0:
+        c0 = min(c0, 2.0 * target * math.log(1.0 / q) / L)
     x0 = float(np.clip(0.5 * math.log(c1 / c0), lo_lim + 3.0, hi_lim - 3.0))
-    xs = np.clip(x0 + np.array([-3.0, -1.0, -0.3, 0.0, 0.3, 1.0, 3.0]), lo_lim, hi_lim)
+    xs = np.clip(x0 + np.array([-1.0, -0.3, -0.1, 0.0, 0.1, 0.3, 1.0]), lo_lim, hi_lim)
     es = eps_at(xs)
     for _ in range(40):
         feasible = es <= target
@@ -1247,33 +1395,37 @@ def dpmix_calibrate_sigma(
     x_lo = xs[infeasible].max()
     e_lo = es[infeasible][np.argmax(xs[infeasible])]
     log_t = math.log(target)
+    weight_lo = weight_hi = 1.0  # Illinois weights on the residuals of stale bracket ends
     for it in range(60):
         if e_hi >= target * (1.0 - 1e-6) or x_hi - x_lo < 1e-15:
             break
         w = x_hi - x_lo
-        if it == 0:
+        if it == 0 and e_lo > 2.0 * e_hi:
             # The bracket may straddle the cliff where epsilon changes by orders of magnitude:
             # sample it evenly once before interpolating.
             trial = x_lo + w * np.arange(1, 9) / 9.0
         else:
-            # Regula falsi in (log sigma, log eps), plus points spread geometrically towards both
-            # ends of the bracket: epsilon can be flat, then steep where the optimal order
-            # crosses the cliff, and one-sided interpolation alone would crawl there.
-            le_lo = math.log(e_lo)
-            le_hi = math.log(max(e_hi, 1e-300))
-            xf = x_lo + w * min(max((le_lo - log_t) / (le_lo - le_hi), 1e-3), 1.0 - 1e-3)
-            steps = np.array([1e-3, 1e-2, 0.1, 0.4])
+            # Regula falsi (Illinois variant) in (log sigma, log eps), plus points spread
+            # geometrically towards both ends of the bracket: epsilon is piecewise smooth, with
+            # kinks where the optimal order changes, and one-sided interpolation would crawl.
+            r_lo = weight_lo * (math.log(e_lo) - log_t)  # > 0
+            r_hi = weight_hi * (log_t - math.log(max(e_hi, 1e-300)))  # >= 0
+            xf = x_lo + w * min(max(r_lo / (r_lo + r_hi), 1e-3), 1.0 - 1e-3)
+            steps = np.array([1e-3, 4e-3, 1.6e-2, 6.4e-2, 0.2, 0.5])
             trial = np.concatenate([[xf], xf + (x_hi - xf) * steps, xf - (xf - x_lo) * steps])
             trial = np.unique(trial)
         et = eps_at(trial)
+        moved_lo = moved_hi = False
         ok = et <= target
         if ok.any():
             k = np.argmin(np.where(ok, trial, np.inf))
             if trial[k] < x_hi:
-                x_hi, e_hi = trial[k], et[k]
+                x_hi, e_hi, moved_hi = trial[k], et[k], True
         bad = trial < x_hi
         if bad.any():
             k = np.argmax(np.where(bad, trial, -np.inf))
             if trial[k] > x_lo:
-                x_lo, e_lo = trial[k], et[k]
+                x_lo, e_lo, moved_lo = trial[k], et[k], True
+        weight_lo = 1.0 if moved_lo else weight_lo * 0.5
+        weight_hi = 1.0 if moved_hi else weight_hi * 0.5
     return float(math.exp(x_hi))

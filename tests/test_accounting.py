@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import mpmath
@@ -29,9 +30,7 @@ def _eps(sigma, ell, bound="tight", **kw):
 
 
 def _rdp(alpha, sigma, ell, bound="tight", n=N, d_x=50, d_y=50):
-    return dpmix_rdp(
-        alpha, sigma_x=sigma, sigma_y=sigma, ell=ell, n=n, d_x=d_x, d_y=d_y, bound=bound
-    )
+    return dpmix_rdp(alpha, sigma_x=sigma, sigma_y=sigma, ell=ell, n=n, d_x=d_x, d_y=d_y, bound=bound)
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,13 +126,16 @@ def test_array_results_match_scalar_calls():
 
 
 @pytest.mark.parametrize("bound", ["paper", "tight"])
-@pytest.mark.parametrize(("ell", "sigma", "T", "delta"), [
-    (16, 2.0, N, 1e-6),  # optimum at the cliff, alpha* = 225
-    (1, 8.0, N, 1e-6),  # cliff at alpha ~ 18
-    (64, 8.0, N, 1e-6),  # smooth optimum in the thousands
-    (300, 5.0, 10**5, 1e-8),
-    (N // 2, 0.06, 50, 1e-5),  # q = 1/2
-])
+@pytest.mark.parametrize(
+    ("ell", "sigma", "T", "delta"),
+    [
+        (16, 2.0, N, 1e-6),  # optimum at the cliff, alpha* = 225
+        (1, 8.0, N, 1e-6),  # cliff at alpha ~ 18
+        (64, 8.0, N, 1e-6),  # smooth optimum in the thousands
+        (300, 5.0, 10**5, 1e-8),
+        (N // 2, 0.06, 50, 1e-5),  # q = 1/2
+    ],
+)
 def test_search_equals_exhaustive_minimum(bound, ell, sigma, T, delta):
     res = _eps(sigma, ell, bound=bound, n_mixtures=T, delta=delta)
     orders = np.arange(2, 3 * res.alpha + 200)
@@ -146,6 +148,33 @@ def test_search_equals_exhaustive_minimum(bound, ell, sigma, T, delta):
     # conversion term is >= -log(a)/(a - 1) + log1p(-1/a).
     a_max = orders[-1]
     assert T * rdp[-1] + math.log1p(-1 / a_max) - math.log(a_max) / (a_max - 1) > eps
+
+
+@pytest.mark.parametrize(
+    ("ell", "sigma", "bound"),
+    [(16, 2.0, "paper"), (16, 2.0, "tight"), (1, 8.0, "tight"), (N // 10, 1.0, "paper")],
+)
+def test_rdp_equals_untruncated_j_sum(ell, sigma, bound):
+    # Independent of the head/tail machinery: every j from 2 to alpha, summed with math.fsum.
+    q, c = ell / N, (100 / sigma**2) / ell**2
+    orders = [2, 3, 17, 18, 100, 224, 225, 226, 300, 700]
+    log_b = dict(zip(range(2, 704, 2), acc._log_B(np.arange(2.0, 704.0, 2.0), c), strict=True))
+    for a in orders:
+        w2 = min(math.log(4 * math.expm1(c)), math.log(2) + c)
+        terms = [math.lgamma(a + 1) - math.lgamma(3) - math.lgamma(a - 1) + 2 * math.log(q) + w2]
+        for j in range(3, a + 1):
+            lw = math.log(4) + 0.5 * (log_b[2 * (j // 2)] + log_b[2 * ((j + 1) // 2)])
+            if bound == "tight":
+                lw = min(lw, math.log(2) + c * j * (j - 1) / 2)
+            lc = math.lgamma(a + 1) - math.lgamma(j + 1) - math.lgamma(a - j + 1)
+            terms.append(lc + j * math.log(q) + lw)
+        top = max(terms)
+        log_x = top + math.log(math.fsum(math.exp(t - top) for t in terms))
+        expected = (log_x + math.log1p(math.exp(-log_x))) / (a - 1)
+        if bound == "tight":
+            expected = min(expected, a * c / 2)
+        got = _rdp(np.array([a]), sigma, ell, bound=bound)[0]
+        assert got == pytest.approx(expected, rel=1e-11), a
 
 
 def test_sparse_order_grid_loses_epsilon():
@@ -186,25 +215,30 @@ def test_q_equal_one_tight_is_the_gaussian_mechanism():
 
 
 @pytest.mark.parametrize("bound", ["paper", "tight"])
-@pytest.mark.parametrize(("target", "ell", "ratio", "d_y"), [
-    (1.0, 16, 1.0, 50),
-    (0.1, 1, 1.0, 50),
-    (5.0, 256, 2.0, 50),
-    (0.5, 64, 1.0, 0),
-])
+@pytest.mark.parametrize(
+    ("target", "ell", "ratio", "d_y"),
+    [
+        (1.0, 16, 1.0, 50),
+        (0.1, 1, 1.0, 50),
+        (5.0, 256, 2.0, 50),
+        (0.5, 64, 1.0, 0),
+    ],
+)
 def test_calibration_round_trip(bound, target, ell, ratio, d_y):
     kw = dict(n=N, n_mixtures=N, d_x=50, d_y=d_y)
-    sigma = dpmix_calibrate_sigma(
-        epsilon=target, delta=1e-6, ell=ell, ratio=ratio, bound=bound, **kw
-    )
+    sigma = dpmix_calibrate_sigma(epsilon=target, delta=1e-6, ell=ell, ratio=ratio, bound=bound, **kw)
     sy = ratio * sigma if d_y else None
     eps = dpmix_epsilon(sigma_x=sigma, sigma_y=sy, ell=ell, delta=1e-6, bound=bound, **kw)
     assert eps.epsilon <= target
     assert eps.epsilon >= target * (1 - 1e-6)
     # Smallest such sigma: a slightly smaller sigma misses the target.
     smaller = dpmix_epsilon(
-        sigma_x=sigma * (1 - 1e-5), sigma_y=None if sy is None else sy * (1 - 1e-5), ell=ell,
-        delta=1e-6, bound=bound, **kw,
+        sigma_x=sigma * (1 - 1e-5),
+        sigma_y=None if sy is None else sy * (1 - 1e-5),
+        ell=ell,
+        delta=1e-6,
+        bound=bound,
+        **kw,
     )
     assert smaller.epsilon > target
 
@@ -214,11 +248,18 @@ def test_calibration_round_trip(bound, target, ell, ratio, d_y):
 # --------------------------------------------------------------------------------------------
 
 
-def _dp_accounting_rdp(ell, sigma, orders):
+# dp-accounting's per-order cost grows like alpha^2 (pure Python: ~7 s for all of 2..256), so
+# orders above 64 are sampled; all are <= 256, where it uses the same (tight) bound as ours.
+DPA_ORDERS = tuple(sorted(set(range(2, 65)) | set(range(72, 257, 8)) | {225}))
+
+
+@functools.cache
+def _dp_accounting(ell, sigma):
+    """(total RDP at DPA_ORDERS, (epsilon, order)) from dp-accounting, SPEC 6.1 recipe."""
     dp_accounting = pytest.importorskip("dp_accounting")
     d2 = 50 / sigma**2 + 50 / sigma**2
     accountant = dp_accounting.rdp.RdpAccountant(
-        [float(a) for a in orders],
+        [float(a) for a in DPA_ORDERS],
         neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
     )
     event = dp_accounting.SelfComposedDpEvent(
@@ -228,31 +269,23 @@ def _dp_accounting_rdp(ell, sigma, orders):
         N,
     )
     accountant.compose(event)
-    return accountant
-
-
-# dp-accounting's per-order cost grows like alpha^2 (pure Python), so orders above 64 are
-# sampled; all of them are <= 256, where it uses the same (tight) bound.
-DPA_ORDERS = list(range(2, 65)) + list(range(72, 257, 8)) + [225]
+    return np.asarray(accountant._rdp), accountant.get_epsilon_and_optimal_order(1.0 / N)
 
 
 @pytest.mark.parametrize(("ell", "sigma"), [(16, 2.0), (1, 8.0), (64, 8.0), (1, 4.0)])
 def test_matches_dp_accounting_per_order(ell, sigma):
-    orders = sorted(set(DPA_ORDERS))
-    accountant = _dp_accounting_rdp(ell, sigma, orders)
-    ours = N * _rdp(np.array(orders), sigma, ell)
-    np.testing.assert_allclose(ours, np.asarray(accountant._rdp), rtol=1e-9)
+    rdp, _ = _dp_accounting(ell, sigma)
+    ours = N * _rdp(np.array(DPA_ORDERS), sigma, ell)
+    np.testing.assert_allclose(ours, rdp, rtol=1e-9)
 
 
-def test_matches_dp_accounting_epsilon():
-    # alpha* = 225 here, inside dp-accounting's exact range: the epsilons must agree.
-    orders = sorted(set(DPA_ORDERS))
-    for (ell, sigma), expected_alpha in [((16, 2.0), 225), ((1, 4.0), 4)]:
-        accountant = _dp_accounting_rdp(ell, sigma, orders)
-        eps, alpha = accountant.get_epsilon_and_optimal_order(1.0 / N)
-        res = _eps(sigma, ell)
-        assert res.alpha == expected_alpha == alpha
-        assert res.epsilon == pytest.approx(eps, rel=1e-9)
+@pytest.mark.parametrize(("ell", "sigma", "alpha_star"), [(16, 2.0, 225), (1, 4.0, 4)])
+def test_matches_dp_accounting_epsilon(ell, sigma, alpha_star):
+    # alpha* is inside dp-accounting's exact range and among its orders: the epsilons agree.
+    _, (eps, alpha) = _dp_accounting(ell, sigma)
+    res = _eps(sigma, ell)
+    assert res.alpha == alpha_star == alpha
+    assert res.epsilon == pytest.approx(eps, rel=1e-9)
 
 
 def test_rdp_to_dp_matches_dp_accounting_compute_epsilon():
@@ -283,8 +316,7 @@ def _log_b_mpmath(m: int, c: float) -> float:
     with mpmath.workdps(digits):
         cc = mpmath.mpf(c)
         total = mpmath.fsum(
-            (-1) ** i * mpmath.binomial(m, i) * mpmath.exp(i * (i - 1) * cc / 2)
-            for i in range(m + 1)
+            (-1) ** i * mpmath.binomial(m, i) * mpmath.exp(i * (i - 1) * cc / 2) for i in range(m + 1)
         )
         assert total > 0
         return float(mpmath.log(total))
@@ -311,9 +343,7 @@ def test_log_b_small_c_large_m_where_the_float_sum_cancels():
     # The plain alternating float sum has no correct digit here (terms ~ 2^m, B ~ c^{m/2}).
     m, c = 40, 1e-6
     terms = [(-1) ** i * math.comb(m, i) * math.exp(i * (i - 1) * c / 2) for i in range(m + 1)]
-    assert abs(math.fsum(terms) - math.exp(_log_b_mpmath(m, c))) > 1e3 * math.exp(
-        _log_b_mpmath(m, c)
-    )
+    assert abs(math.fsum(terms) - math.exp(_log_b_mpmath(m, c))) > 1e3 * math.exp(_log_b_mpmath(m, c))
     assert acc._log_B(np.array([40.0]), c)[0] == pytest.approx(_log_b_mpmath(m, c), rel=1e-14)
 
 
@@ -382,8 +412,15 @@ def test_other_functions_reject_bad_input():
     with pytest.raises(ValueError, match="bound"):
         dpmix_rdp(2, bound="x", **kw)
     cal = dict(epsilon=1.0, delta=1e-6, ell=10, n=100, n_mixtures=10, d_x=5, d_y=1)
-    for key, value in (("epsilon", 0.0), ("epsilon", -1.0), ("ratio", 0.0), ("delta", 2.0),
-                       ("ell", 101), ("n_mixtures", 0), ("bound", "x")):
+    for key, value in (
+        ("epsilon", 0.0),
+        ("epsilon", -1.0),
+        ("ratio", 0.0),
+        ("delta", 2.0),
+        ("ell", 101),
+        ("n_mixtures", 0),
+        ("bound", "x"),
+    ):
         with pytest.raises(ValueError, match=rf"\b{key}\b"):
             dpmix_calibrate_sigma(**{**cal, key: value})
     with pytest.raises(ValueError, match="noise_multiplier"):
