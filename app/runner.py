@@ -93,3 +93,19 @@ def distance_sweep(name: str, params: dict[str, Any], ds: Dataset, ks: list[int]
     out = {key: np.asarray(v, dtype=float) for key, v in rows.items()}
     out["true_sq"] = true_sq
     return out
+
+
+def kmeans_agreement(released: np.ndarray, real: np.ndarray, k: int, seed: int = 0,
+                     max_rows: int = 3000) -> dict[str, float]:
+    """K-means on the release vs K-means on the real rows it came from (row-aligned releases).
+
+    Returns the adjusted Rand index between the two clusterings of the same rows and the ARI of
+    each against the real labels when given. Exploration only.
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import adjusted_rand_score
+
+    n = min(released.shape[0], real.shape[0], max_rows)
+    on_release = KMeans(k, n_init=4, random_state=seed).fit_predict(released[:n])
+    on_real = KMeans(k, n_init=4, random_state=seed).fit_predict(real[:n])
+    return {"ari": float(adjusted_rand_score(on_real, on_release)), "n": float(n), "k": float(k)}

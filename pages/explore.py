@@ -11,7 +11,7 @@ from app import state
 from app.controls import initial, mechanism_controls
 from app.figures.common import noise_table, release_scatter_figure
 from app.figures.images import image_grid_figure
-from app.runner import draw_release, real_in_release_space, two_d_view
+from app.runner import draw_release, kmeans_agreement, real_in_release_space, two_d_view
 from dpcore.mechanisms import get_mechanism
 
 ds = state.dataset()
@@ -77,6 +77,14 @@ st.plotly_chart(release_scatter_figure(real2, rel2, labels, rel_labels, axis), k
 if real_mapped is None:
     st.caption("This release has no public map for real rows (its projection is secret), so only "
                "the release is shown.")
+
+if "distances" in mech.capabilities and release.data.shape[0] == train.n_samples:
+    k = len(ds.classes) if ds.task == "classification" and ds.classes is not None else 2
+    agree = state.memo(key + ("kmeans",), lambda: kmeans_agreement(
+        np.asarray(release.data, dtype=float), train.X, k))
+    st.metric(f"K-means (k = {k}) on the release vs on the real rows (ARI)", f"{agree['ari']:.3f}",
+              help="Adjusted Rand index between K-means clusterings of the same rows: 1 = the "
+                   "projection with noise keeps the cluster structure, 0 = chance.")
 
 if ds.image_shape and release.data.shape[1] == int(np.prod(ds.image_shape)):
     st.subheader("Released rows as images")
