@@ -79,51 +79,62 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--denoise", type=float, default=1.0,
                     help="also train on the denoised release at the best ell (0 = skip)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON-lines file: each row is appended as soon as it is measured, and rows "
+                         "already in it are skipped (so an interrupted run resumes)")
     args = ap.parse_args(argv)
 
     Xtr, ytr, Xte, yte = load_mnist()
     n = len(Xtr)
     print(f"MNIST: n = {n} train, {len(Xte)} test; T = n, delta = 1/n; models {args.models}")
-    rows: list[dict] = []
+    rows: list[dict] = _load_rows(args.out)
+    done = {_key(r) for r in rows}
+
+    def record(row: dict) -> None:
+        rows.append(row)
+        done.add(_key(row))
+        line = json.dumps(row, default=str)
+        print(line, flush=True)
+        if args.out:
+            with args.out.open("a") as fh:
+                fh.write(line + "\n")
 
     def run(eps: float, ell: int, bound: str, denoise: float = 0.0) -> None:
+        todo = [m for m in args.models if (str(eps), ell, bound, denoise, m) not in done]
+        if not todo:
+            return
         t0 = time.perf_counter()
         mech = DPMix(epsilon=eps, ell=ell, bound=bound, denoise=denoise, dtype="float32",
                      bounds=(0.0, 255.0), classes=np.arange(10), random_state=args.seed)
-        # Dataset-free call: give the image shape through a Dataset only when denoising
+        # the image shape (needed to denoise) comes with a Dataset
         rel = mech.release(_dataset(Xtr, ytr) if denoise else Xtr, None if denoise else ytr)
         t_rel = time.perf_counter() - t0
-        for model in args.models:
+        for model in todo:
             t1 = time.perf_counter()
             trained = train_on_release(rel, model, random_state=args.seed,
                                        **model_options(model, args.epochs, args.mlp_epochs, args.hidden))
-            res = evaluate(trained, Xte, yte)
-            row = {"epsilon": eps, "ell": ell, "bound": bound, "denoise": denoise, "model": model,
-                   "accuracy": res["value"], "sigma": rel.details["sigma_x"],
-                   "epsilon_guaranteed": rel.guarantee.epsilon, "alpha_star": rel.details["alpha_star"],
-                   "paper_cnn": PAPER_DENOISED.get(eps) if denoise else paper_accuracy(ell, eps),
-                   "release_s": round(t_rel, 1), "train_s": round(time.perf_counter() - t1, 1)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            record({"epsilon": eps, "ell": ell, "bound": bound, "denoise": denoise, "model": model,
+                    "accuracy": evaluate(trained, Xte, yte)["value"], "sigma": rel.details["sigma_x"],
+                    "epsilon_guaranteed": rel.guarantee.epsilon,
+                    "alpha_star": rel.details["alpha_star"],
+                    "paper_cnn": PAPER_DENOISED.get(eps) if denoise else paper_accuracy(ell, eps),
+                    "release_s": round(t_rel, 1), "train_s": round(time.perf_counter() - t1, 1)})
 
     for model in args.models:  # non-private baseline: the same model on the real rows
+        if ("real data", 0, "-", 0.0, model) in done:
+            continue
         t1 = time.perf_counter()
         base = fit_on_real(Xtr, ytr, bounds=(0.0, 255.0), model=model, random_state=args.seed,
                            **model_options(model, args.epochs, args.mlp_epochs, args.hidden))
-        row = {"epsilon": "real data", "ell": 0, "bound": "-", "denoise": 0.0, "model": model,
-               "accuracy": base.score(Xte, yte), "sigma": 0.0, "epsilon_guaranteed": math.inf,
-               "alpha_star": None, "paper_cnn": None, "release_s": 0.0,
-               "train_s": round(time.perf_counter() - t1, 1)}
-        rows.append(row)
-        print(json.dumps(row, default=str), flush=True)
+        record({"epsilon": "real data", "ell": 0, "bound": "-", "denoise": 0.0, "model": model,
+                "accuracy": base.score(Xte, yte), "sigma": 0.0, "epsilon_guaranteed": math.inf,
+                "alpha_star": None, "paper_cnn": None, "release_s": 0.0,
+                "train_s": round(time.perf_counter() - t1, 1)})
     eps_list = list(args.epsilons) + ([math.inf] if args.nonprivate else [])
     for bound in args.bounds:
         for eps in eps_list:
             for ell in args.ells:
-                if math.isinf(eps) and bound != args.bounds[0]:
-                    continue  # no noise: the bound does not matter
-                run(eps, ell, bound)
+                run(eps, ell, "paper" if math.isinf(eps) else bound)  # no noise: bound irrelevant
     if args.denoise > 0:
         for bound in args.bounds:
             for eps in args.epsilons:
@@ -131,10 +142,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 if best is not None:
                     run(eps, best, bound, denoise=args.denoise)
     print()
-    print(markdown_table(rows, args.models))
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1, default=str))
+    print(markdown_table(rows, _models_in(rows)))
     return rows
+
+
+def _key(row: dict) -> tuple:
+    return (str(row["epsilon"]), row["ell"], row["bound"], row["denoise"], row["model"])
+
+
+def _load_rows(path: Path | None) -> list[dict]:
+    if path is None or not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for r in rows:  # JSON turns inf into the string "inf"/Infinity; restore the floats
+        if r["epsilon"] not in ("real data",):
+            r["epsilon"] = float(r["epsilon"])
+    return rows
+
+
+def _models_in(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r["model"] for r in rows))
 
 
 def _dataset(X: np.ndarray, y: np.ndarray):

@@ -300,6 +300,10 @@ def _release_labels(release: Any) -> np.ndarray | None:
     if labels is None:
         return None
     labels = np.asarray(labels)
+    names = list(getattr(release, "label_columns", []) or [])
+    if labels.ndim == 2 and names and len(names) == labels.shape[1] and "=" not in names[-1]:
+        # soft label columns ``label=c`` followed by the decoded class (DPMix): use the class
+        return labels[:, -1]
     if labels.ndim == 2:  # noisy one-hot labels (e.g. mixtures): decode by argmax
         classes = release.details.get("classes")
         idx = np.argmax(labels, axis=1)

@@ -27,16 +27,18 @@ st.markdown(f"**{mech.title}** on *{st.session_state.dataset_label}*: {metric_te
 with st.expander("Mechanism parameters (shared with Explore)"):
     params = mechanism_controls(mech, ds)
 
-has_p = any(p.name == "n_components" for p in mech.params)
+axes = ["epsilon"] + [a for a in ("n_components", "ell") if any(p.name == a for p in mech.params)]
 c1, c2, c3 = st.columns(3)
-axis = c1.radio("Sweep", ["epsilon", "n_components"] if has_p else ["epsilon"], horizontal=True,
-                key="p:utility_axis")
+axis = c1.radio("Sweep", axes, horizontal=True, key="p:utility_axis")
 trials = c2.slider("Trials per point", 1, 10, key="p:utility_trials", **initial("p:utility_trials",
                                                                                   "value", 3))
 if axis == "epsilon":
     grid = c3.multiselect("ε grid", [0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0, 100.0],
                           key="p:utility_eps", **initial("p:utility_eps", "default",
                                                          [0.1, 0.5, 1.0, 2.0, 5.0, 10.0]))
+elif axis == "ell":
+    grid = c3.multiselect("ℓ grid (mixture degree)", [1, 2, 4, 8, 16, 32, 64, 128, 256],
+                          key="p:utility_ell", **initial("p:utility_ell", "default", [1, 4, 16, 64]))
 else:
     top = max(1, ds.n_features - 1)
     default = sorted({v for v in (1, 2, 5, 10, 20, 40) if v <= top})

@@ -179,3 +179,17 @@ def test_compare_page_small_sweep_plots_every_mechanism_and_offers_csv():
     goto(at, "data")
     goto(at, "compare")
     assert at.get("plotly_chart")
+
+
+def test_utility_page_sweeps_dpmix_over_ell():
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("dpmix").run()
+    goto(at, "utility")
+    at.radio(key="p:utility_axis").set_value("ell").run()
+    at.multiselect(key="p:utility_ell").set_value([1, 16]).run()
+    at.slider(key="p:utility_trials").set_value(1).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    frame = at.dataframe[0].value
+    assert set(frame["param"]) == {"ell"} and set(frame["x"]) == {1, 16}
+    assert frame["baseline"].notna().all()
