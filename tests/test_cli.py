@@ -219,3 +219,23 @@ def test_corrupted_ledger_is_refused(capsys, tmp_path):
 def test_usage_errors_are_one_line(capsys, args):
     code, _, err = run(capsys, *args)
     _assert_one_line_error(code, err)
+
+
+def test_dpmix_accounting_commands_round_trip(capsys):
+    from dpcore import accounting
+
+    common = ["--ell", "64", "--n", "100000", "--T", "100000", "--d-x", "50", "--d-y", "10",
+              "--delta", "1e-5"]
+    code, out, err = run(capsys, "calibrate", "dpmix", "--epsilon", "2", *common)
+    assert code == 0, err
+    sigma = float(out.split("sigma_x = ")[1].split()[0])
+    expected = accounting.dpmix_calibrate_sigma(epsilon=2, delta=1e-5, ell=64, n=100000,
+                                                n_mixtures=100000, d_x=50, d_y=10)
+    assert sigma == pytest.approx(expected, rel=1e-5)
+    code, out, err = run(capsys, "epsilon", "dpmix", "--sigma-x", str(sigma), "--sigma-y", str(sigma),
+                         *common)
+    assert code == 0, err
+    eps = float(out.split("epsilon = ")[1].split()[0])
+    assert 2 * (1 - 1e-4) <= eps <= 2 * (1 + 1e-5)
+    code, _, err = run(capsys, "epsilon", "dpmix", "--sigma-x", "-1", "--sigma-y", "1", *common)
+    assert code == 2 and err.startswith("dpcore: error:") and "sigma_x" in err
