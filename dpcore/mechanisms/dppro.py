@@ -28,7 +28,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
 from dpcore.calibration import analytic_gaussian_sigma, check_delta, gaussian_delta
 from dpcore.mechanisms.base import Mechanism
@@ -93,6 +92,8 @@ def gaussian_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
 
     if excess(0.0) <= 0:
         return 0.0
+    from scipy import optimize  # lazy: importing scipy.optimize costs ~0.6 s at app start
+
     hi = 1.0
     while excess(hi) > 0:
         hi *= 2.0

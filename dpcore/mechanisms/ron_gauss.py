@@ -430,11 +430,18 @@ def gaussian_samples(
     mean: np.ndarray, cov: np.ndarray, size: int, rng: np.random.Generator
 ) -> np.ndarray:
     """``size`` draws of ``N(mean, cov)`` for a symmetric PSD ``cov`` (call :func:`psd_repair`
-    first). Uses the eigendecomposition, so a singular ``cov`` is fine. Shape ``(size, k)``."""
+    first). Uses the eigendecomposition, so a singular ``cov`` is fine. Shape ``(size, k)``.
+
+    Drawn block by block into the output (the same standard normals, in the same order, as one
+    ``(size, k)`` draw), so the only large allocation is the result."""
     vals, vecs = np.linalg.eigh(cov)
-    factor = vecs * np.sqrt(np.clip(vals, 0.0, None))
-    out = rng.standard_normal((size, cov.shape[0])) @ factor.T
-    out += np.asarray(mean, dtype=float)
+    k = cov.shape[0]
+    factor_t = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
+    mean = np.asarray(mean, dtype=float)
+    out = np.empty((size, k))
+    for sl in row_blocks(size, k):
+        np.matmul(rng.standard_normal((sl.stop - sl.start, k)), factor_t, out=out[sl])
+    out += mean
     return out
 
 
@@ -714,7 +721,8 @@ class RONGauss(Mechanism):
             Z, ctx, "augmented second moment [x~, y]" if supervised else "second moment Sigma",
             label_bound=a if supervised else None,
         )
-        samples = gaussian_samples(np.zeros(Z.shape[1]), repaired, m, ctx.rng)
+        del Z  # the projected rows are no longer needed: free them before sampling
+        samples = gaussian_samples(np.zeros(repaired.shape[0]), repaired, m, ctx.rng)
         labels = None
         if supervised:
             assert data.label_bounds is not None
