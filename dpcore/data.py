@@ -516,9 +516,8 @@ def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) 
     unknown = sorted(set(categories) - set(frame.columns))
     if unknown:
         raise DataValidationError(f"categories given for unknown column(s) {unknown}")
-    nonnumeric = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])
-                  or pd.api.types.is_bool_dtype(frame[c])]
-    nonnumeric = [c for c in nonnumeric if not pd.api.types.is_bool_dtype(frame[c])]
+    # booleans count as numeric in pandas; everything else non-numeric needs a public category list
+    nonnumeric = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     missing = [c for c in nonnumeric if c not in categories]
     if missing:
         raise DataValidationError(
