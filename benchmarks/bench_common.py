@@ -19,8 +19,8 @@ from typing import Any
 
 
 def row_blocks(n_rows: int, n_features: int, block_bytes: int = 4 << 20):
-    """Slices of about ``block_bytes`` of float64 rows (as ``dpcore.mechanisms.ron_gauss``; a
-    copy, so the suite also runs against checkouts that predate it)."""
+    """Slices of about ``block_bytes`` of float64 rows (as ``dpcore.preprocessing.row_blocks``; a
+    copy, so the suite also runs against checkouts that predate it with ``--root``)."""
     step = max(64, block_bytes // (8 * max(1, n_features)))
     for start in range(0, n_rows, step):
         yield slice(start, min(n_rows, start + step))

@@ -1,12 +1,12 @@
 """Load test: N concurrent browser sessions moving the epsilon slider on the Explore page.
 
-One ``streamlit run`` server on 127.0.0.1 (a fresh one for each N, so its peak memory belongs to
-that N), one headless Chromium (the system browser, nothing is downloaded) and N browser contexts,
-i.e. N independent Streamlit sessions. Each session opens ``/explore`` and, for a bounded time and
-a bounded number of iterations, moves the epsilon select-slider with the keyboard like a person:
-ArrowRight through the 13 finite values, then Home back to the smallest one. That cycle of 13
-distinct settings defeats the page's per-session memo (12 entries), so every move draws a new
-preview release, its 2-D view and plots: the worst case for the server.
+One ``streamlit run`` server on 127.0.0.1 (``app.launch.serve``; a fresh one for each N, so its peak
+memory belongs to that N), one headless Chromium (the system browser, nothing is downloaded) and N
+browser contexts, i.e. N independent Streamlit sessions. Each session opens ``/explore`` and, for a
+bounded time and a bounded number of iterations, moves the epsilon select-slider with the keyboard
+like a person: ArrowRight through the 13 finite values, then Home back to the smallest one. That
+cycle of 13 distinct settings defeats the page's per-session memo (12 entries), so every move draws
+a new preview release, its 2-D view and plots: the worst case for the server.
 
 Measured per N:
 
@@ -34,70 +34,23 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
-]
+if str(ROOT) not in sys.path:  # ``python benchmarks/load_test.py`` from a clone not pip-installed
+    sys.path.insert(0, str(ROOT))
+
+# one launcher (and session tracker) for the browser tests, this load test and dp-explorer
+from app.launch import CHROMIUM_ARGS, IDLE_JS, RunTracker, serve  # noqa: E402
+
 EPS_LABEL = "ε (epsilon)"
-IDLE_JS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
-    && app.getAttribute('data-test-connection-state') === 'CONNECTED'
-    && !document.querySelector('[data-testid="stStatusWidget"]');
-}"""
 
 
 # ------------------------------------------------------------------------------------- server
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise TimeoutError(f"{url} did not become healthy within {timeout:.0f} s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
 def proc_status_kb(pid: int, field_name: str) -> int | None:
     """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), or None off Linux / after exit."""
     try:
@@ -118,42 +71,6 @@ def proc_cpu_seconds(pid: int) -> float | None:
 
 
 # ------------------------------------------------------------------------------------ sessions
-class RunTracker:
-    """Script runs of one session, from its websocket messages (decoded ``ForwardMsg``)."""
-
-    def __init__(self, page) -> None:
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        self._msg = ForwardMsg
-        self.started = self.finished = self.finished_ok = 0
-        self.closed = False
-        self.sent_at: list[float] = []  # perf_counter() of each message the page sent
-        self.finished_ok_at = 0.0  # perf_counter() of the last successful script_finished
-        page.on("websocket", self._attach)
-
-    def _attach(self, ws) -> None:
-        ws.on("framereceived", self._received)
-        ws.on("framesent", lambda _payload: self.sent_at.append(time.perf_counter()))
-        ws.on("close", lambda _ws: setattr(self, "closed", True))
-
-    def _received(self, payload) -> None:
-        if isinstance(payload, str):
-            return
-        msg = self._msg()
-        try:
-            msg.ParseFromString(payload)
-        except Exception:  # not a ForwardMsg
-            return
-        kind = msg.WhichOneof("type")
-        if kind == "new_session":
-            self.started += 1
-        elif kind == "script_finished":
-            self.finished += 1
-            if msg.script_finished == self._msg.FINISHED_SUCCESSFULLY:
-                self.finished_ok += 1
-                self.finished_ok_at = time.perf_counter()
-
-
 @dataclass
 class SessionResult:
     opened: bool = False
@@ -240,12 +157,9 @@ def percentile(values: list[float], q: float) -> float:
 async def run_phase(n: int, args) -> dict:
     from playwright.async_api import async_playwright
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = start_server(port, ROOT / "test-artifacts" / f"load-streamlit-{n}.log")
     sampled_peak = 0
-    try:
-        wait_healthy(url, proc)
+    with serve(ROOT / "test-artifacts" / f"load-streamlit-{n}.log") as srv:
+        url, proc = srv.url, srv.proc
         cpu0 = proc_cpu_seconds(proc.pid) or 0.0
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
@@ -271,8 +185,6 @@ async def run_phase(n: int, args) -> dict:
             await browser.close()
         peak_kb = max(proc_status_kb(proc.pid, "VmHWM") or 0, sampled_peak)
         cpu = (proc_cpu_seconds(proc.pid) or 0.0) - cpu0
-    finally:
-        stop_server(proc)
     lat = sorted(x for r in results for x in r.latencies)
     server = sorted(x for r in results for x in r.server)
     errors = [e for r in results for e in r.errors]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 __all__ = [
     "EpsilonSplit",
@@ -159,6 +159,8 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
         lo -= 10.0
     while excess(hi) > 0:
         hi += 5.0
+    from scipy import optimize  # deferred: importing scipy.optimize costs ~0.6 s at app start
+
     root = optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500)
     sigma = math.exp(root)
     # brentq returns a point within tolerance on either side; step up until delta <= target.

@@ -28,6 +28,8 @@ class PreparedInput:
     Attributes
     ----------
     X : ndarray of shape (n_samples, n_features), float64, clipped to ``bounds``
+        Read-only. When the input already lies inside ``bounds`` (and is float64) this is a view
+        of the caller's array, not a copy: mechanisms must never write into it.
     y : ndarray of shape (n_samples,) or None
         Classification: integer class indices into ``classes``; regression: floats clipped to
         ``label_bounds``.
@@ -72,13 +74,27 @@ class PreparedInput:
         return self.classes[self.y]
 
 
-def check_array(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
-    """Convert to a finite float64 array of shape ``(n_samples, n_features)``.
+#: Rows are streamed in blocks of about this many bytes (fits the L2/L3 caches of common CPUs).
+BLOCK_BYTES = 4 << 20
+
+
+def row_blocks(n_rows: int, n_features: int, block_bytes: int = BLOCK_BYTES, itemsize: int = 8):
+    """Consecutive ``slice`` objects covering ``range(n_rows)`` in blocks of about
+    ``block_bytes`` (at least 64 rows per block)."""
+    step = max(64, block_bytes // (itemsize * max(1, n_features)))
+    for start in range(0, n_rows, step):
+        yield slice(start, min(n_rows, start + step))
+
+
+def as_2d_float(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
+    """Convert to a float64 array of shape ``(n_samples, n_features)`` (no finiteness check).
+
+    No copy when ``X`` already is a float64 array.
 
     Raises
     ------
     ValueError
-        Not 2-D, fewer than ``min_rows`` rows, no columns, or NaN/inf entries (with counts).
+        Not numeric, not 2-D, fewer than ``min_rows`` rows or no columns.
     """
     try:
         arr = np.asarray(X, dtype=float)
@@ -90,14 +106,67 @@ def check_array(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
         raise ValueError(f"{name} needs at least {min_rows} rows, got {arr.shape[0]}")
     if arr.shape[1] < 1:
         raise ValueError(f"{name} has no columns")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        rows = np.flatnonzero(bad.any(axis=1))
-        raise ValueError(
-            f"{name} has {int(bad.sum())} NaN/inf entries in {rows.size} rows "
-            f"(first rows: {rows[:5].tolist()}); drop or impute them first"
-        )
     return arr
+
+
+def column_range(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column ``(min, max)`` of a 2-D array in one streaming pass over blocks of rows.
+
+    NaN propagates into the result and an infinite entry shows as an infinite min or max, so
+    finite results prove every entry finite. No temporary larger than one block.
+    """
+    n, d = arr.shape
+    lo = np.full(d, np.inf)
+    hi = np.full(d, -np.inf)
+    for sl in row_blocks(n, d, itemsize=arr.itemsize):
+        blk = arr[sl]
+        # np.minimum/maximum (not fmin/fmax) propagate NaN
+        np.minimum(lo, blk.min(axis=0), out=lo)
+        np.maximum(hi, blk.max(axis=0), out=hi)
+    return lo, hi
+
+
+def _raise_non_finite(arr: np.ndarray, name: str) -> None:
+    bad = ~np.isfinite(arr)
+    rows = np.flatnonzero(bad.any(axis=1))
+    raise ValueError(
+        f"{name} has {int(bad.sum())} NaN/inf entries in {rows.size} rows "
+        f"(first rows: {rows[:5].tolist()}); drop or impute them first"
+    )
+
+
+def check_array(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
+    """Convert to a finite float64 array of shape ``(n_samples, n_features)``.
+
+    Raises
+    ------
+    ValueError
+        Not 2-D, fewer than ``min_rows`` rows, no columns, or NaN/inf entries (with counts).
+    """
+    arr = as_2d_float(X, name=name, min_rows=min_rows)
+    lo, hi = column_range(arr)
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        _raise_non_finite(arr, name)
+    return arr
+
+
+def clip_to_bounds(
+    arr: np.ndarray, bounds: np.ndarray, col_range: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, int]:
+    """``arr`` clipped to ``bounds`` (shape ``(n_features, 2)``) and the number of entries changed.
+
+    When every column's range (``col_range``, from :func:`column_range`; computed if not given)
+    already lies inside its bounds, nothing is copied: a read-only view of ``arr`` is returned
+    with count 0. Otherwise a clipped copy, with the exact count of changed entries.
+    """
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    cmin, cmax = column_range(arr) if col_range is None else col_range
+    if bool(np.all(cmin >= lo) and np.all(cmax <= hi)):
+        view = arr.view()
+        view.flags.writeable = False
+        return view, 0
+    out = np.clip(arr, lo, hi)
+    return out, int(np.count_nonzero(out != arr))
 
 
 def normalize_bounds(bounds: Any, n_features: int, *, name: str = "bounds") -> np.ndarray:
@@ -125,8 +194,12 @@ def normalize_bounds(bounds: Any, n_features: int, *, name: str = "bounds") -> n
     return arr
 
 
-def data_bounds(X: np.ndarray, what: str = "feature") -> np.ndarray:
-    """Bounds taken from the data, with a :class:`PrivacyLeakWarning` (SPEC section 8)."""
+def data_bounds(X: np.ndarray, what: str = "feature",
+                col_range: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Bounds taken from the data, with a :class:`PrivacyLeakWarning` (SPEC section 8).
+
+    ``col_range``: the per-column ``(min, max)`` if already computed (:func:`column_range`).
+    """
     warnings.warn(
         f"no public {what} bounds were given, so they were computed from the private data. "
         "This leaks information and the differential-privacy guarantee does NOT hold; pass public "
@@ -134,7 +207,8 @@ def data_bounds(X: np.ndarray, what: str = "feature") -> np.ndarray:
         PrivacyLeakWarning,
         stacklevel=3,
     )
-    return np.column_stack([X.min(axis=0), X.max(axis=0)])
+    lo, hi = column_range(X) if col_range is None else col_range
+    return np.column_stack([lo, hi])
 
 
 def prepare_input(
@@ -177,12 +251,16 @@ def prepare_input(
         task = task or ds.task
         feature_names, label_name, image_shape = list(ds.feature_names), ds.label_name, ds.image_shape
         X = ds.X
-    arr = check_array(X)
+    arr = as_2d_float(X)
     n, d = arr.shape
+    # one streaming pass: finiteness, data bounds if needed, and whether clipping changes anything
+    col_range = column_range(arr)
+    if not (np.isfinite(col_range[0]).all() and np.isfinite(col_range[1]).all()):
+        _raise_non_finite(arr, "X")
     feature_names = feature_names or [f"x{j}" for j in range(d)]
     notes: list[str] = []
     if bounds is None:
-        b = data_bounds(arr)
+        b = data_bounds(arr, col_range=col_range)
         source = "data"
     else:
         b = normalize_bounds(bounds, d)
@@ -194,8 +272,8 @@ def prepare_input(
         raise ValueError(f"this mechanism supports tasks {supported_tasks}, not {task!r}")
     if task != "unsupervised" and y is None:
         raise ValueError(f"task {task!r} needs labels y")
-    clipped = np.clip(arr, b[:, 0], b[:, 1])
-    diagnostics = {"n_clipped_entries": int(np.count_nonzero(clipped != arr))}
+    clipped, n_clipped = clip_to_bounds(arr, b, col_range)
+    diagnostics = {"n_clipped_entries": n_clipped}
 
     y_out = None
     lb = None

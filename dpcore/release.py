@@ -3,7 +3,8 @@
 A release is what leaves the custodian: the sanitised table, its card (``OUT.card.json``) and,
 for releases living in a projected space, the public transform (``OUT.transform.npz``). The card
 keys are an interface (SPEC section 9). A release never contains the RNG seed, the RNG state or
-the noise itself (SPEC section 8).
+the noise itself (SPEC section 8). Column names and class labels are user strings: every CSV a user
+downloads is written by :func:`spreadsheet_safe_csv`, which neutralises spreadsheet formulas.
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ KIND_TEXT = {
     "approx": "(epsilon, delta)-DP",
     "probabilistic": "DP for all but a fraction beta of the random projection draws",
 }
+
+#: First characters that make Excel, LibreOffice Calc or Google Sheets read a CSV cell as a formula
+#: (OWASP "CSV injection"; line feed added as newer OWASP guidance does).
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\n")
+CSV_ESCAPE_RULE = (
+    "OWASP CSV injection: a text cell or column name whose first character (after any leading "
+    "single quotes) is = + - @ tab, CR or LF is written with one extra leading single quote ('); "
+    "numbers are never changed. Remove one leading quote from such values to recover the originals."
+)
 
 
 @dataclass(frozen=True)
@@ -236,10 +246,37 @@ class Release:
                     frame[name] = lab[:, j]
         return frame
 
+    def to_csv_frame(self) -> pd.DataFrame:
+        """The table exactly as the CSV holds it: :meth:`to_frame` after :func:`spreadsheet_safe`.
+
+        Show this one wherever a user could export the table (Streamlit's own dataframe toolbar
+        writes a CSV without any formula escaping).
+        """
+        return spreadsheet_safe(self.to_frame())
+
     def to_csv_bytes(self) -> bytes:
-        buf = io.StringIO()
-        self.to_frame().to_csv(buf, index=False, float_format="%.10g")
-        return buf.getvalue().encode("utf-8")
+        """The released CSV: the single serialiser of the CLI (:meth:`save`) and the app download.
+
+        Column names and text cells (class labels) are escaped against spreadsheet formula
+        injection (:func:`escape_formula`); the card's ``csv_escaping`` says which names changed.
+        """
+        return spreadsheet_safe_csv(self.to_frame(), float_format="%.10g")
+
+    def csv_escaping(self) -> dict[str, Any]:
+        """What :meth:`to_csv_bytes` escaped: renamed columns and the number of label cells.
+
+        The card keeps the original names under ``columns``; this maps them to the CSV header so
+        a reader can match the two. Only labels can hold text (``data`` is numeric).
+        """
+        names = [*self.columns, *self.label_columns]
+        renamed = {str(n): escape_formula(n) for n in names if isinstance(n, str)
+                   and escape_formula(n) != n}
+        n_cells = 0
+        if self.labels is not None:
+            lab = np.asarray(self.labels)
+            if lab.dtype.kind in "OUS":
+                n_cells = sum(isinstance(v, str) and escape_formula(v) != v for v in lab.ravel())
+        return {"rule": CSV_ESCAPE_RULE, "renamed_columns": renamed, "escaped_label_cells": n_cells}
 
     def card(self, csv_bytes: bytes | None = None) -> dict[str, Any]:
         """The release card (SPEC section 9 keys plus descriptive extras)."""
@@ -261,6 +298,7 @@ class Release:
             "n_rows": int(self.n_rows),
             "n_released": int(np.asarray(self.data).shape[0]),
             "columns": list(self.columns) + list(self.label_columns),
+            "csv_escaping": self.csv_escaping(),
             "space": self.space,
             "transform_file": bool(self.transform_arrays),
             "details": {k: _jsonable(v) for k, v in self.details.items() if k != "warnings"},
@@ -301,6 +339,64 @@ class Release:
             target.write_bytes(payload)
             written[key] = target
         return written
+
+
+def escape_formula(text: str) -> str:
+    """Neutralise one string for spreadsheets: prefix ``'`` if it would be read as a formula.
+
+    Column names and class labels are user strings that end up in released CSVs; a custodian who
+    opens ``=HYPERLINK(...)`` in Excel runs it. The OWASP fix is a leading single quote, which
+    spreadsheets show as text. Leading quotes are skipped before the test (``"'=a"`` becomes
+    ``"''=a"``) so that escaping is one-to-one: ``"=a"`` and ``"'=a"`` never collide into one
+    header, and removing one quote from escaped values recovers every original exactly.
+    """
+    return "'" + text if text.lstrip("'").startswith(FORMULA_TRIGGERS) else text
+
+
+def _escape_cell(value: Any) -> Any:
+    return escape_formula(value) if isinstance(value, str) else value
+
+
+def _is_text_column(column: pd.Series) -> bool:
+    dtype = column.dtype
+    return (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+            or isinstance(dtype, pd.CategoricalDtype))
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` with formula-like column names and text cells escaped.
+
+    Only ``str`` values are touched (object, string and categorical columns, and the header):
+    numeric columns keep their dtype and a negative number stays a number, because the
+    spreadsheet reads ``-1.5`` as a value, never as a formula, and escaping it would corrupt the
+    release. Object columns that mix numbers and text (DPMix mixed labels) keep their numbers.
+    """
+    out = frame.copy(deep=False)  # copy-on-write: untouched (numeric) columns are not copied
+    for j in range(out.shape[1]):
+        column = out.iloc[:, j]
+        if _is_text_column(column):
+            out.isetitem(j, column.map(_escape_cell))
+    out.columns = [_escape_cell(name) for name in out.columns]
+    return out
+
+
+def spreadsheet_safe_csv(frame: pd.DataFrame, *, float_format: str | None = None) -> bytes:
+    """UTF-8 CSV bytes of ``frame`` (no index) after :func:`spreadsheet_safe`.
+
+    The one CSV writer for anything a user downloads (releases, the Compare and Utility tables),
+    so no download path can forget the escaping.
+    """
+    safe = spreadsheet_safe(frame)
+    # Python's csv writer quotes a field only for the characters of its line terminator, so with
+    # "\n" a bare CR inside a label or name is written unquoted and a spreadsheet (or csv.reader)
+    # splits the row there. Such tables are written with RFC 4180's "\r\n", which quotes them;
+    # every other table keeps the usual "\n" byte for byte.
+    has_cr = any(isinstance(v, str) and "\r" in v for v in safe.columns) or any(
+        safe.iloc[:, j].map(lambda v: isinstance(v, str) and "\r" in v).any()
+        for j in range(safe.shape[1]) if _is_text_column(safe.iloc[:, j]))
+    buf = io.StringIO()
+    safe.to_csv(buf, index=False, float_format=float_format, lineterminator="\r\n" if has_cr else "\n")
+    return buf.getvalue().encode("utf-8")
 
 
 def _jsonable(value: Any) -> Any:

@@ -9,7 +9,7 @@ from app import state
 from app.controls import initial, stored_params
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from dpcore.mechanisms import MECHANISMS, get_mechanism
-from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT
+from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT, spreadsheet_safe_csv
 from dpcore.utility import evaluate_non_private, utility_sweep
 
 st.title("Compare mechanisms")
@@ -90,7 +90,7 @@ else:
         st.markdown("**Best per ε**")
         st.dataframe(best.rename(columns={"x": "epsilon"}), hide_index=True)
     st.dataframe(df, hide_index=True)
-    st.download_button("Download all numbers (CSV)", df.to_csv(index=False), "compare.csv", "text/csv")
+    st.download_button("Download all numbers (CSV)", spreadsheet_safe_csv(df), "compare.csv", "text/csv")
 
 st.subheader("What each ε means")
 st.dataframe(pd.DataFrame([

@@ -87,7 +87,8 @@ if pending:
                                on_click=record, key="dl_npz")
         st.subheader("Release card")
         st.json(card, expanded=False)
-        st.dataframe(rel.to_frame().head(20), height=240)
+        # the escaped table: Streamlit's own CSV export of this preview must not carry formulas
+        st.dataframe(rel.to_csv_frame().head(20), height=240)
 
 st.subheader("Ledger of this session")
 if ledger.entries:

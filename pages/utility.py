@@ -8,6 +8,7 @@ from app import state
 from app.controls import initial, mechanism_controls
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from dpcore.mechanisms import get_mechanism
+from dpcore.release import spreadsheet_safe_csv
 from dpcore.utility import utility_sweep
 
 st.title("Utility")
@@ -76,4 +77,4 @@ else:
             utility_curve_figure(df, metric, title=METRIC_LABELS.get(metric, metric)),
             key=f"utility_{metric}")
     st.dataframe(df, hide_index=True)
-    st.download_button("Download the numbers (CSV)", df.to_csv(index=False), "utility.csv", "text/csv")
+    st.download_button("Download the numbers (CSV)", spreadsheet_safe_csv(df), "utility.csv", "text/csv")

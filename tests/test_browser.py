@@ -1,6 +1,7 @@
 """The Streamlit app in a real browser (Chromium driven by Playwright), used like a person would.
 
-A session-scoped fixture starts ``streamlit run app/streamlit_app.py`` on a free loopback port;
+A session-scoped fixture starts ``streamlit run app/streamlit_app.py`` on a free loopback port
+(``app.launch.serve``, shared with the load test);
 every test opens its own browser context (= its own Streamlit session). No sleeps: an action
 waits for its script run to finish, seen on the app's websocket (``script_finished``) and on the
 page (``stApp[data-test-script-state="notRunning"]``, no ``stStatusWidget`` running indicator).
@@ -16,25 +17,19 @@ import hashlib
 import io
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from app.launch import CHROMIUM_ARGS, IDLE_JS, RunTracker, ServerStartError, serve
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path(os.environ.get("DP_EXPLORER_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
-]
 RUN_TIMEOUT_MS = 120_000  # one script run (~1 s here; generous for loaded CI machines)
 
 pytestmark = [
@@ -46,116 +41,20 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pac
                                "(pip install -e '.[test]')")
 expect = sync_api.expect
 
-IDLE_JS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
-    && app.getAttribute('data-test-connection-state') === 'CONNECTED'
-    && !document.querySelector('[data-testid="stStatusWidget"]');
-}"""
 TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
-
-
-class RunTracker:
-    """Counts Streamlit script runs from the app's websocket messages (decoded ForwardMsg).
-
-    The DOM's running state alone is not enough on a busy machine: when the browser's main
-    thread stalls, "running" and "finished" can be rendered in one batch and a run goes unseen.
-    A run starts with a ``new_session`` message and ends with ``script_finished``.
-    """
-
-    def __init__(self, page) -> None:
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        self._msg = ForwardMsg
-        self.started = self.finished = self.finished_ok = self.sent = 0
-        page.on("websocket", self._attach)
-
-    def _attach(self, ws) -> None:
-        ws.on("framereceived", self._received)
-        ws.on("framesent", self._sent)
-
-    def _sent(self, payload) -> None:
-        self.sent += 1
-
-    def _received(self, payload) -> None:
-        if isinstance(payload, str):
-            return
-        msg = self._msg()
-        try:
-            msg.ParseFromString(payload)
-        except Exception:  # not a ForwardMsg: ignore
-            return
-        kind = msg.WhichOneof("type")
-        if kind == "new_session":
-            self.started += 1
-        elif kind == "script_finished":
-            self.finished += 1
-            if msg.script_finished == self._msg.FINISHED_SUCCESSFULLY:
-                self.finished_ok += 1
-
-    @property
-    def idle(self) -> bool:
-        return self.started == self.finished
-
-
 TRACKERS: dict[object, RunTracker] = {}
 
 
 # ------------------------------------------------------------------------------------- fixtures
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    """``streamlit run`` from the repository root (so .streamlit/config.toml applies), loopback."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    with open(log_path, "wb") as log:
-        return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.status == 200 and resp.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise TimeoutError(f"{url}/_stcore/health did not answer within {timeout:.0f} s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
 @pytest.fixture(scope="session")
 def server() -> Iterator[str]:
-    port = _free_port()
+    """The app on a free loopback port for the whole session (``app.launch.serve``)."""
     log = ARTIFACTS / f"streamlit-browser-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
-    proc = start_server(port, log)
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc)
-    except (RuntimeError, TimeoutError) as exc:
-        stop_server(proc)
-        pytest.fail(f"{exc}; server log:\n{log.read_text(errors='replace')[-3000:]}")
-    yield url
-    stop_server(proc)
+        with serve(log, timeout=90.0) as srv:
+            yield srv.url
+    except ServerStartError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from sklearn.datasets import load_digits
 from dpcore import accounting
 from dpcore.data import Dataset
 from dpcore.exceptions import NotPrivateError
-from dpcore.mechanisms import DPMix, get_mechanism
+from dpcore.mechanisms import DPMix, dpmix, get_mechanism
 from dpcore.mechanisms.dpmix import (
     draw_mixtures,
     mixture_means,
@@ -21,6 +21,7 @@ from dpcore.mechanisms.dpmix import (
     scale_to_unit,
     to_original_units,
 )
+from dpcore.preprocessing import prepare_input
 
 P_MIN = 1e-3  # smallest acceptable p-value of a goodness-of-fit test (seeded, so deterministic)
 
@@ -109,6 +110,41 @@ def test_chunked_equals_unchunked(dtype, ell):
         out = draw_mixtures(Z, ell, 101, sigma, np.random.default_rng(7), chunk_rows=rows, **kw)
         assert out.dtype == dtype
         assert np.array_equal(out, ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_thread_count_does_not_change_the_release(dtype, monkeypatch):
+    """Mixing runs on worker threads; indices and noise are drawn in one order whatever n_jobs.
+
+    The gather blocks are made tiny so every worker sums several blocks per chunk.
+    """
+    monkeypatch.setattr(dpmix, "GATHER_ELEMENTS", 64)
+    Z = np.random.default_rng(10).random((300, 9)).astype(dtype)
+    sigma = np.full(9, 0.2)
+    ref, idx = draw_mixtures(Z, 17, 500, sigma, np.random.default_rng(11), n_jobs=1,
+                             chunk_rows=64, return_indices=True)
+    for jobs in (2, 3, -1):
+        out = draw_mixtures(Z, 17, 500, sigma, np.random.default_rng(11), n_jobs=jobs, chunk_rows=64)
+        assert np.array_equal(out, ref)
+    clean = draw_mixtures(Z, 17, 500, np.zeros(9), np.random.default_rng(11), n_jobs=3, chunk_rows=64)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(clean, Z[idx].astype(float).mean(axis=1), rtol=0, atol=tol)
+    with pytest.raises(ValueError, match="n_jobs"):
+        draw_mixtures(Z, 17, 5, sigma, np.random.default_rng(0), n_jobs=0)
+
+
+def test_mixing_input_equals_scale_to_unit_next_to_the_labels():
+    rng = np.random.default_rng(12)
+    X = rng.uniform(-3, 7, size=(5000, 4))
+    X[:, 2] = 1.5  # a constant column with hi == lo maps to 0
+    bounds = np.array([[-3, 7], [-3, 7], [1.5, 1.5], [-3, 7.0]])
+    data = prepare_input(X, bounds=bounds)
+    labels = rng.random((5000, 2))
+    for dtype in (np.float64, np.float32):
+        Z = dpmix._mixing_input(data, labels, np.dtype(dtype))
+        expected = np.hstack([scale_to_unit(X, bounds), labels]).astype(dtype)
+        assert Z.dtype == dtype and np.array_equal(Z, expected)
+    assert np.all(Z[:, 2] == 0)
 
 
 def test_mixture_mean_and_variance_match_sampling_formulas():

@@ -187,3 +187,33 @@ def test_svm_trained_on_the_release_beats_the_majority_class():
         acc[eps] = np.mean(scores)
     assert acc[np.inf] > 0.9
     assert majority + 0.1 < acc[10.0] < acc[np.inf] + 0.02
+
+
+@pytest.mark.parametrize("rescale", [False, True])
+def test_projection_noise_drawn_on_a_thread_equals_one_sequential_draw(rescale):
+    """``ProjectionInput.project`` draws each block's noise on a helper thread while it computes
+    the next product; the draws must be those of one call for the whole matrix, in row order."""
+    from dpcore.mechanisms.dppro import _gaussian_noise
+    from dpcore.mechanisms.jl_laplace import ProjectionInput, _laplace_noise
+    from dpcore.preprocessing import prepare_input, row_blocks
+
+    rng = np.random.default_rng(0)
+    n, d, k = 20_000, 100, 7
+    assert len(list(row_blocks(n, d))) >= 3  # several blocks, so the prefetch path runs
+    X = rng.uniform(-2, 3, size=(n, d))
+    inp = ProjectionInput.from_prepared(prepare_input(X, bounds=(-2, 3)), rescale=rescale)
+    P = rng.normal(size=(d, k))
+    clean = inp.project(P)
+    np.testing.assert_allclose(clean, inp.X @ P, rtol=1e-10, atol=1e-9)
+    noisy = inp.project(P, _gaussian_noise(0.7, np.random.default_rng(5)))
+    # equal up to the rounding of (product + noise) - product
+    np.testing.assert_allclose(noisy - clean, np.random.default_rng(5).normal(0.0, 0.7, (n, k)),
+                               rtol=0, atol=1e-12)
+    noisy = inp.project(P, _laplace_noise(0.3, np.random.default_rng(6)))
+    ref = np.random.default_rng(6)
+    # JL-Laplace draws block by block: E1 then E2 of the same block shape
+    expected = np.vstack([
+        0.3 * (ref.standard_exponential((sl.stop - sl.start, k))
+               - ref.standard_exponential((sl.stop - sl.start, k)))
+        for sl in row_blocks(n, d)])
+    np.testing.assert_allclose(noisy - clean, expected, rtol=0, atol=1e-12)

@@ -199,7 +199,7 @@ class DPPro(Mechanism):
                                 f"{delta:.3g})-DP, which is what the guarantee reports")
             formula = "sigma = 4 sqrt(ln(1/delta)) / epsilon"
             source = "DPPro Lemma 4 (via Thm 2 with theta_2 <= 2)"
-        Y = inp.project(R, _gaussian_adder(sigma, rng) if sigma > 0 else None)
+        Y = inp.project(R, _gaussian_noise(sigma, rng) if sigma > 0 else None)
         labels = release_labels(data, eps, rng)
 
         noise = [NoiseRecord(
@@ -240,13 +240,13 @@ class DPPro(Mechanism):
         return rel
 
 
-def _gaussian_adder(sigma: float, rng: np.random.Generator) -> Callable[[np.ndarray], None]:
-    """In-place ``block += N(0, sigma^2)`` i.i.d. (for :meth:`ProjectionInput.project`)."""
+def _gaussian_noise(sigma: float, rng: np.random.Generator) -> Callable[[tuple[int, int]], np.ndarray]:
+    """``shape -> N(0, sigma^2)`` i.i.d. array (for :meth:`ProjectionInput.project`)."""
 
-    def add(block: np.ndarray) -> None:
-        block += rng.normal(0.0, sigma, size=block.shape)
+    def draw(shape: tuple[int, int]) -> np.ndarray:
+        return rng.normal(0.0, sigma, size=shape)
 
-    return add
+    return draw
 
 
 def _public_transform(lo: np.ndarray, scale: np.ndarray, bounds: np.ndarray, R: np.ndarray

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +42,7 @@ import numpy as np
 
 from dpcore.calibration import EpsilonSplit, laplace_scale
 from dpcore.mechanisms.base import Mechanism
-from dpcore.mechanisms.ron_gauss import row_blocks
-from dpcore.preprocessing import PreparedInput
+from dpcore.preprocessing import PreparedInput, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
 
@@ -133,16 +133,20 @@ class ProjectionInput:
     def X(self) -> np.ndarray:
         return (self.raw - self.lo) / self.scale
 
-    def project(self, P: np.ndarray, add_noise: Callable[[np.ndarray], Any] | None = None
-                ) -> np.ndarray:
-        """``X @ P`` (``(n, k)``, rows rescaled), streamed over blocks of rows of ``raw``.
+    def project(self, P: np.ndarray,
+                noise: Callable[[tuple[int, int]], np.ndarray] | None = None) -> np.ndarray:
+        """``X @ P`` (``(n, k)``, rows rescaled) plus noise, streamed over blocks of rows of ``raw``.
 
         The rescaling is folded into the product, ``X @ P = raw @ (P / scale) - (lo / scale) @ P``
         (exact to rounding while ``|lo| / scale <= 4``; beyond that, where the two terms would
         cancel, each block is rescaled explicitly in cache). No copy of ``X`` is made.
-        ``add_noise(block)``, if given, is called on each ``(rows, k)`` output block in row order
-        while it is in cache, to add the noise in place (the same draws, in the same order, as
-        one call for the whole ``(n, k)`` matrix).
+
+        ``noise(shape)``, if given, returns the noise of one ``(rows, k)`` output block; it is
+        called once per block, in row order, on one helper thread that draws block ``i + 1`` while
+        this thread computes the product of block ``i`` (NumPy's generators and BLAS release the
+        GIL, so on two cores the draw, which costs about as much as the product, is hidden). The
+        calls are sequential and in order, so the draws are the same as one call for the whole
+        ``(n, k)`` matrix would make, whatever the timing.
         """
         n, d = self.raw.shape
         identity = not self.rescaled or (np.all(self.lo == 0) and np.all(self.scale == 1))
@@ -151,19 +155,31 @@ class ProjectionInput:
         Pf = P / self.scale[:, None] if fold else P
         offset = shift @ P if fold else None
         explicit = not identity and not fold
-        Z = np.empty((n, P.shape[1]))
-        buf = np.empty((min(n, next(row_blocks(n, d)).stop), d)) if explicit else None
-        for sl in row_blocks(n, d):
-            T = self.raw[sl]
-            if buf is not None:
-                out = buf[: sl.stop - sl.start]
-                T = np.divide(np.subtract(T, self.lo, out=out), self.scale, out=out)
-            block = Z[sl]
-            np.matmul(T, Pf, out=block)
-            if offset is not None:
-                block -= offset
-            if add_noise is not None:
-                add_noise(block)
+        k = P.shape[1]
+        Z = np.empty((n, k))
+        blocks = list(row_blocks(n, d))
+        buf = np.empty((blocks[0].stop, d)) if explicit else None
+        pool = ThreadPoolExecutor(1) if noise is not None else None
+        try:
+            pending = pool.submit(noise, (blocks[0].stop, k)) if pool is not None else None
+            for i, sl in enumerate(blocks):
+                T = self.raw[sl]
+                if buf is not None:
+                    out = buf[: sl.stop - sl.start]
+                    T = np.divide(np.subtract(T, self.lo, out=out), self.scale, out=out)
+                block = Z[sl]
+                np.matmul(T, Pf, out=block)
+                if offset is not None:
+                    block -= offset
+                if pending is not None:
+                    drawn = pending.result()
+                    if i + 1 < len(blocks):
+                        nxt = blocks[i + 1]
+                        pending = pool.submit(noise, (nxt.stop - nxt.start, k))
+                    block += drawn
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
         return Z
 
     @classmethod
@@ -536,7 +552,7 @@ class JLLaplace(Mechanism):
             feat = published_guarantee(eps_f, c_exact, c_pub, beta_pub)
             formula, source = pub_formula + "; b = c / epsilon", pub_source
         b = laplace_scale(c, eps_f)
-        Z = inp.project(P, _laplace_adder(b, rng) if b > 0 else None)
+        Z = inp.project(P, _laplace_noise(b, rng) if b > 0 else None)
         labels = release_labels(data, eps if eps_l is None else eps_l, rng)
 
         noise = [NoiseRecord(
@@ -576,8 +592,8 @@ class JLLaplace(Mechanism):
         return rel
 
 
-def _laplace_adder(b: float, rng: np.random.Generator) -> Callable[[np.ndarray], None]:
-    """In-place ``block += Lap(b)`` i.i.d. (for :meth:`ProjectionInput.project`).
+def _laplace_noise(b: float, rng: np.random.Generator) -> Callable[[tuple[int, int]], np.ndarray]:
+    """``shape -> Lap(b)`` i.i.d. array (for :meth:`ProjectionInput.project`).
 
     Drawn as ``b (E1 - E2)`` with ``E1, E2`` i.i.d. standard exponential (numpy's ziggurat):
     the difference of two i.i.d. Exp(1) variables is exactly Laplace(0, 1), and two ziggurat
@@ -585,13 +601,13 @@ def _laplace_adder(b: float, rng: np.random.Generator) -> Callable[[np.ndarray],
     ``n x k`` noise matrix, which costs about as much as the projection itself).
     """
 
-    def add(block: np.ndarray) -> None:
-        e1 = rng.standard_exponential(size=block.shape)
-        e1 -= rng.standard_exponential(size=block.shape)
+    def draw(shape: tuple[int, int]) -> np.ndarray:
+        e1 = rng.standard_exponential(size=shape)
+        e1 -= rng.standard_exponential(size=shape)
         e1 *= b
-        block += e1
+        return e1
 
-    return add
+    return draw
 
 
 def _labels_note(data: PreparedInput, relation: str) -> str | None:

@@ -75,7 +75,7 @@ from dpcore.calibration import (
     symmetric_laplace_noise,
 )
 from dpcore.mechanisms.base import Mechanism
-from dpcore.preprocessing import PreparedInput
+from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
 
@@ -97,8 +97,6 @@ SOURCE = "Chanyaswad, Liu & Mittal, RON-Gauss, PoPETs 2019"
 
 #: bytes of one block of rows when streaming over ``X``: small enough for the block and its
 #: temporaries to stay in cache, large enough for an efficient matrix product per block
-BLOCK_BYTES = 4 << 20
-
 #: below this value of the expanded ``r^2 = 1 - 2 mu.x^ + ||mu||^2`` the centred norm is
 #: recomputed from the row (the expansion's absolute error ~1e-15 would cost relative accuracy)
 _R2_DIRECT = 1e-3
@@ -158,14 +156,6 @@ def normalize_rows(X: np.ndarray) -> tuple[np.ndarray, int]:
     out = X / safe[:, None]
     out[zero] = 0.0
     return out, int(np.count_nonzero(zero))
-
-
-def row_blocks(n_rows: int, n_features: int, block_bytes: int = BLOCK_BYTES, itemsize: int = 8):
-    """Consecutive ``slice`` objects covering ``range(n_rows)`` in blocks of about
-    ``block_bytes`` (at least 64 rows per block)."""
-    step = max(64, block_bytes // (itemsize * max(1, n_features)))
-    for start in range(0, n_rows, step):
-        yield slice(start, min(n_rows, start + step))
 
 
 @dataclass(frozen=True)
