@@ -7,11 +7,14 @@ parsing is cached across sessions with ``st.cache_data``.
 
 from __future__ import annotations
 
+import tomllib
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
 from dpcore.data import Dataset, bundled_datasets, load_dataset
@@ -23,6 +26,9 @@ DEFAULT_DATASET = "digits"
 DEFAULT_MECHANISM = "local-gaussian"
 MEMO_SIZE = 12
 WIDGET_PREFIX = "p:"
+#: The hardened server configuration shipped with the repository (``server.maxUploadSize``).
+CONFIG_FILE = Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml"
+DEFAULT_UPLOAD_LIMIT_MB = 50.0
 
 
 @st.cache_data(show_spinner="Loading the bundled dataset...")
@@ -89,3 +95,59 @@ def memo(key: tuple, compute: Callable[[], Any]) -> Any:
 
 def mechanism_names(task: str) -> list[str]:
     return [name for name in MECHANISMS if name in available_mechanisms(task)]
+
+
+def upload_limit_mb() -> float:
+    """The upload size limit in MB: the smaller of the running server's ``server.maxUploadSize``
+    and the repository's ``.streamlit/config.toml`` (Streamlit's own default is 200 MB when the
+    app is started from another folder without the launcher)."""
+    limits = []
+    try:
+        limits.append(float(st.get_option("server.maxUploadSize")))
+    except (RuntimeError, TypeError, ValueError):
+        pass
+    try:
+        cfg = tomllib.loads(CONFIG_FILE.read_text())
+        limits.append(float(cfg["server"]["maxUploadSize"]))
+    except (OSError, KeyError, TypeError, ValueError, tomllib.TOMLDecodeError):
+        pass
+    return min(limits) if limits else DEFAULT_UPLOAD_LIMIT_MB
+
+
+def upload_limit_bytes() -> int:
+    """:func:`upload_limit_mb` in bytes (Streamlit counts 1 MB = 2**20 bytes)."""
+    return int(upload_limit_mb() * 2**20)
+
+
+def apply_bounds_edit(ds: Dataset, new: Any) -> tuple[Dataset | None, str | None]:
+    """Apply an edit of the bounds table: ``(new dataset, None)`` or ``(None, error message)``.
+
+    Only the rows the user changed become user-declared ("user"); unedited rows keep their source,
+    so unedited data-derived bounds stay ``"data"`` (and the card keeps saying so). ``(None,
+    None)`` when nothing changed.
+    """
+    arr = np.asarray(new, dtype=float)
+    if arr.shape != ds.bounds.shape:
+        return None, f"the bounds table must have {ds.n_features} rows of lo, hi"
+    if not np.isfinite(arr).all() or np.any(arr[:, 0] > arr[:, 1]):
+        return None, "Each bound needs finite lo <= hi."
+    changed = np.flatnonzero(np.any(arr != ds.bounds, axis=1))
+    if changed.size == 0:
+        if ds.bounds_source == "data":
+            return None, ("These are still the minimum and maximum of the private data. Replace them "
+                          "with bounds known from public sources before declaring them public.")
+        return None, None
+    try:
+        return ds.with_bounds(arr, "user", columns=changed.tolist()), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def data_bounds_warning(ds: Dataset) -> list[str]:
+    """The warning for the columns whose bounds still come from the private data (or none)."""
+    cols = ds.data_bound_columns()
+    if not cols:
+        return []
+    return [f"no public bounds for {len(cols)} column(s) ({', '.join(cols[:5])}"
+            f"{', ...' if len(cols) > 5 else ''}): they were computed from the private data. The "
+            "differential-privacy guarantee does NOT hold; give public bounds instead."]

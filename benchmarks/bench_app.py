@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import cProfile
 import io
-import os
 import pstats
 import shutil
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -166,27 +162,6 @@ def run_apptest(repeats: int, log: Callable[[str], None]) -> tuple[list[Row], di
     return rows, profiles
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_health(port: int, proc: subprocess.Popen, limit: float) -> float | None:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < limit:
-        if proc.poll() is not None:
-            return None
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return time.perf_counter()
-        except OSError:
-            pass
-        time.sleep(0.02)
-    return None
-
-
 def run_server_start(repeats: int, log: Callable[[str], None]) -> list[Row]:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     try:
@@ -194,6 +169,8 @@ def run_server_start(repeats: int, log: Callable[[str], None]) -> list[Row]:
         have_browser = Path(chromium).exists()
     except ImportError:
         have_browser = False
+    from app.launch import free_port, start_server, stop_server, wait_healthy
+
     t_health, t_render = Timing(), Timing()
     pw = browser = None
     if have_browser:
@@ -201,35 +178,26 @@ def run_server_start(repeats: int, log: Callable[[str], None]) -> list[Row]:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
     try:
         for i in range(repeats):
-            port = _free_port()
+            port = free_port()
             log(f"  streamlit run, start {i + 1}/{repeats} (port {port}) ...")
-            cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.port", str(port),
-                   "--server.headless", "true", "--server.address", "127.0.0.1",
-                   "--browser.gatherUsageStats", "false"]
+            url = f"http://127.0.0.1:{port}"
             t0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, env={**os.environ})
+            proc = start_server(port, ROOT / "test-artifacts" / "bench-server-start.log")
             try:
-                ready = _wait_health(port, proc, 120)
-                if ready is None:
-                    raise RuntimeError("the server did not answer /_stcore/health")
-                t_health.wall.append(ready - t0)
+                wait_healthy(url, proc, timeout=120, poll=0.02)
+                t_health.wall.append(time.perf_counter() - t0)
                 if browser is not None:
                     page = browser.new_page()
-                    page.goto(f"http://127.0.0.1:{port}/", wait_until="commit")
+                    page.goto(f"{url}/", wait_until="commit")
                     page.wait_for_selector("h1", timeout=120_000)
                     t_render.wall.append(time.perf_counter() - t0)
                     page.close()
                 else:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+                    with urllib.request.urlopen(f"{url}/", timeout=30) as r:
                         r.read()
                     t_render.wall.append(time.perf_counter() - t0)
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                stop_server(proc)
     except Exception as exc:
         return [Row("app", "server start", note=f"failed: {type(exc).__name__}: {exc}")]
     finally:

@@ -4,14 +4,18 @@
 
     dpcore datasets
     dpcore describe ron-gauss
+    dpcore describe my.csv --label y      # check a data file: shape, task, bounds source
     dpcore release local-gaussian digits -o out.csv --epsilon 1 --delta 1e-6
     dpcore epsilon dpmix --sigma-x 8 --sigma-y 8 --ell 16 --n 60000 --T 60000 --d-x 784 --d-y 10 \
         --delta 1e-5
     dpcore calibrate dpmix --epsilon 10 --ell 16 --n 60000 --T 60000 --d-x 784 --d-y 10 --delta 1e-5
 
-Bad input exits with status 2 and a one-line message, never a traceback. The CLI refuses NOT
-PRIVATE settings (epsilon = inf), never takes a seed, and refuses data-derived bounds unless
-``--data-bounds`` is given (then the card records ``bounds_source: "data"``).
+Bad input exits with status 2 and a one-line message on stderr, never a traceback, and writes
+nothing (warnings are printed only when the command succeeds; the files of a half-finished release
+are removed). An unexpected internal error exits with status 1 and one line (``DPCORE_DEBUG=1``
+shows the traceback). The CLI refuses NOT PRIVATE settings (epsilon = inf), never takes a seed, and
+refuses data-derived bounds unless ``--data-bounds`` is given (then the card records
+``bounds_source: "data"``).
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
-from dpcore.data import bundled_datasets, load_bounds_file, load_dataset
-from dpcore.exceptions import NotPrivateError, PrivacyLeakWarning
+from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset
+from dpcore.exceptions import NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.schema import Param
@@ -62,15 +67,28 @@ def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
     parser.add_argument(p.cli_flag, **kwargs)
 
 
+def _add_data_options(parser: argparse.ArgumentParser) -> None:
+    """Options that say how to read an input table (``release`` and ``describe FILE``)."""
+    parser.add_argument("--label", default=None, help="label column ('' for none)")
+    parser.add_argument("--task", choices=["unsupervised", "classification", "regression"])
+    parser.add_argument("--bounds", help="public bounds file: JSON {col: [lo, hi]} or CSV column,lo,hi")
+    parser.add_argument("--label-bounds", type=float, nargs=2, metavar=("LO", "HI"))
+    parser.add_argument("--categories", help="JSON file {column: [public categories]} for one-hot")
+    parser.add_argument("--drop-nonfinite", action="store_true", help="drop rows with NaN/inf")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Differentially private data release.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("datasets", help="list the bundled datasets")
 
-    desc = sub.add_parser("describe", help="parameters and guarantee of a mechanism")
-    desc.add_argument("mechanism", choices=sorted(MECHANISMS))
+    desc = sub.add_parser("describe", help="parameters and guarantee of a mechanism, or check a data file")
+    desc.add_argument("mechanism", metavar="TARGET",
+                      help=f"a mechanism ({', '.join(sorted(MECHANISMS))}), or a data file or "
+                           "bundled dataset to check")
     desc.add_argument("--json", action="store_true", help="print JSON")
+    _add_data_options(desc)
 
     rel = sub.add_parser("release", help="draw a release and write OUT.csv + OUT.card.json")
     mech_sub = rel.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
@@ -78,14 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         mp = mech_sub.add_parser(name, help=cls.title, description=cls.summary)
         mp.add_argument("input", metavar="INPUT", help="CSV/Parquet/.npz file or bundled dataset name")
         mp.add_argument("-o", "--output", required=True, help="output CSV path")
-        mp.add_argument("--label", default=None, help="label column ('' for none)")
-        mp.add_argument("--task", choices=["unsupervised", "classification", "regression"])
-        mp.add_argument("--bounds", help="public bounds file: JSON {col: [lo, hi]} or CSV column,lo,hi")
-        mp.add_argument("--label-bounds", type=float, nargs=2, metavar=("LO", "HI"))
-        mp.add_argument("--categories", help="JSON file {column: [public categories]} for one-hot")
+        _add_data_options(mp)
         mp.add_argument("--data-bounds", action="store_true",
                         help="accept bounds computed from the data (the guarantee then does NOT hold)")
-        mp.add_argument("--drop-nonfinite", action="store_true", help="drop rows with NaN/inf")
         mp.add_argument("--n-samples", type=int, default=None, help="number of released rows")
         mp.add_argument("--ledger", help="ledger JSON file to check and append to")
         mp.add_argument("--budget", type=float, help="total epsilon budget for the ledger")
@@ -121,6 +134,9 @@ def _cmd_datasets() -> None:
 
 
 def _cmd_describe(args: argparse.Namespace) -> None:
+    if args.mechanism not in MECHANISMS:
+        _describe_data(args)
+        return
     info = get_mechanism(args.mechanism).describe()
     if args.json:
         print(json.dumps(info, indent=2, default=str))
@@ -132,26 +148,91 @@ def _cmd_describe(args: argparse.Namespace) -> None:
         print(f"    --{p['name'].replace('_', '-'):18s} default {p['default']!s:10s} {p['help']}")
 
 
+def _load_categories(path: str | None) -> dict[str, list[Any]] | None:
+    """The ``--categories`` JSON file: ``{column: [public categories]}``."""
+    if not path:
+        return None
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CLIError(f"cannot read the categories file {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CLIError(f"the categories file {path} is not valid JSON ({exc}); expected "
+                       '{"column": ["cat1", "cat2", ...]}') from None
+    if not isinstance(raw, dict) or not all(isinstance(v, list) and v for v in raw.values()):
+        raise CLIError(f"the categories file {path} must map each column to a non-empty list: "
+                       '{"column": ["cat1", "cat2", ...]}')
+    return raw
+
+
+def _load_input(args: argparse.Namespace, source: str) -> Dataset:
+    """The dataset ``source`` read with the data options of ``args``."""
+    bounds = load_bounds_file(args.bounds) if args.bounds else None
+    return load_dataset(source, label=args.label, task=args.task, bounds=bounds,
+                        label_bounds=args.label_bounds, categories=_load_categories(args.categories),
+                        drop_nonfinite=args.drop_nonfinite)
+
+
+def _describe_data(args: argparse.Namespace) -> None:
+    """``dpcore describe FILE``: load and validate a table exactly as ``release`` would."""
+    target = args.mechanism
+    if target not in bundled_datasets() and not Path(target).exists():
+        raise CLIError(f"{target!r} is not a mechanism ({', '.join(sorted(MECHANISMS))}), a bundled "
+                       "dataset or an existing file")
+    ds = _load_input(args, target)
+    info = {
+        "name": ds.name, "n_rows": ds.n_samples, "n_features": ds.n_features, "task": ds.task,
+        "label": ds.label_name, "n_classes": None if ds.classes is None else int(len(ds.classes)),
+        "bounds_source": ds.bounds_source, "data_bound_columns": ds.data_bound_columns(),
+        "n_dropped": ds.n_dropped, "features": ds.feature_names,
+    }
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return
+    print(f"{ds.name}: {ds.n_samples} rows x {ds.n_features} features, task {ds.task}, "
+          f"label {ds.label_name or '(none)'}"
+          + (f" ({len(ds.classes)} classes)" if ds.classes is not None else ""))
+    print(f"  features: {', '.join(ds.feature_names[:10])}{', ...' if ds.n_features > 10 else ''}")
+    n_data = len(info["data_bound_columns"])
+    print(f"  bounds source: {ds.bounds_source}"
+          + (f" ({n_data} column(s) from the data: the guarantee would NOT hold)" if n_data else ""))
+    if ds.n_dropped:
+        print(f"  rows dropped for missing/infinite values: {ds.n_dropped}")
+
+
+def _output_targets(output: str) -> list[Path]:
+    """The files ``Release.save(output)`` may write (CSV, card, transform)."""
+    path = Path(output)
+    base = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
+    return [path, path.with_name(base + ".card.json"), path.with_name(base + ".transform.npz")]
+
+
+def _check_output(output: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    path = Path(output)
+    if path.is_dir():
+        raise CLIError(f"--output {output} is a folder; give the path of the CSV to write, e.g. "
+                       f"{path / 'release.csv'}")
+    parent = path.parent
+    if not parent.is_dir():
+        raise CLIError(f"the output folder {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK):
+        raise CLIError(f"the output folder {parent} is not writable")
+
+
 def _cmd_release(args: argparse.Namespace) -> None:
     cls = get_mechanism(args.mechanism)
     params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
     if "epsilon" in params and math.isinf(params["epsilon"]):
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
-    bounds = load_bounds_file(args.bounds) if args.bounds else None
-    categories = json.loads(Path(args.categories).read_text()) if args.categories else None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PrivacyLeakWarning)
-        ds = load_dataset(args.input, label=args.label, task=args.task, bounds=bounds,
-                          label_bounds=args.label_bounds, categories=categories,
-                          drop_nonfinite=args.drop_nonfinite)
+    _check_output(args.output)
+    ds = _load_input(args, args.input)
     if ds.bounds_source == "data" and not args.data_bounds:
         raise CLIError(
             "no public bounds for some columns of the input: pass --bounds FILE (or "
             "--label-bounds), or --data-bounds to accept bounds from the data (the privacy "
             "guarantee then does NOT hold and the card says so)"
         )
-    for w in caught:
-        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     ledger = Ledger.load(args.ledger) if args.ledger else None
     if args.budget is not None and ledger is None:
         raise CLIError("--budget needs --ledger FILE")
@@ -165,10 +246,18 @@ def _cmd_release(args: argparse.Namespace) -> None:
             f"ledger total to {ledger.total_epsilon + release.guarantee.epsilon:.4g}, over the "
             f"budget {args.budget:g}; nothing was written"
         )
-    written = release.save(args.output)
-    if ledger is not None:
-        ledger.add(LedgerEntry.from_card(card, ds.name))
-        ledger.save(args.ledger)
+    targets = _output_targets(args.output)
+    existed = {t for t in targets if t.exists()}
+    try:
+        written = release.save(args.output)
+        if ledger is not None:
+            ledger.add(LedgerEntry.from_card(card, ds.name))
+            ledger.save(args.ledger)
+    except BaseException:
+        for t in targets:  # no half release: remove what this run created
+            if t not in existed and t.exists():
+                t.unlink()
+        raise
     g = release.guarantee
     print(f"wrote {', '.join(str(p) for p in written.values())}")
     print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
@@ -193,23 +282,53 @@ def _cmd_accounting(args: argparse.Namespace) -> None:
               f"delta = {args.delta:g}, bound = {args.bound})")
 
 
+#: Library-internal notices that say nothing about the user's data or parameters.
+_QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+
+
+def _one_line(exc: BaseException | str) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+def _run(args: argparse.Namespace) -> None:
+    if args.command == "datasets":
+        _cmd_datasets()
+    elif args.command == "describe":
+        _cmd_describe(args)
+    elif args.command == "release":
+        _cmd_release(args)
+    else:
+        _cmd_accounting(args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``dpcore`` console script; returns the exit status."""
+    """Entry point of the ``dpcore`` console script; returns the exit status.
+
+    0 on success (warnings, if any, follow as ``dpcore: warning: ...`` lines on stderr); 2 with
+    exactly one ``dpcore: error: ...`` line on stderr for bad input or parameters; 1 with one
+    line for an unexpected internal error.
+    """
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        if args.command == "datasets":
-            _cmd_datasets()
-        elif args.command == "describe":
-            _cmd_describe(args)
-        elif args.command == "release":
-            _cmd_release(args)
-        else:
-            _cmd_accounting(args)
-    except (CLIError, NotPrivateError, ValueError, OSError, KeyError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            _run(parser.parse_args(argv))
+        except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError) as exc:
+            print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        except Exception as exc:
+            if os.environ.get("DPCORE_DEBUG"):
+                raise
+            print(f"{PROG}: internal error ({type(exc).__name__}): {_one_line(exc)} "
+                  "(DPCORE_DEBUG=1 shows the traceback)", file=sys.stderr)
+            return 1
+    seen: set[str] = set()
+    for w in caught:
+        msg = _one_line(str(w.message))
+        if msg not in seen and not issubclass(w.category, _QUIET_WARNINGS):
+            seen.add(msg)
+            print(f"{PROG}: warning: {msg}", file=sys.stderr)
     return 0
 
 

@@ -3,16 +3,23 @@
 Validation errors are specific (which column, which rows, what to do) and raised as
 :class:`~dpcore.exceptions.DataValidationError` (a ``ValueError``). Public bounds come from the
 bundled metadata or from the user; bounds computed from the data raise a
-:class:`~dpcore.exceptions.PrivacyLeakWarning` and set ``bounds_source = "data"``.
+:class:`~dpcore.exceptions.PrivacyLeakWarning` and set ``bounds_source = "data"`` (per column in
+``Dataset.column_bounds_source``). Malformed files (another format saved as ``.csv``, bad encodings,
+ragged rows, empty or duplicate column names, truncated archives, decompression bombs, values too
+large to calibrate noise) raise ``DataValidationError`` as well, never a raw parser error; the
+corpus in ``tests/data/bad`` holds one file per case.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import io
 import json
+import re
 import warnings
+import zlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +40,24 @@ __all__ = [
 ]
 
 SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".npz", ".txt", ".tsv")
+
+#: A ``.gz`` input may expand to at most this many bytes (a decompression bomb is refused early).
+MAX_DECOMPRESSED_BYTES = 1 << 30
+#: Largest magnitude accepted for a feature bound: beyond it the sensitivities (squared widths
+#: summed over columns and rows) overflow float64 and the noise calibration breaks down.
+MAX_ABS_BOUND = 1e100
+#: Leading bytes of formats that are sometimes saved or renamed as ``.csv`` by mistake.
+_MAGIC = (
+    (b"PK\x03\x04", "a ZIP archive (or an Excel .xlsx/.ods workbook), not CSV text: extract the CSV "
+                     "or export the sheet as 'CSV UTF-8'"),
+    (b"PK\x05\x06", "an (empty) ZIP archive, not CSV text: export the table as 'CSV UTF-8'"),
+    (b"\x1f\x8b", "gzip-compressed: name it .csv.gz or decompress it first"),
+    (b"PAR1", "a Parquet file: give it the .parquet extension"),
+    (b"\x93NUMPY", "a NumPy .npy array: save it with numpy.savez as .npz (arrays X, y)"),
+    (b"\xd0\xcf\x11\xe0", "an old Excel .xls workbook: export the sheet as 'CSV UTF-8'"),
+    (b"%PDF", "a PDF document, not a CSV table"),
+    (b"SQLite format 3", "an SQLite database, not a CSV table: export the table as CSV"),
+)
 
 
 def sample_data_dir() -> Path:
@@ -82,6 +107,12 @@ class Dataset:
         The bundled metadata (origin of each bound, source, licence), if any.
     n_dropped : int
         Rows dropped for NaN/inf when ``drop_nonfinite=True``.
+    label_bounds_source : {"user", "data"} or None
+        Where ``label_bounds`` came from.
+    column_bounds_source : tuple of str or None
+        Source of each feature's bounds (``"metadata"``, ``"user"`` or ``"data"``); ``None``
+        means every column has ``bounds_source``. ``bounds_source`` is ``"data"`` as soon as one
+        column's bounds came from the data.
     """
 
     X: np.ndarray
@@ -99,6 +130,7 @@ class Dataset:
     meta: dict[str, Any] = field(default_factory=dict)
     n_dropped: int = 0
     label_bounds_source: str | None = None
+    column_bounds_source: tuple[str, ...] | None = None
 
     @property
     def n_samples(self) -> int:
@@ -125,11 +157,47 @@ class Dataset:
             frame[self.label_name or "label"] = self.y
         return frame
 
-    def with_bounds(self, bounds: np.ndarray, source: str = "user") -> Dataset:
-        """A copy with new per-feature bounds (validated) and their source."""
+    @property
+    def bounds_sources(self) -> list[str]:
+        """The source of each feature's bounds, in column order."""
+        if self.column_bounds_source is not None and len(self.column_bounds_source) == self.n_features:
+            return list(self.column_bounds_source)
+        return [self.bounds_source] * self.n_features
+
+    def with_bounds(self, bounds: Any, source: str = "user", columns: Any = None) -> Dataset:
+        """A copy with new per-feature bounds (validated) and their source.
+
+        ``columns`` (indices or names): only those columns take ``source``; the others keep the
+        source they had (so unedited data-derived bounds stay ``"data"`` and the guarantee stays
+        flagged). Default: every column.
+
+        Raises
+        ------
+        DataValidationError
+            Non-finite bounds, ``lo > hi``, a wrong shape or bounds too large to calibrate noise.
+        """
         from dpcore.preprocessing import normalize_bounds
 
-        return replace(self, bounds=normalize_bounds(bounds, self.n_features), bounds_source=source)
+        try:
+            arr = normalize_bounds(bounds, self.n_features)
+        except ValueError as exc:
+            raise DataValidationError(str(exc)) from None
+        _check_bound_magnitude(arr, self.feature_names)
+        sources = self.bounds_sources
+        if columns is None:
+            picked = range(self.n_features)
+        else:
+            index = {n: j for j, n in enumerate(self.feature_names)}
+            picked = [index[c] if isinstance(c, str) else int(c) for c in columns]
+        for j in picked:
+            sources[j] = source
+        label_flag = ["data"] if self.label_bounds_source == "data" else []
+        return replace(self, bounds=arr, bounds_source=_overall_source(sources + label_flag),
+                       column_bounds_source=tuple(sources))
+
+    def data_bound_columns(self) -> list[str]:
+        """Names of the features whose bounds were computed from the private data."""
+        return [c for c, s in zip(self.feature_names, self.bounds_sources, strict=True) if s == "data"]
 
     def subset(self, rows: np.ndarray) -> Dataset:
         return replace(self, X=self.X[rows], y=None if self.y is None else self.y[rows])
@@ -155,84 +223,239 @@ class Dataset:
 
 
 # ---------------------------------------------------------------------------------------- reading
-def read_table(source: str | Path | bytes | io.IOBase, filename: str | None = None) -> pd.DataFrame:
+def read_table(
+    source: str | Path | bytes | io.IOBase, filename: str | None = None, *,
+    max_bytes: int | None = None,
+) -> pd.DataFrame:
     """Read a CSV, Parquet or ``.npz`` file (path or bytes) into a DataFrame.
 
     ``.npz`` files hold ``X`` (2-D, or 3-D images which are flattened), optional ``y`` and
-    optional ``feature_names``; the label column is then called ``label``.
+    optional ``feature_names``; the label column is then called ``label``. CSV text may be UTF-8
+    (with or without a byte-order mark) or UTF-16 with a byte-order mark; the delimiter is a
+    comma, semicolon or tab.
+
+    Parameters
+    ----------
+    max_bytes : int, optional
+        Refuse inputs larger than this (the app passes its upload limit).
 
     Raises
     ------
     DataValidationError
-        Empty file, undecodable bytes, duplicate column names, unknown format, unreadable file.
+        Every problem with the file itself, as one line naming the problem and what to do: empty
+        file, over ``max_bytes``, another format saved as ``.csv`` (ZIP/xlsx, gzip, Parquet,
+        binary), undecodable bytes, ragged rows, empty or duplicate column names, unreadable
+        Parquet/``.npz``.
     """
     if isinstance(source, (str, Path)):
         path = Path(source)
         if not path.exists():
             raise DataValidationError(f"file not found: {path}")
+        if path.is_dir():
+            raise DataValidationError(f"{path} is a folder, not a data file")
         filename = filename or path.name
-        raw = path.read_bytes()
-    elif isinstance(source, (bytes, bytearray)):
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            raise DataValidationError(_too_large(filename, path.stat().st_size, max_bytes))
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise DataValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    elif isinstance(source, (bytes, bytearray, memoryview)):
         raw = bytes(source)
     else:
         raw = source.read()
-    filename = (filename or "upload.csv").lower()
+    display = filename or "upload.csv"
+    filename = display.lower()
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise DataValidationError(_too_large(display, len(raw), max_bytes))
     if not raw.strip():
-        raise DataValidationError(f"{filename} is empty")
+        raise DataValidationError(f"{display} is empty: it holds no header and no rows")
     if filename.endswith(".npz"):
-        return _read_npz(raw, filename)
+        return _read_npz(raw, display)
     if filename.endswith((".parquet", ".pq")):
-        try:
-            frame = pd.read_parquet(io.BytesIO(raw))
-        except Exception as exc:  # pyarrow raises many types
-            raise DataValidationError(f"{filename} is not a readable Parquet file: {exc}") from None
-        _check_duplicate_names(list(map(str, frame.columns)), filename)
-        return frame
+        return _read_parquet(raw, display)
     if filename.endswith(".gz"):
-        import gzip
+        raw = _gunzip(raw, display)
+        if not raw.strip():
+            raise DataValidationError(f"{display} is empty once decompressed")
+    else:
+        _refuse_other_formats(raw, display)
+    return _read_csv(raw, display)
 
+
+def _too_large(name: str, size: int, limit: int) -> str:
+    return (f"{name} is {size / 2**20:.1f} MB, over the upload limit of {limit / 2**20:g} MB: "
+            "use a smaller file (fewer rows or columns) or the dpcore command line")
+
+
+def _gunzip(raw: bytes, filename: str) -> bytes:
+    """Decompress gzip bytes, refusing truncated/corrupt data and decompression bombs."""
+    limit = MAX_DECOMPRESSED_BYTES
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+            out = fh.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        reason = "it is truncated" if isinstance(exc, EOFError) else str(exc).splitlines()[0]
+        raise DataValidationError(
+            f"{filename} is not a valid gzip file ({reason}); re-compress it or give the plain .csv"
+        ) from None
+    if len(out) > limit:
+        raise DataValidationError(
+            f"{filename} expands to more than {limit / 2**20:g} MB when decompressed; refusing it "
+            "(a decompression bomb or a table far too large for this tool)"
+        )
+    return out
+
+
+def _refuse_other_formats(raw: bytes, filename: str) -> None:
+    """Clear errors for files that are not text at all (renamed archives, binaries)."""
+    head = raw[:64]
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            raise DataValidationError(f"{filename} is {what}")
+
+
+def _decode(raw: bytes, filename: str) -> str:
+    """UTF-8 (BOM optional) or UTF-16 with a BOM; a clear error for anything else."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
-            raw = gzip.decompress(raw)
-        except OSError as exc:
-            raise DataValidationError(f"{filename} is not valid gzip: {exc}") from None
-    return _read_csv(raw, filename)
+            return raw.decode("utf-16")
+        except UnicodeDecodeError:
+            raise DataValidationError(
+                f"{filename} starts like UTF-16 text but cannot be decoded as such; re-save it as "
+                "'CSV UTF-8'"
+            ) from None
+    sample = raw[:8192]
+    if b"\x00" in sample:
+        raise DataValidationError(
+            f"{filename} contains NUL bytes: it is binary data, not a CSV text file. Export the "
+            "table as 'CSV UTF-8'"
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        text = sample.decode("utf-8", errors="replace")
+        junk = sum(ch == "\ufffd" or (ord(ch) < 32 and ch not in "\r\n\t") for ch in text)
+        if len(text) >= 32 and junk > 0.3 * len(text):
+            raise DataValidationError(
+                f"{filename} looks like binary data, not UTF-8 CSV text (undecodable byte "
+                f"0x{raw[exc.start]:02x} at byte {exc.start}); export the table as 'CSV UTF-8'"
+            ) from None
+        raise DataValidationError(
+            f"{filename} is not UTF-8 text: undecodable byte 0x{raw[exc.start]:02x} at byte "
+            f"{exc.start} (Latin-1 or Windows-1252?). Re-save the file as 'CSV UTF-8'."
+        ) from None
+
+
+_FIELDS_RE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_EOF_QUOTE_RE = re.compile(r"EOF inside string starting at row (\d+)")
+#: Delimiters that are not sniffed, but are recognised to explain a one-column result.
+_OTHER_DELIMITERS = ("|", ":", "^", "~", " ")
 
 
 def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataValidationError(
-            f"{filename} is not UTF-8 text: undecodable byte 0x{raw[exc.start]:02x} at byte "
-            f"{exc.start}. Re-save the file as UTF-8 CSV."
-        ) from None
+    text = _decode(raw, filename)
     if not text.strip():
-        raise DataValidationError(f"{filename} is empty")
+        raise DataValidationError(f"{filename} is empty: it holds no header and no rows")
     try:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
         sep = dialect.delimiter
     except csv.Error:
         sep = ","
-    header = next(csv.reader(io.StringIO(text), delimiter=sep))
-    _check_duplicate_names([h.strip() for h in header], filename)
+    try:
+        header = next(csv.reader(io.StringIO(text), delimiter=sep))
+    except (csv.Error, StopIteration) as exc:
+        raise DataValidationError(f"{filename} has an unreadable header line ({exc})") from None
+    _check_column_names([h.strip() for h in header], filename)
     try:
         frame = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True)
     except pd.errors.EmptyDataError:
         raise DataValidationError(f"{filename} has no data") from None
     except pd.errors.ParserError as exc:
-        raise DataValidationError(f"{filename} is not a valid CSV table: {exc}") from None
+        raise DataValidationError(_parser_message(str(exc), filename, sep)) from None
+    except (ValueError, OverflowError, MemoryError) as exc:  # pandas' C parser, rare inputs
+        raise DataValidationError(
+            f"{filename} is not a readable CSV table ({str(exc).splitlines()[0]})"
+        ) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     if frame.shape[0] == 0:
-        raise DataValidationError(f"{filename} has a header but no data rows")
+        raise DataValidationError(
+            f"{filename} has a header but no data rows; add the rows (one per record) below it"
+        )
+    if frame.shape[1] == 1:
+        _check_one_column(frame, text, filename)
+    return frame
+
+
+def _parser_message(msg: str, filename: str, sep: str) -> str:
+    name = {",": "comma", ";": "semicolon", "\t": "tab"}[sep]
+    m = _FIELDS_RE.search(msg)
+    if m:
+        want, line, saw = m.groups()
+        return (f"{filename}: line {line} has {saw} fields but the header has {want} ({name}-"
+                f"separated); fix the ragged rows (a missing or extra {name}, or an unquoted "
+                f"{name} inside a value)")
+    m = _EOF_QUOTE_RE.search(msg)
+    if m:
+        return (f"{filename}: a quote opened on data row {m.group(1)} is never closed; fix the "
+                "quoting (values containing quotes must double them)")
+    first = msg.strip().splitlines()[0] if msg.strip() else "parser error"
+    return f"{filename} is not a valid CSV table ({first}); check the quotes and delimiters"
+
+
+def _check_one_column(frame: pd.DataFrame, text: str, filename: str) -> None:
+    """A single column whose header and rows share another separator: wrong delimiter."""
+    lines = [ln for ln in text.splitlines()[:5] if ln.strip()]
+    for delim in _OTHER_DELIMITERS:
+        if len(lines) >= 2 and all(ln.strip().count(delim) >= 1 for ln in lines) and len(
+            {ln.strip().count(delim) for ln in lines}
+        ) == 1:
+            shown = "space" if delim == " " else repr(delim)
+            raise DataValidationError(
+                f"{filename} was read as a single column: its values seem separated by {shown}. "
+                "Use a comma, semicolon or tab as the delimiter"
+            )
+
+
+def _read_parquet(raw: bytes, filename: str) -> pd.DataFrame:
+    if not raw.startswith(b"PAR1"):
+        raise DataValidationError(
+            f"{filename} is not a Parquet file (Parquet files start with 'PAR1'); if it is a CSV, "
+            "give it the .csv extension"
+        )
+    if not raw.endswith(b"PAR1"):
+        raise DataValidationError(
+            f"{filename} is a truncated or corrupt Parquet file (no footer); export it again"
+        )
+    try:
+        frame = pd.read_parquet(io.BytesIO(raw))
+    except Exception as exc:  # pyarrow raises many types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataValidationError(f"{filename} is not a readable Parquet file: {first}") from None
+    _check_column_names(list(map(str, frame.columns)), filename)
+    if frame.shape[0] == 0:
+        raise DataValidationError(f"{filename} has columns but no rows")
     return frame
 
 
 def _read_npz(raw: bytes, filename: str) -> pd.DataFrame:
+    if not raw.startswith(b"PK"):
+        raise DataValidationError(
+            f"{filename} is not a NumPy .npz archive (save one with numpy.savez(path, X=..., y=...))"
+        )
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except Exception as exc:
+    except ValueError as exc:
+        if "pickle" in str(exc) or "Object arrays" in str(exc):
+            raise DataValidationError(
+                f"{filename} holds Python objects (object arrays), which are never unpickled for "
+                "safety: store numeric arrays only"
+            ) from None
         raise DataValidationError(f"{filename} is not a readable .npz file: {exc}") from None
+    except Exception as exc:  # zipfile / numpy format errors of many types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataValidationError(f"{filename} is not a readable .npz file: {first}") from None
     if "X" not in arrays:
         raise DataValidationError(
             f"{filename} must contain an array named 'X' (and optionally 'y', 'feature_names'); "
@@ -242,28 +465,62 @@ def _read_npz(raw: bytes, filename: str) -> pd.DataFrame:
     if X.ndim > 2:
         X = X.reshape(X.shape[0], -1)
     if X.ndim != 2:
-        raise DataValidationError(f"{filename}: X must be 2-D (rows x features), got {X.shape}")
+        raise DataValidationError(f"{filename}: X must be 2-D (rows x features), got shape {X.shape}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise DataValidationError(f"{filename}: X is empty (shape {X.shape})")
     names = (
-        [str(s) for s in arrays["feature_names"]] if "feature_names" in arrays
+        [str(s) for s in np.ravel(arrays["feature_names"])] if "feature_names" in arrays
         else [f"x{j}" for j in range(X.shape[1])]
     )
-    _check_duplicate_names(names, filename)
     if len(names) != X.shape[1]:
         raise DataValidationError(f"{filename}: {len(names)} feature_names for {X.shape[1]} columns")
+    _check_column_names(names, filename)
     frame = pd.DataFrame(X, columns=names)
     if "y" in arrays:
-        if arrays["y"].shape[0] != X.shape[0]:
-            raise DataValidationError(f"{filename}: y has {arrays['y'].shape[0]} rows, X {X.shape[0]}")
-        frame["label"] = arrays["y"]
+        y = np.ravel(arrays["y"]) if arrays["y"].ndim == 2 and 1 in arrays["y"].shape else arrays["y"]
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise DataValidationError(
+                f"{filename}: y must hold one label per row of X; y has shape {arrays['y'].shape}, "
+                f"X has {X.shape[0]} rows"
+            )
+        frame["label"] = y
     return frame
 
 
-def _check_duplicate_names(names: list[str], filename: str) -> None:
+def _check_column_names(names: list[str], filename: str) -> None:
+    """Every column needs a unique, non-empty name."""
+    empty = [j + 1 for j, n in enumerate(names) if not str(n).strip()]
+    if empty:
+        hint = (" (a trailing delimiter at the end of each line?)" if empty == [len(names)] else
+                " (an unnamed index column?)" if empty == [1] else "")
+        raise DataValidationError(
+            f"{filename}: column(s) {empty[:10]} of the header have no name{hint}; give every "
+            "column a name in the first line"
+        )
     seen: set[str] = set()
     dups = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
     if dups:
         raise DataValidationError(
-            f"{filename} has duplicate column names {dups}; rename them so each column is unique"
+            f"{filename} has duplicate column names {dups[:10]}; rename them so each column is unique"
+        )
+
+
+def _overall_source(sources: list[str]) -> str:
+    """The dataset-level bounds source: ``data`` if any column's bounds came from the data."""
+    if "data" in sources:
+        return "data"
+    return "user" if "user" in sources else "metadata"
+
+
+def _check_bound_magnitude(bounds: np.ndarray, names: list[str]) -> None:
+    """Refuse bounds so large that the noise calibration would overflow."""
+    big = np.flatnonzero(np.abs(bounds).max(axis=1) > MAX_ABS_BOUND) if bounds.size else []
+    if len(big):
+        j = int(big[0])
+        raise DataValidationError(
+            f"column {names[j]!r} has bounds of magnitude {np.abs(bounds[j]).max():.3g}, above "
+            f"{MAX_ABS_BOUND:.0e}: the noise calibration would overflow. Rescale the column (change "
+            "its units) or declare narrower public bounds"
         )
 
 
@@ -302,31 +559,51 @@ def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
 def _resolve_bounds(
     frame: pd.DataFrame, bounds: Any, meta_bounds: dict[str, Any] | None,
     onehot: set[str] | None = None,
-) -> tuple[np.ndarray, str]:
+) -> tuple[np.ndarray, str, tuple[str, ...]]:
     """Per-column bounds: the user's, else the metadata's, else [0, 1] for one-hot columns
-    (public by construction), else from the data (PrivacyLeakWarning, source "data")."""
+    (public by construction), else from the data (PrivacyLeakWarning, source "data").
+
+    Returns the bounds, the overall source and the source of each column.
+    """
     cols = list(frame.columns)
     d = len(cols)
     if bounds is not None and not isinstance(bounds, dict):
         from dpcore.preprocessing import normalize_bounds
 
-        return normalize_bounds(bounds, d), "user"
+        try:
+            arr = normalize_bounds(bounds, d)
+        except ValueError as exc:
+            raise DataValidationError(str(exc)) from None
+        _check_bound_magnitude(arr, cols)
+        return arr, "user", ("user",) * d
     user = dict(bounds or {})
     unknown = sorted(set(user) - set(cols))
     if unknown:
-        raise DataValidationError(f"bounds given for unknown column(s) {unknown[:10]}")
+        raise DataValidationError(
+            f"bounds given for unknown column(s) {unknown[:10]}; the columns are {cols[:10]}"
+            f"{' ...' if d > 10 else ''}"
+        )
     given: dict[str, Any] = {c: (0.0, 1.0) for c in (onehot or set())}
     given.update(meta_bounds or {})
     given.update(user)
     source = "user" if user else "metadata"
     out = np.empty((d, 2))
+    per_col = [source] * d
     missing = []
     for j, c in enumerate(cols):
         if c in given:
-            lo, hi = (float(v) for v in given[c])
+            try:
+                lo, hi = (float(v) for v in given[c])
+            except (TypeError, ValueError):
+                raise DataValidationError(
+                    f"bounds for column {c!r} must be a pair [lo, hi] of numbers, got {given[c]!r}"
+                ) from None
             if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
-                raise DataValidationError(f"bounds for column {c!r} must be finite with lo <= hi")
+                raise DataValidationError(
+                    f"bounds for column {c!r} must be finite with lo <= hi, got [{lo:g}, {hi:g}]"
+                )
             out[j] = lo, hi
+            per_col[j] = "user" if c in user else ("metadata" if c in (meta_bounds or {}) else source)
         else:
             missing.append(j)
     if missing:
@@ -341,8 +618,11 @@ def _resolve_bounds(
         vals = frame.iloc[:, missing].to_numpy(dtype=float)
         out[missing, 0] = vals.min(axis=0)
         out[missing, 1] = vals.max(axis=0)
+        for j in missing:
+            per_col[j] = "data"
         source = "data"
-    return out, source
+    _check_bound_magnitude(out, cols)
+    return out, source, tuple(per_col)
 
 
 # ---------------------------------------------------------------------------------------- loading
@@ -390,7 +670,7 @@ def load_dataset(
     if isinstance(source, pd.DataFrame):
         frame = source.copy()
         frame.columns = [str(c) for c in frame.columns]
-        _check_duplicate_names(list(frame.columns), "the table")
+        _check_column_names(list(frame.columns), "the table")
     elif isinstance(source, str) and source in bundled_datasets():
         meta = bundled_datasets()[source]
         name = source
@@ -471,8 +751,9 @@ def load_dataset(
             else:
                 classes = np.unique(y)
             if np.unique(y).size < 2:
+                only = y[0].item() if isinstance(y[0], np.generic) else y[0]
                 raise DataValidationError(
-                    f"label {label!r} has a single class ({y[0]!r}); classification needs at "
+                    f"label {label!r} has a single class ({only!r}); classification needs at "
                     "least two. Choose another label or task 'unsupervised'."
                 )
         elif task == "regression":
@@ -493,13 +774,18 @@ def load_dataset(
             else:
                 lb = (float(lb[0]), float(lb[1]))
                 lb_from_data = False
+                if not (np.isfinite(lb[0]) and np.isfinite(lb[1])) or lb[0] > lb[1]:
+                    raise DataValidationError(
+                        f"label bounds must be finite with lo <= hi, got [{lb[0]:g}, {lb[1]:g}]"
+                    )
+            _check_bound_magnitude(np.asarray([lb], dtype=float), [f"{label} (label)"])
     if task not in ("unsupervised", "classification", "regression"):
         raise DataValidationError(f"task must be unsupervised, classification or regression: {task!r}")
     if task != "unsupervised" and y is None:
         raise DataValidationError(f"task {task!r} needs a label column")
     meta_bounds = meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None
     onehot = {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories}
-    b, bsource = _resolve_bounds(frame, bounds, meta_bounds, onehot)
+    b, bsource, per_col = _resolve_bounds(frame, bounds, meta_bounds, onehot)
     if task == "regression" and lb_from_data:
         bsource = "data"
     image_shape = tuple(meta["image_shape"]) if meta.get("image_shape") else None
@@ -509,6 +795,7 @@ def load_dataset(
         image_shape=image_shape, name=name, description=meta.get("description", ""), meta=meta,
         n_dropped=n_dropped,
         label_bounds_source=("data" if lb_from_data else "user") if lb is not None else None,
+        column_bounds_source=per_col,
     )
 
 
@@ -519,6 +806,8 @@ def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) 
     # booleans count as numeric in pandas; everything else non-numeric needs a public category list
     nonnumeric = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     missing = [c for c in nonnumeric if c not in categories]
+    for c in missing:
+        _explain_text_in_numeric(frame[c], c)
     if missing:
         raise DataValidationError(
             f"column(s) {missing[:10]} are not numeric. Give a public category list for each "
@@ -547,3 +836,28 @@ def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) 
         else:
             parts.append(frame[[c]].astype(float))
     return pd.concat(parts, axis=1) if parts else frame
+
+
+def _explain_text_in_numeric(col: pd.Series, name: str) -> None:
+    """A mostly numeric column with a few text entries: name them (rows and values)."""
+    present = col.dropna()
+    if present.empty:
+        return
+    text = present.astype(str).str.strip()
+    if text.str.fullmatch(r"[-+]?\d*,\d+").mean() > 0.5:
+        raise DataValidationError(
+            f"column {name!r} uses decimal commas (e.g. {text.iloc[0][:40]!r}); write numbers with a "
+            "decimal point (1234.5): export the CSV with '.' as the decimal separator"
+        )
+    as_num = pd.to_numeric(present, errors="coerce")
+    bad = as_num.isna()
+    if bad.all() or bad.sum() > 0.5 * len(present):
+        return
+    rows = present.index[bad.to_numpy()]
+    examples = ", ".join(f"{str(present[r])[:40]!r} (row {r})" for r in rows[:3])
+    comma = any("," in str(present[r]) for r in rows[:20])
+    hint = " (decimal commas or thousands separators? write 1234.5)" if comma else ""
+    raise DataValidationError(
+        f"column {name!r} is numeric except for {int(bad.sum())} value(s) that are not numbers: "
+        f"{examples}{hint}. Fix or remove those values, or drop the rows"
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -37,11 +36,21 @@ else:
     upload = st.file_uploader("CSV, Parquet or .npz (X, y, feature_names)",
                               type=["csv", "parquet", "pq", "npz", "gz"], key="upload")
     if upload is not None:
+        limit = state.upload_limit_bytes()
         try:
-            frame = state.memo(("upload", upload.file_id), lambda: read_table(upload.getvalue(),
-                                                                                upload.name))
-        except DataValidationError as exc:
-            st.error(md_escape(str(exc)))
+            if upload.size > limit:  # the server refuses these too; defence in depth
+                raise DataValidationError(
+                    f"{upload.name} is {upload.size / 2**20:.1f} MB, over the upload limit of "
+                    f"{state.upload_limit_mb():g} MB: use a smaller file or the dpcore command line"
+                )
+            frame = state.memo(("upload", upload.file_id),
+                               lambda: read_table(upload.getvalue(), upload.name, max_bytes=limit))
+        except ValueError as exc:  # DataValidationError and any other value problem
+            st.error(md_escape(str(exc).strip().splitlines()[0] if str(exc).strip() else "bad file"))
+            st.stop()
+        except Exception as exc:  # never a traceback for an uploaded file
+            st.error(md_escape(f"{upload.name} could not be read ({type(exc).__name__}); check that "
+                               "it is a CSV, Parquet or .npz table"))
             st.stop()
         st.write(f"**{md_escape(upload.name)}**: {frame.shape[0]:,} rows × {frame.shape[1]} columns")
         cols = list(frame.columns)
@@ -67,9 +76,9 @@ else:
                                       categories=categories, drop_nonfinite=drop)
                 ds.name = upload.name
                 state.set_dataset(ds, f"upload: {upload.name}")
-                st.session_state.data_warnings = [str(w.message) for w in caught]
+                st.session_state.data_warnings = list(dict.fromkeys(str(w.message) for w in caught))
                 st.rerun()
-            except DataValidationError as exc:
+            except ValueError as exc:  # DataValidationError and any other value problem
                 st.error(md_escape(str(exc)))
 
 ds = state.dataset()
@@ -103,20 +112,18 @@ else:
 origin = ds.meta.get("bounds_origin", {}) if ds.meta else {}
 table = pd.DataFrame({
     "column": ds.feature_names, "lo": ds.bounds[:, 0], "hi": ds.bounds[:, 1],
-    "origin": [origin.get(c, ds.bounds_source) for c in ds.feature_names],
+    "origin": [src if src != "metadata" else origin.get(c, src)
+               for c, src in zip(ds.feature_names, ds.bounds_sources, strict=True)],
 })
 edited = st.data_editor(table, disabled=["column", "origin"], hide_index=True, height=240,
                         key=f"bounds_editor:{ds.fingerprint[:12]}")
 if st.button("Apply these bounds as public"):
-    new = edited[["lo", "hi"]].to_numpy(dtype=float)
-    if np.any(new[:, 0] > new[:, 1]) or not np.isfinite(new).all():
-        st.error("Each bound needs finite lo <= hi.")
-    elif ds.bounds_source == "data" and np.array_equal(new, ds.bounds):
-        st.error("These are still the minimum and maximum of the private data. Replace them with "
-                 "bounds known from public sources before declaring them public.")
-    elif not np.array_equal(new, ds.bounds):
-        state.set_dataset(ds.with_bounds(new, "user"), st.session_state.dataset_label)
-        st.session_state.data_warnings = []
+    new_ds, problem = state.apply_bounds_edit(ds, edited[["lo", "hi"]].to_numpy(dtype=float))
+    if problem:
+        st.error(md_escape(problem))
+    elif new_ds is not None:
+        state.set_dataset(new_ds, st.session_state.dataset_label)
+        st.session_state.data_warnings = state.data_bounds_warning(new_ds)
         st.rerun()
 
 st.subheader("Held-out split")

@@ -1,0 +1,178 @@
+"""Regenerate the bad-input corpus in this folder (``python tests/data/bad/make_corpus.py``).
+
+The files are committed; this script only documents how each was made and rebuilds them
+byte-for-byte (fixed seeds, no timestamps). The over-the-upload-limit file is *not* made here:
+the tests generate it in a temporary folder (it is 50 MB).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+
+
+def _rows(n: int, d: int = 3, seed: int = 0, label: bool = True) -> list[list[str]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        row = [f"{v:.3f}" for v in rng.uniform(0, 10, d)]
+        if label:
+            row.append(str(i % 2))
+        out.append(row)
+    return out
+
+
+def _csv(header: list[str], rows: list[list[str]], sep: str = ",", eol: str = "\n") -> str:
+    def cell(c: str) -> str:
+        return '"' + c.replace('"', '""') + '"' if (sep in c or "\n" in c or '"' in c) else c
+
+    return eol.join(sep.join(cell(c) for c in r) for r in [header, *rows]) + eol
+
+
+GOOD = _csv(["a", "b", "c", "y"], _rows(40))
+
+
+def build() -> dict[str, bytes]:
+    """File name -> bytes for every committed corpus file."""
+    f: dict[str, bytes] = {}
+    f["empty.csv"] = b""
+    f["whitespace_only.csv"] = b"   \n\n \t \n"
+    f["header_only.csv"] = b"a,b,c,y\n"
+    f["one_row.csv"] = b"a,b,c,y\n1.0,2.0,3.0,1\n"
+    f["ragged.csv"] = (_csv(["a", "b", "y"], _rows(10, 2)).rstrip("\n")
+                       + "\n1.0,2.0,3.0,4.0,1\n" + "2.0,3.0,0\n").encode()
+    f["ragged_short.csv"] = (b"a,b,c,y\n" + b"1.0,2.0,3.0,0\n" * 5 + b"1.0,2.0\n"
+                             + b"4.0,5.0,6.0,1\n" * 5)
+    f["semicolon.csv"] = _csv(["a", "b", "c", "y"], _rows(40), sep=";").encode()
+    f["tab_in_csv.csv"] = _csv(["a", "b", "c", "y"], _rows(40), sep="\t").encode()
+    f["pipe_delimited.csv"] = _csv(["a", "b", "c", "y"], _rows(40), sep="|").encode()
+    f["decimal_comma.csv"] = _csv(["a", "b", "y"], [[r[0].replace(".", ","), r[1].replace(".", ","),
+                                                     r[3]] for r in _rows(30)], sep=";").encode()
+    f["latin1.csv"] = _csv(["größe", "länge", "y"], _rows(20, 2)).encode("latin-1")
+    f["utf16.csv"] = _csv(["a", "b", "y"], _rows(20, 2)).encode("utf-16")
+    f["bom.csv"] = b"\xef\xbb\xbf" + GOOD.encode()
+    f["crlf.csv"] = _csv(["a", "b", "c", "y"], _rows(40), eol="\r\n").encode()
+    rows = _rows(20)
+    rows[3][0], rows[7][1], rows[11][2] = "NaN", "inf", "-inf"
+    f["nan_inf.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    rows = _rows(20)
+    rows[4][1], rows[9][1] = "abc", "n/a?"
+    f["text_in_numeric.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    rows = _rows(20)
+    rows[2][0] = "1,234.5"
+    f["thousands_separator.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    f["only_text.csv"] = _csv(["name", "city", "colour"],
+                              [["ann", "paris", "red"], ["bob", "rome", "blue"],
+                               ["cy", "oslo", "green"]] * 5).encode()
+    f["dup_columns.csv"] = _csv(["a", "b", "a", "y"], _rows(20)).encode()
+    f["dup_columns_whitespace.csv"] = _csv(["a", " b", "b ", "y"], _rows(20)).encode()
+    f["empty_colname.csv"] = _csv(["a", "", "c", "y"], _rows(20)).encode()
+    f["trailing_delimiter.csv"] = "".join(line + ",\n" for line in GOOD.splitlines()).encode()
+    f["unterminated_quote.csv"] = b'a,b,y\n1.0,2.0,0\n"3.0,4.0,1\n5.0,6.0,0\n'
+    rng = np.random.default_rng(1)
+    wide = rng.integers(0, 10, size=(20, 1000))
+    f["wide_1000.csv"] = _csv([f"f{j}" for j in range(1000)],
+                              [[str(v) for v in row] for row in wide]).encode()
+    f["one_class.csv"] = _csv(["a", "b", "c", "y"], [r[:3] + ["1"] for r in _rows(30)]).encode()
+    f["single_column.csv"] = _csv(["y"], [[str(i % 2)] for i in range(20)]).encode()
+    rows = _rows(30)
+    for r in rows:
+        r[1] = "5"
+        r[2] = "0"
+    f["constant_columns.csv"] = _csv(["a", "const5", "const0", "y"], rows).encode()
+    rows = _rows(30)
+    for i in range(0, 30, 3):
+        rows[i][:3] = ["0", "0", "0"]
+    f["all_zero_rows.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    rows = _rows(30)
+    rows[0][:3] = ["1e6", "-1e6", "12345"]
+    rows[5][:3] = ["-99999", "1e9", "-7e7"]
+    f["far_outside_bounds.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    f["far_outside_bounds.bounds.json"] = b'{"a": [0, 10], "b": [0, 10], "c": [0, 10]}\n'
+    rows = _rows(20)
+    rows[1][0], rows[2][1] = "1e300", "-1e300"
+    f["huge_numbers.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    rows = _rows(20)
+    rows[1][0] = "1e400"
+    f["overflow_numbers.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        info = zipfile.ZipInfo("data.csv", date_time=(2020, 1, 1, 0, 0, 0))
+        zf.writestr(info, GOOD)
+    f["zip.csv"] = buf.getvalue()
+    f["gzip_in_csv.csv"] = gzip.compress(GOOD.encode(), mtime=0)
+    f["truncated.csv.gz"] = gzip.compress(GOOD.encode(), mtime=0)[:-20]
+    f["not_gzip.csv.gz"] = GOOD.encode()
+    f["html_js_names.csv"] = _csv(["<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+                                   "javascript:alert(1)", "y"], _rows(30)).encode()
+    f["markdown_names.csv"] = _csv(["![t](http://attacker.invalid/x.png)", "[click](http://x.invalid)",
+                                    "**bold** `code`", "y"], _rows(30)).encode()
+    f["formula_names.csv"] = _csv(["=cmd|' /C calc'!A0", "+SUM(1)", "@A1", "y"], _rows(30)).encode()
+    f["formula_labels.csv"] = _csv(["a", "b", "c", "y"],
+                                   [r[:3] + ["=1+1" if i % 2 else "-2+3"]
+                                    for i, r in enumerate(_rows(30))]).encode()
+    f["unicode_names.csv"] = _csv(["größe", "温度", "😀 score", "y"], _rows(30)).encode()
+    f["quoted_newlines.csv"] = _csv(["first\nsecond", "b", 'say "hi"', "y"], _rows(30)).encode()
+    rows = _rows(10)
+    rows[3][0] = "1\n2"
+    f["newline_in_value.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    rng = np.random.default_rng(7)
+    f["binary_garbage.csv"] = rng.integers(128, 256, 2048, dtype=np.uint8).tobytes()  # no NUL
+    f["nul_bytes.csv"] = GOOD.encode().replace(b"\n", b"\x00\n", 3)
+    rows = _rows(20)
+    rows[6][3] = ""
+    f["label_missing_value.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    f["text_label_regression.csv"] = _csv(["a", "b", "c", "y"],
+                                          [r[:3] + [["lo", "hi"][i % 2]] for i, r in
+                                           enumerate(_rows(20))]).encode()
+    f["long_names.csv"] = _csv(["n" * 5000, "b", "c", "y"], _rows(20)).encode()
+    f["label_only_missing.csv"] = _csv(["a", "b", "c", "y"], [r[:3] + [""] for r in _rows(20)]).encode()
+
+    # public-bounds files that are themselves hostile (used with far_outside_bounds.csv)
+    f["bounds_inverted.json"] = b'{"a": [10, 0], "b": [0, 10], "c": [0, 10]}\n'
+    f["bounds_nan.json"] = b'{"a": ["nan", 10], "b": [0, 10], "c": [0, 10]}\n'
+    f["bounds_huge.json"] = b'{"a": [-1e300, 1e300], "b": [0, 10], "c": [0, 10]}\n'
+    f["bounds_unknown_column.json"] = b'{"a": [0, 10], "b": [0, 10], "c": [0, 10], "zz": [0, 1]}\n'
+    f["bounds_not_json.json"] = b'{"a": [0, 10], "b": [0, 10\n'
+
+    # NumPy archives
+    buf = io.BytesIO()
+    np.savez(buf, X=np.array([[1, "a"], [2, {"k": 1}]], dtype=object), y=np.array([0, 1]))
+    f["npz_object.npz"] = buf.getvalue()
+    buf = io.BytesIO()
+    np.savez(buf, data=np.zeros((5, 3)))
+    f["npz_no_X.npz"] = buf.getvalue()
+    buf = io.BytesIO()
+    np.savez(buf, X=np.arange(10.0))
+    f["npz_1d.npz"] = buf.getvalue()
+    buf = io.BytesIO()
+    np.savez(buf, X=np.zeros((6, 3)), y=np.zeros(4))
+    f["npz_y_mismatch.npz"] = buf.getvalue()
+    f["npz_garbage.npz"] = b"this is not a numpy archive\n" * 4
+
+    # Parquet
+    frame = pd.read_csv(io.StringIO(GOOD))
+    buf = io.BytesIO()
+    frame.to_parquet(buf, index=False)
+    full = buf.getvalue()
+    f["truncated.parquet"] = full[: len(full) // 2]
+    f["csv_named.parquet"] = GOOD.encode()
+    return f
+
+
+def main() -> None:
+    files = build()
+    for name, data in files.items():
+        (HERE / name).write_bytes(data)
+    print(f"wrote {len(files)} files to {HERE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,770 @@
+"""The malformed / hostile input corpus (``tests/data/bad/``, issue 8 "Bad input").
+
+Every file listed in ``tests/data/bad/MANIFEST.json`` goes through the three entry points:
+
+- the library (``read_table`` / ``load_dataset``): a ``DataValidationError`` carrying the expected
+  message fragment, never a raw pandas/numpy/zipfile/gzip exception type; "ok" inputs load;
+- the CLI (``dpcore describe FILE`` and ``dpcore release ...``): exit 2 with exactly one stderr line
+  and nothing in the output folder; "ok" inputs exit 0 and write a release;
+- the Streamlit app (Data page upload, ``AppTest``): an ``st.error`` with the fragment, no
+  exception, and the session keeps its dataset and stays usable.
+
+Plus the over-the-upload-limit file (generated in ``tmp_path``, never committed), a decompression
+bomb, hostile parameters (API, CLI, app widget ranges) and the bounds editor's per-column sources.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcore import data as dpdata
+from dpcore.cli import main
+from dpcore.data import Dataset, load_bounds_file, load_dataset, read_table
+from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+from dpcore.mechanisms import DPMix, DPPro, JLLaplace, LocalGaussian, PCAGauss, RONGauss
+
+ROOT = Path(__file__).resolve().parents[1]
+BAD = ROOT / "tests" / "data" / "bad"
+MANIFEST = json.loads((BAD / "MANIFEST.json").read_text(encoding="utf-8"))
+ENTRIES: list[dict[str, Any]] = MANIFEST["entries"]
+NOT_CORPUS = {"MANIFEST.json", "README.md", "make_corpus.py", "__pycache__"}
+#: committed test inputs (not helpers, not generated)
+CORPUS = [e for e in ENTRIES if e["expect"] != "aux" and not e.get("generated")]
+TABLES = [e for e in CORPUS if e.get("stage") != "bounds"]
+OVER_LIMIT = next(e for e in ENTRIES if e.get("generated"))
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _ids(entry: dict[str, Any]) -> str:
+    return entry["file"]
+
+
+def upload_limit_mb() -> float:
+    """``server.maxUploadSize`` of the repository's Streamlit configuration."""
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    return float(cfg["server"]["maxUploadSize"])
+
+
+def _bounds_for(entry: dict[str, Any]) -> Any:
+    if "bounds" in entry:
+        return entry["bounds"]
+    if "bounds_file" in entry:
+        return load_bounds_file(BAD / entry["bounds_file"])
+    return None
+
+
+def _one_line(message: str) -> None:
+    assert "\n" not in message.strip() and "Traceback" not in message, message
+
+
+# ------------------------------------------------------------------------------------- manifest
+def test_manifest_lists_at_least_30_cases_and_every_file():
+    assert len(CORPUS) >= 30, f"only {len(CORPUS)} corpus entries"
+    listed = [e["file"] for e in ENTRIES]
+    assert len(listed) == len(set(listed)), "a file is listed twice"
+    on_disk = {p.name for p in BAD.iterdir()} - NOT_CORPUS
+    unlisted = sorted(on_disk - set(listed))
+    assert not unlisted, f"files in tests/data/bad missing from MANIFEST.json: {unlisted}"
+    missing = sorted(e["file"] for e in ENTRIES if not e.get("generated") and e["file"] not in on_disk)
+    assert not missing, f"listed but not committed: {missing}"
+    assert OVER_LIMIT["file"] not in on_disk, "the over-the-limit file must be generated, not committed"
+    for e in ENTRIES:
+        assert e["expect"] in {"error", "ok", "ok-with-warning", "aux"}, e
+        assert e.get("tests"), f"{e['file']}: say what it tests"
+        if e["expect"] == "error":
+            assert e.get("fragment") and e.get("stage") in {"read", "load", "bounds"}, e
+        if e["expect"] == "ok-with-warning":
+            assert e.get("warning"), e
+        if e["expect"] == "aux":
+            assert e.get("used_by") in listed, e
+
+
+def test_corpus_files_are_small():
+    sizes = {p.name: p.stat().st_size for p in BAD.iterdir() if p.is_file()}
+    big = {k: v for k, v in sizes.items() if v > 300_000}
+    assert not big, big
+
+
+def test_generator_rebuilds_the_committed_files():
+    """``make_corpus.py`` documents every file: it rebuilds them byte for byte (Parquet aside,
+    whose footer names the pyarrow version)."""
+    sys.path.insert(0, str(BAD))
+    try:
+        import make_corpus
+    finally:
+        sys.path.remove(str(BAD))
+    built = make_corpus.build()
+    assert set(built) == {e["file"] for e in CORPUS + [x for x in ENTRIES if x["expect"] == "aux"]}
+    differ = [k for k, v in built.items()
+              if not k.endswith(".parquet") and (BAD / k).read_bytes() != v]
+    assert not differ, differ
+
+
+# -------------------------------------------------------------------------------------- library
+def _load(entry: dict[str, Any], source: Any = None, **kw: Any) -> Dataset:
+    return load_dataset(BAD / entry["file"] if source is None else source,
+                        label=entry.get("label") or "", task=entry.get("task"), **kw)
+
+
+@pytest.mark.parametrize("entry", [e for e in CORPUS if e["expect"] == "error"], ids=_ids)
+def test_library_raises_a_clear_validation_error(entry):
+    if entry["stage"] == "bounds":
+        data = {"file": entry["data"], "label": entry["label"]}
+        with pytest.raises(DataValidationError) as info:
+            _load(data, bounds=load_bounds_file(BAD / entry["file"]))
+    else:
+        path = BAD / entry["file"]
+        if entry["stage"] == "read":
+            with pytest.raises(DataValidationError) as info:
+                read_table(path)
+        else:
+            frame = read_table(path)  # the file itself is readable; the table is not usable
+            assert isinstance(frame, pd.DataFrame) and frame.shape[0] >= 1
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PrivacyLeakWarning)
+                with pytest.raises(DataValidationError) as info:
+                    _load(entry)
+        # the same through the bytes path the app uses
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            with pytest.raises(DataValidationError) as info_bytes:
+                _load(entry, source=read_table(path.read_bytes(), entry["file"]))
+        assert entry["fragment"] in str(info_bytes.value)
+    message = str(info.value)
+    assert entry["fragment"] in message, message
+    _one_line(message)
+    assert type(info.value) is DataValidationError  # not a raw pandas/numpy/zipfile error
+
+
+@pytest.mark.parametrize("entry", [e for e in CORPUS if e["expect"].startswith("ok")], ids=_ids)
+def test_library_loads_the_usable_inputs(entry):
+    bounds = _bounds_for(entry)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = _load(entry, bounds=bounds)
+    leaks = [str(w.message) for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    if entry["expect"] == "ok":
+        assert not leaks, leaks
+        assert ds.bounds_source == "user" and set(ds.bounds_sources) == {"user"}
+    else:
+        assert any(entry["warning"] in m for m in leaks), leaks
+        assert ds.bounds_source == "data"
+    assert np.isfinite(ds.X).all() and ds.n_samples >= 2
+    if "columns" in entry:
+        assert ds.feature_names == entry["columns"]
+    if "n_features" in entry:
+        assert ds.n_features == entry["n_features"]
+    if entry.get("clipped"):
+        from dpcore.preprocessing import prepare_input
+
+        prepared = prepare_input(ds)
+        lo, hi = ds.bounds[:, 0], ds.bounds[:, 1]
+        assert (ds.X < lo).any() or (ds.X > hi).any(), "the file should hold values outside the bounds"
+        assert (prepared.X >= lo).all() and (prepared.X <= hi).all()
+
+
+def test_constant_columns_get_zero_width_bounds_and_still_release():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        ds = load_dataset(BAD / "constant_columns.csv", label="y")
+        rel = LocalGaussian(epsilon=1.0, delta=1e-5).release(ds)
+    const = [ds.feature_names.index(c) for c in ("const5", "const0")]
+    assert (ds.bounds[const, 0] == ds.bounds[const, 1]).all()
+    assert np.isfinite(np.asarray(rel.data, dtype=float)).all()
+
+
+def test_nan_inf_rows_can_be_dropped_explicitly():
+    ds = load_dataset(BAD / "nan_inf.csv", label="y", drop_nonfinite=True,
+                      bounds={"a": (0, 10), "b": (0, 10), "c": (0, 10)})
+    assert ds.n_dropped == 3 and ds.n_samples == 17
+
+
+def test_decompression_bomb_is_refused(monkeypatch):
+    monkeypatch.setattr(dpdata, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    bomb = gzip.compress(b"a,b\n" + b"0,0\n" * (1 << 19), mtime=0)  # 2 MB of text in ~4 KB
+    assert len(bomb) < 10_000
+    with pytest.raises(DataValidationError, match="expands to more than 1 MB"):
+        read_table(bomb, "bomb.csv.gz")
+
+
+def test_a_folder_or_missing_path_is_a_clear_error(tmp_path):
+    with pytest.raises(DataValidationError, match="is a folder"):
+        read_table(tmp_path)
+    with pytest.raises(DataValidationError, match="file not found"):
+        read_table(tmp_path / "nope.csv")
+
+
+# ------------------------------------------------------------------------------ over the limit
+@pytest.fixture(scope="module")
+def over_limit_file(tmp_path_factory) -> Path:
+    """A sparse file one byte over the upload limit (all zero bytes, no disk blocks used)."""
+    path = tmp_path_factory.mktemp("big") / OVER_LIMIT["file"]
+    with open(path, "wb") as fh:
+        fh.truncate(int(upload_limit_mb() * 2**20) + 1)
+    return path
+
+
+def test_over_limit_file_library(over_limit_file):
+    limit = int(upload_limit_mb() * 2**20)
+    assert over_limit_file.stat().st_size == limit + 1
+    with pytest.raises(DataValidationError) as info:
+        read_table(over_limit_file, max_bytes=limit)
+    assert OVER_LIMIT["fragment"] in str(info.value)
+    with pytest.raises(DataValidationError, match=re.escape(OVER_LIMIT["cli_fragment"])):
+        read_table(over_limit_file)  # no limit: refused for what it is (binary zeros)
+
+
+def test_over_limit_file_cli(over_limit_file, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _cli(capsys, "release", "local-gaussian", str(over_limit_file), "-o",
+                     str(out / "rel.csv"), "--data-bounds", "--label", "")
+    _assert_cli_error(code, err, OVER_LIMIT["cli_fragment"])
+    assert not list(out.iterdir())
+
+
+# ------------------------------------------------------------------------------------------ CLI
+def _cli_full(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run ``dpcore`` in-process: (exit status, stdout, stderr)."""
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # pragma: no cover - main never lets argparse exit
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    code, _, err = _cli_full(capsys, *argv)
+    return code, err
+
+
+def _assert_cli_error(code: int, err: str, fragment: str) -> None:
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("dpcore: error:") and "Traceback" not in err
+    assert fragment in lines[0], lines[0]
+
+
+def _data_args(entry: dict[str, Any], tmp_path: Path) -> list[str]:
+    args = ["--label", entry.get("label") or ""]
+    if entry.get("task"):
+        args += ["--task", entry["task"]]
+    if entry.get("stage") == "bounds":
+        args += ["--bounds", str(BAD / entry["file"])]
+    elif "bounds_file" in entry:
+        args += ["--bounds", str(BAD / entry["bounds_file"])]
+    elif "bounds" in entry:
+        path = tmp_path / "bounds.json"
+        path.write_text(json.dumps(entry["bounds"]))
+        args += ["--bounds", str(path)]
+    return args
+
+
+def _input(entry: dict[str, Any]) -> str:
+    return str(BAD / (entry["data"] if entry.get("stage") == "bounds" else entry["file"]))
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=_ids)
+def test_cli_describe_file(entry, tmp_path, capsys):
+    code, out, err = _cli_full(capsys, "describe", _input(entry), *_data_args(entry, tmp_path))
+    if entry["expect"] == "error":
+        _assert_cli_error(code, err, entry["fragment"])
+    else:
+        assert code == 0, err
+        assert all(line.startswith("dpcore: warning:") for line in err.strip().splitlines())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            ds = _load(entry, bounds=_bounds_for(entry))
+        assert f"{ds.n_samples} rows x {ds.n_features} features" in out
+        assert f"bounds source: {'user' if entry['expect'] == 'ok' else 'data'}" in out
+
+
+def test_cli_describe_bundled_dataset_and_unknown_target(capsys):
+    code = main(["describe", "digits"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "1797 rows x 64 features" in out and "bounds source: metadata" in out
+    code, err = _cli(capsys, "describe", "no-such-thing")
+    _assert_cli_error(code, err, "is not a mechanism")
+
+
+def test_cli_internal_error_is_one_line_with_status_1(monkeypatch, capsys, tmp_path):
+    def boom(self, *args, **kwargs):
+        raise RuntimeError("unexpected\nsecond line")
+
+    monkeypatch.setattr(LocalGaussian, "release", boom)
+    monkeypatch.delenv("DPCORE_DEBUG", raising=False)
+    code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
+                     str(tmp_path / "r.csv"), "--data-bounds", "--label", "y")
+    assert code == 1 and err.strip().splitlines() == [
+        "dpcore: internal error (RuntimeError): unexpected (DPCORE_DEBUG=1 shows the traceback)"]
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=_ids)
+def test_cli_release_writes_all_or_nothing(entry, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "release.csv"
+    args = _data_args(entry, tmp_path)
+    if entry["expect"] != "ok":  # so that only the input itself can make the command fail
+        args.append("--data-bounds")
+    code, err = _cli(capsys, "release", "local-gaussian", _input(entry), "-o", str(target),
+                     "--epsilon", "1", "--delta", "1e-5", *args)
+    if entry["expect"] == "error":
+        _assert_cli_error(code, err, entry["fragment"])
+        assert not list(out.iterdir()), "a failed release wrote files"
+        return
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["release.card.json", "release.csv"]
+    card = json.loads((out / "release.card.json").read_text())
+    assert card["bounds_source"] == ("user" if entry["expect"] == "ok" else "data")
+    assert card["guarantee"]["holds"] is (entry["expect"] == "ok")
+    released = pd.read_csv(target, dtype=str, keep_default_na=False)
+    assert released.shape[0] >= 2
+    if entry.get("formula"):  # user strings never reach a spreadsheet as formulas
+        cells = [*released.columns, *released.to_numpy().ravel()]
+        texts = [c for c in cells if isinstance(c, str) and not _is_number(c)]
+        assert texts and not [c for c in texts if c.startswith(FORMULA_START)]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_cli_refuses_an_output_folder_that_does_not_exist(tmp_path, capsys):
+    code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
+                     str(tmp_path / "missing" / "r.csv"), "--data-bounds", "--label", "y")
+    _assert_cli_error(code, err, "does not exist")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_cli_removes_a_half_written_release(tmp_path, capsys, monkeypatch):
+    """If writing fails after the CSV (disk full, card path unwritable), the CSV goes too."""
+    from dpcore import release as release_mod
+
+    real = Path.write_bytes
+
+    def flaky(self: Path, payload: bytes) -> int:
+        if self.name.endswith(".card.json"):
+            raise OSError(28, "No space left on device")
+        return real(self, payload)
+
+    monkeypatch.setattr(Path, "write_bytes", flaky)
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
+                     str(out / "r.csv"), "--data-bounds", "--label", "y")
+    _assert_cli_error(code, err, "No space left on device")
+    assert not list(out.iterdir())
+    assert release_mod.Release.save  # the writer under test
+
+
+def test_cli_subprocess_bad_file_one_line(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("DPCORE_DEBUG", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpcore.cli", "release", "dpmix", str(BAD / "zip.csv"), "-o",
+         str(out / "r.csv"), "--data-bounds"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpcore: error: zip.csv"), proc.stderr
+    assert _entry("zip.csv")["fragment"] in lines[0] and "Traceback" not in proc.stderr
+    assert proc.stdout == "" and not list(out.iterdir())
+
+
+def _entry(name: str) -> dict[str, Any]:
+    return next(e for e in ENTRIES if e["file"] == name)
+
+
+# ----------------------------------------------------------------------------- hostile parameters
+@pytest.fixture(scope="module")
+def small() -> Dataset:
+    """30 rows x 3 features with public bounds (the far-outside file, clipped)."""
+    return load_dataset(BAD / "far_outside_bounds.csv", label="y",
+                        bounds=load_bounds_file(BAD / "far_outside_bounds.bounds.json"))
+
+
+HOSTILE_API = [
+    (LocalGaussian, {"epsilon": 0}, "epsilon"),
+    (LocalGaussian, {"epsilon": -1}, "epsilon"),
+    (LocalGaussian, {"epsilon": math.nan}, "epsilon"),
+    (LocalGaussian, {"epsilon": "abc"}, "epsilon"),
+    (LocalGaussian, {"delta": 0}, "delta"),
+    (LocalGaussian, {"delta": 1}, "delta"),
+    (LocalGaussian, {"delta": 1.5}, "delta"),
+    (LocalGaussian, {"delta": -0.1}, "delta"),
+    (LocalGaussian, {"delta": math.nan}, "delta"),
+    (PCAGauss, {"delta": 1.5}, "delta"),
+    (DPPro, {"delta": 0}, "delta"),
+    (RONGauss, {"n_components": 3}, "n_components"),
+    (PCAGauss, {"n_components": 4}, "n_components"),
+    (JLLaplace, {"n_components": 3}, "n_components"),
+    (DPPro, {"n_components": 30}, "n_components"),
+    (DPMix, {"ell": 31}, "ell"),
+    (DPMix, {"ell": 10**9}, "ell"),
+    (DPMix, {"n_mixtures": 0}, "n_mixtures"),
+    (DPMix, {"n_mixtures": -5}, "n_mixtures"),
+    (RONGauss, {"epsilon": math.nan}, "epsilon"),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "name"), HOSTILE_API,
+                         ids=[f"{c.name}-{k}" for c, k, _ in HOSTILE_API])
+def test_api_rejects_hostile_parameters_by_name(small, cls, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        cls(**kwargs).release(small)
+
+
+@pytest.mark.parametrize("n_samples", [0, -1, 10**12, 2.5])
+@pytest.mark.parametrize("cls", [LocalGaussian, RONGauss, DPMix])
+def test_api_rejects_hostile_n_samples(small, cls, n_samples):
+    with pytest.raises(ValueError, match="n_samples"):
+        cls().release(small, n_samples=n_samples)
+
+
+HOSTILE_CLI = [
+    ("local-gaussian", ["--epsilon", "0"], "epsilon"),
+    ("local-gaussian", ["--epsilon", "-1"], "epsilon"),
+    ("local-gaussian", ["--epsilon", "nan"], "epsilon"),
+    ("local-gaussian", ["--epsilon", "abc"], "epsilon"),
+    ("local-gaussian", ["--epsilon", "inf"], "NOT PRIVATE"),
+    ("local-gaussian", ["--delta", "0"], "delta"),
+    ("local-gaussian", ["--delta", "1"], "delta"),
+    ("local-gaussian", ["--delta", "1.5"], "delta"),
+    ("local-gaussian", ["--delta", "-0.1"], "delta"),
+    ("pca-gauss", ["--n-components", "3"], "n_components"),
+    ("ron-gauss", ["--n-components", "7"], "n_components"),
+    ("dpmix", ["--ell", "31"], "ell"),
+    ("dpmix", ["--n-mixtures", "0"], "n_mixtures"),
+    ("local-gaussian", ["--n-samples", "0"], "n_samples"),
+    ("ron-gauss", ["--n-samples", str(10**12)], "n_samples"),
+    ("local-gaussian", ["--n-samples", "1.5"], "n-samples"),
+]
+
+
+@pytest.mark.parametrize(("mech", "extra", "fragment"), HOSTILE_CLI,
+                         ids=[f"{m}{''.join(x)}" for m, x, _ in HOSTILE_CLI])
+def test_cli_rejects_hostile_parameters(mech, extra, fragment, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _cli(capsys, "release", mech, str(BAD / "far_outside_bounds.csv"), "-o",
+                     str(out / "r.csv"), "--label", "y", "--bounds",
+                     str(BAD / "far_outside_bounds.bounds.json"), *extra)
+    _assert_cli_error(code, err, fragment)
+    assert not list(out.iterdir())
+
+
+def test_cli_hostile_parameter_baseline_succeeds(tmp_path, capsys):
+    """The same command with sane values works, so the refusals above are about the values."""
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _cli(capsys, "release", "dpmix", str(BAD / "far_outside_bounds.csv"), "-o",
+                     str(out / "r.csv"), "--label", "y", "--bounds",
+                     str(BAD / "far_outside_bounds.bounds.json"), "--ell", "4", "--n-mixtures", "50")
+    assert code == 0, err
+    assert (out / "r.csv").exists() and (out / "r.card.json").exists()
+
+
+@pytest.mark.parametrize(("name", "content", "fragment"), [
+    ("cats.json", "{not json", "not valid JSON"),
+    ("cats.json", '["a", "b"]', "must map each column"),
+    ("missing.json", None, "cannot read the categories file"),
+])
+def test_cli_bad_categories_file(name, content, fragment, tmp_path, capsys):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "only_text.csv"), "-o",
+                     str(out / "r.csv"), "--categories", str(path), "--data-bounds")
+    _assert_cli_error(code, err, fragment)
+    assert not list(out.iterdir())
+
+
+# ------------------------------------------------------------------------------ bounds editor
+def _data_bounds_dataset() -> Dataset:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        return load_dataset(BAD / "all_zero_rows.csv", label="y")
+
+
+def test_partial_bounds_edit_keeps_unedited_data_columns_flagged():
+    from app.state import apply_bounds_edit, data_bounds_warning
+
+    ds = _data_bounds_dataset()
+    assert ds.bounds_sources == ["data"] * 3
+    new = ds.bounds.copy()
+    new[0] = (0.0, 10.0)  # the user declares column "a" only
+    edited, problem = apply_bounds_edit(ds, new)
+    assert problem is None and edited is not None
+    assert edited.bounds_sources == ["user", "data", "data"]
+    assert edited.bounds_source == "data" and edited.data_bound_columns() == ["b", "c"]
+    assert "(b, c)" in data_bounds_warning(edited)[0]
+    rel = LocalGaussian(epsilon=1.0, delta=1e-5).release(edited)
+    card = rel.card()
+    assert card["bounds_source"] == "data" and card["guarantee"]["holds"] is False
+    # declaring the remaining two makes everything public
+    new2 = edited.bounds.copy()
+    new2[1:] = (0.0, 10.0)
+    final, problem = apply_bounds_edit(edited, new2)
+    assert problem is None and final is not None
+    assert final.bounds_sources == ["user"] * 3 and final.bounds_source == "user"
+    assert not data_bounds_warning(final)
+    card = LocalGaussian(epsilon=1.0, delta=1e-5).release(final).card()
+    assert card["bounds_source"] == "user" and card["guarantee"]["holds"] is True
+
+
+@pytest.mark.parametrize(("row", "fragment"), [
+    ((5.0, 1.0), "finite lo <= hi"),
+    ((math.nan, 1.0), "finite lo <= hi"),
+    ((-1e300, 1e300), "overflow"),
+])
+def test_bounds_edit_rejects_hostile_values(row, fragment):
+    from app.state import apply_bounds_edit
+
+    ds = _data_bounds_dataset()
+    new = ds.bounds.copy()
+    new[0] = row
+    edited, problem = apply_bounds_edit(ds, new)
+    assert edited is None and problem and fragment in problem
+
+
+def test_unchanged_data_bounds_cannot_be_declared_public():
+    from app.state import apply_bounds_edit
+
+    ds = _data_bounds_dataset()
+    edited, problem = apply_bounds_edit(ds, ds.bounds.copy())
+    assert edited is None and "still the minimum and maximum" in problem
+
+
+# -------------------------------------------------------------------------------------------- app
+st_testing = pytest.importorskip("streamlit.testing.v1")
+AppTest = st_testing.AppTest
+ENTRY = str(ROOT / "app" / "streamlit_app.py")
+TIMEOUT = 120
+MIME = {".csv": "text/csv", ".gz": "application/gzip", ".npz": "application/octet-stream",
+        ".parquet": "application/octet-stream"}
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
+
+def _errors(at) -> list[str]:
+    return [_unescape(e.value) for e in at.error]
+
+
+def _no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _html_sinks(at) -> list[str]:
+    bad = []
+    for node in [*at.main, *at.sidebar]:
+        proto = getattr(node, "proto", None)
+        if proto is None:
+            continue
+        kind = type(proto).__name__
+        if (kind == "Markdown" and proto.allow_html and "<" in proto.body) or kind in {
+                "Html", "IFrame", "ComponentInstance"}:
+            bad.append(f"{kind}: {str(proto)[:120]}")
+    return bad
+
+
+def _new_upload_app():
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    at.run()
+    _no_exception(at)
+    at.switch_page("../pages/data.py").run()
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    _no_exception(at)
+    return at
+
+
+@pytest.fixture(scope="module")
+def upload_app():
+    """One AppTest session shared by the whole corpus (one user uploading file after file)."""
+    return _new_upload_app()
+
+
+def _upload(at, name: str, data: bytes):
+    suffix = Path(name).suffix
+    at.get("file_uploader")[0].set_value((name, data, MIME.get(suffix, "text/csv"))).run()
+    _no_exception(at)
+    return at
+
+
+def _use_table(at, entry: dict[str, Any]):
+    label = entry.get("label") or "(none)"
+    at.selectbox(key="upload_label").select(label).run()
+    at.selectbox(key="upload_task").select(entry.get("task") or "auto").run()
+    buttons = [b for b in at.button if b.label == "Use this table"]
+    assert buttons, [e.value for e in at.error]
+    buttons[0].click().run()
+    _no_exception(at)
+    return at
+
+
+@pytest.mark.parametrize("entry", [e for e in TABLES if e.get("app", True)], ids=_ids)
+def test_app_upload_gives_a_clear_error_and_keeps_the_session(upload_app, entry):
+    at = upload_app
+    before = at.session_state.dataset
+    _upload(at, entry["file"], (BAD / entry["file"]).read_bytes())
+    if entry["expect"] == "error" and entry["stage"] == "read":
+        assert any(entry["fragment"] in e for e in _errors(at)), _errors(at)
+        assert not [b for b in at.button if b.label == "Use this table"]
+    else:
+        _use_table(at, entry)
+    if entry["expect"] == "error":
+        assert any(entry["fragment"] in e for e in _errors(at)), _errors(at)
+        assert at.session_state.dataset is before, "a failed upload replaced the dataset"
+    else:
+        ds = at.session_state.dataset
+        assert ds.name == entry["file"] and ds.n_samples >= 2
+        if "columns" in entry:
+            assert ds.feature_names == entry["columns"]
+        assert ds.bounds_source == "data"  # the app never invents public bounds
+        assert any("computed from the private data" in e for e in _errors(at))
+    assert not _html_sinks(at), _html_sinks(at)
+    # still usable: the page kept its controls
+    assert at.radio(key="p:data_source").value == "Upload a file"
+
+
+def test_app_session_is_usable_after_bad_uploads():
+    at = _new_upload_app()
+    for name in ("zip.csv", "ragged.csv", "latin1.csv"):
+        _upload(at, name, (BAD / name).read_bytes())
+        assert at.error
+    _upload(at, "text_in_numeric.csv", (BAD / "text_in_numeric.csv").read_bytes())
+    _use_table(at, _entry("text_in_numeric.csv"))
+    assert any("is numeric except" in e for e in _errors(at))
+    assert at.session_state.dataset.name == "digits"
+    # a good CSV afterwards is accepted, and Explore renders on it
+    good = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60)) + "\n"
+    _upload(at, "good.csv", good.encode())
+    _use_table(at, {"label": "y"})
+    assert at.session_state.dataset.name == "good.csv"
+    at.switch_page("../pages/explore.py").run()
+    _no_exception(at)
+    # and so does switching back to a bundled dataset
+    at.switch_page("../pages/data.py").run()
+    at.radio(key="p:data_source").set_value("Bundled real dataset").run()
+    at.selectbox[0].select("breast-cancer").run()
+    _no_exception(at)
+    assert at.session_state.dataset.name == "breast-cancer"
+    at.switch_page("../pages/explore.py").run()
+    _no_exception(at)
+    assert at.get("plotly_chart") or at.dataframe
+
+
+def test_app_refuses_a_file_over_the_upload_limit():
+    """The browser widget enforces server.maxUploadSize; the page checks the size again."""
+    limit = int(upload_limit_mb() * 2**20)
+    row = b"1.5,2.5,0\n"
+    data = b"a,b,y\n" + row * ((limit - 6) // len(row) + 1)  # a valid CSV just over the limit
+    assert limit < len(data) <= limit + len(row)
+    at = _new_upload_app()
+    _upload(at, "big.csv", data)
+    messages = _errors(at)
+    assert any(OVER_LIMIT["fragment"] in m for m in messages), messages
+    assert not [b for b in at.button if b.label == "Use this table"]
+    assert at.session_state.dataset.name == "digits"
+
+
+def test_app_parameter_widgets_cannot_express_hostile_values():
+    """epsilon/delta are chosen from grids inside their ranges (epsilon = inf is NOT PRIVATE and
+    cannot be downloaded); integer parameters are bounded by the data (p < d, ell <= n, T >= 1)."""
+    from app.controls import DELTA_GRID, EPSILON_GRID
+
+    assert all(e > 0 and not math.isnan(e) for e in EPSILON_GRID)
+    assert all(0 < d < 1 for d in DELTA_GRID)
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    at.run()
+    ds = at.session_state.dataset
+    at.switch_page("../pages/explore.py").run()
+    for mech, name in (("pca-gauss", "n_components"), ("ron-gauss", "n_components"),
+                       ("dpmix", "ell"), ("dpmix", "n_mixtures")):
+        at.sidebar.selectbox(key="mechanism").select(mech).run()
+        _no_exception(at)
+        key = f"p:{mech}:{name}"
+        widget = next((w for w in [*at.slider, *at.number_input] if w.key == key), None)
+        assert widget is not None, f"no widget {key}"
+        low, high = widget.min, widget.max
+        assert low >= 1
+        if name == "n_components":
+            assert high <= ds.n_features - 1
+        elif name == "ell":
+            assert high <= ds.n_samples
+    at.sidebar.selectbox(key="mechanism").select("local-gaussian").run()
+    eps = at.select_slider(key="p:local-gaussian:epsilon")
+    delta = at.select_slider(key="p:local-gaussian:delta")
+    assert len(eps.options) == len(EPSILON_GRID) and len(delta.options) == len(DELTA_GRID)
+
+
+def _edit_bounds(at, rows: dict[int, tuple[float, float]]):
+    """Edit rows of the Data page's bounds table (the data_editor's widget state) and apply."""
+    ds = at.session_state.dataset
+    key = f"bounds_editor:{ds.fingerprint[:12]}"
+    at.session_state[key] = {"edited_rows": {j: {"lo": lo, "hi": hi} for j, (lo, hi) in rows.items()},
+                             "added_rows": [], "deleted_rows": []}
+    at.run()
+    next(b for b in at.button if b.label == "Apply these bounds as public").click().run()
+    _no_exception(at)
+    return at
+
+
+def _draw_release_card(at) -> dict[str, Any]:
+    at.switch_page("../pages/release.py").run()
+    next(b for b in at.button if b.label == "Draw release").click().run()
+    _no_exception(at)
+    card = json.loads(at.session_state.pending_release["card"])
+    at.switch_page("../pages/data.py").run()
+    return card
+
+
+def test_app_bounds_editor_partial_edit_keeps_unedited_columns_as_data():
+    at = _new_upload_app()
+    good = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60)) + "\n"
+    _upload(at, "good.csv", good.encode())
+    _use_table(at, {"label": "y"})
+    assert at.session_state.dataset.bounds_sources == ["data", "data"]
+    _edit_bounds(at, {0: (-1.0, 10.0)})  # the user declares "a" only
+    ds = at.session_state.dataset
+    assert ds.bounds.tolist() == [[-1.0, 10.0], [0.0, 4.0]]
+    assert ds.bounds_sources == ["user", "data"] and ds.bounds_source == "data"
+    assert any("computed from the private data" in e for e in _errors(at))
+    assert any("1 column(s) (b)" in _unescape(w.value) for w in at.warning), [w.value for w in at.warning]
+    card = _draw_release_card(at)
+    assert card["bounds_source"] == "data" and card["guarantee"]["holds"] is False
+    _edit_bounds(at, {1: (0.0, 5.0)})  # now "b" too: everything public
+    ds = at.session_state.dataset
+    assert ds.bounds_sources == ["user", "user"] and ds.bounds_source == "user"
+    assert not any("computed from the private data" in e for e in _errors(at))
+    card = _draw_release_card(at)
+    assert card["bounds_source"] == "user" and card["guarantee"]["holds"] is True
