@@ -112,8 +112,9 @@ class Row:
 
     @property
     def status(self) -> str:
-        """``ok`` when the wall-clock and CPU figures both meet the goal, ``ok (CPU)`` when only
-        the CPU one does (the wall clock then includes waiting for a shared CPU), else ``over``.
+        """``ok`` when the wall-clock figure meets the goal, ``ok (CPU)`` when only the CPU one
+        does (the wall clock then includes waiting for a shared CPU), else ``over``. Code that
+        runs on several threads has a CPU figure (summed over threads) above its wall figure.
         Goals are ``<= r`` for ratios and ``<= t s`` / ``<= t ms`` for times."""
         if not self.goal.startswith("<="):
             return ""

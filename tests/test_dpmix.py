@@ -134,12 +134,15 @@ def test_thread_count_does_not_change_the_release(dtype, monkeypatch):
 
 
 def test_mixing_input_equals_scale_to_unit_next_to_the_labels():
+    """Filled by threads over >= 8 row blocks; equal to the plain formula, labels in place."""
     rng = np.random.default_rng(12)
-    X = rng.uniform(-3, 7, size=(5000, 4))
+    n, d = 4000, 1200
+    X = rng.uniform(-3, 7, size=(n, d))
     X[:, 2] = 1.5  # a constant column with hi == lo maps to 0
-    bounds = np.array([[-3, 7], [-3, 7], [1.5, 1.5], [-3, 7.0]])
+    bounds = np.tile([-3.0, 7.0], (d, 1))
+    bounds[2] = 1.5
     data = prepare_input(X, bounds=bounds)
-    labels = rng.random((5000, 2))
+    labels = rng.random((n, 2))
     for dtype in (np.float64, np.float32):
         Z = dpmix._mixing_input(data, labels, np.dtype(dtype))
         expected = np.hstack([scale_to_unit(X, bounds), labels]).astype(dtype)

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from dpcore.exceptions import PrivacyLeakWarning
-from dpcore.preprocessing import clip_to_bounds, column_range, prepare_input, row_blocks
+from dpcore.preprocessing import (
+    clip_to_bounds,
+    column_range,
+    map_row_blocks,
+    prepare_input,
+    row_blocks,
+)
 
 
 def test_row_blocks_cover_every_row_once():
@@ -18,10 +24,11 @@ def test_row_blocks_cover_every_row_once():
         np.testing.assert_array_equal(covered, np.arange(n))
 
 
-@pytest.mark.parametrize("n", [3, 70_000])  # one block and several blocks
-def test_column_range_matches_numpy_and_propagates_nan_and_inf(n):
+@pytest.mark.parametrize("n, d", [(3, 7), (70_000, 7), (6_000, 1_000)])  # 1, 2 and 12 blocks
+def test_column_range_matches_numpy_and_propagates_nan_and_inf(n, d):
+    """Several blocks are reduced on threads (>= 8 blocks): same result as NumPy's."""
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(n, 7))
+    X = rng.normal(size=(n, d))
     lo, hi = column_range(X)
     np.testing.assert_array_equal(lo, X.min(axis=0))
     np.testing.assert_array_equal(hi, X.max(axis=0))
@@ -32,6 +39,15 @@ def test_column_range_matches_numpy_and_propagates_nan_and_inf(n):
     assert np.isnan(lo[2]) and np.isnan(hi[2])
     assert hi[4] == np.inf and lo[5] == -np.inf
     assert np.isfinite(lo[[0, 1, 3, 6]]).all()
+
+
+def test_map_row_blocks_keeps_block_order_on_threads():
+    n, d = 10_000, 1_000
+    blocks = list(row_blocks(n, d))
+    assert len(blocks) >= 8
+    for jobs in (1, 2, 4):
+        got = map_row_blocks(lambda sl: (sl.start, sl.stop), n, d, n_jobs=jobs)
+        assert got == [(sl.start, sl.stop) for sl in blocks]
 
 
 def test_inside_bounds_is_a_read_only_view_not_a_copy():
