@@ -23,6 +23,7 @@ from dpcore.mechanisms import MECHANISMS  # noqa: E402
 PAGES = ROOT / "pages"
 
 st.set_page_config(page_title="dp-explorer", page_icon="🔒", layout="wide")
+state.tune_process()
 state.init_state()
 
 pages = [

@@ -193,3 +193,26 @@ def test_utility_page_sweeps_dpmix_over_ell():
     frame = at.dataframe[0].value
     assert set(frame["param"]) == {"ell"} and set(frame["x"]) == {1, 16}
     assert frame["baseline"].notna().all()
+
+
+def test_tune_process_limits_blas_threads_and_freezes_only_after_new_imports(monkeypatch):
+    """The server's per-run hook: one BLAS thread, long-lived objects frozen out of the GC."""
+    import gc
+    import sys
+    import types
+
+    from threadpoolctl import threadpool_info
+
+    from app import state
+
+    monkeypatch.setattr(state, "_modules_at_tuning", 0)
+    try:
+        assert state.tune_process()
+        assert gc.get_freeze_count() > 10_000  # the imported libraries' objects
+        blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+        assert blas and all(i["num_threads"] == state.BLAS_THREADS for i in blas)
+        assert not state.tune_process()  # nothing new imported: no work
+        monkeypatch.setitem(sys.modules, "dpx_fake_module", types.ModuleType("dpx_fake_module"))
+        assert state.tune_process()  # a page imported something: tune again
+    finally:
+        gc.unfreeze()
