@@ -1,7 +1,6 @@
 """Issue 7 items 4-5: DPMix on MNIST against the memory bandwidth, and the DPMix accountant.
 
-Measured only (DPMix and ``dpcore.accounting`` belong to their own owners); skipped with a message
-when they are not importable. MNIST comes from ``../shared/datasets/mnist/mnist.npz`` (or the
+Skipped with a message when they are not importable. MNIST comes from ``../shared/datasets/mnist/mnist.npz`` (or the
 folder in ``$DP_DATASETS``).
 
 * DPMix: time of a release of ``T = n`` mixtures of ``ell = 64`` rows (float32 release, labels
@@ -65,7 +64,7 @@ def run_dpmix(n: int, repeats: int, log: Callable[[str], None]) -> list[Row]:
     row = Row("dpmix", f"DPMix release on MNIST, n = T = {n:,}, ell = {ell}, float32",
               f"T ell d 4 B / bandwidth ({fmt(bw / 1e9)} GB/s)", floor, t.wall_median,
               t.wall_median / floor, t.cpu_median / floor, "<= 3",
-              f"{nbytes / 1e9:.2f} GB read; measured only (DPMix owner optimises)",
+              f"{nbytes / 1e9:.2f} GB read; mixing on worker threads (dense gather)",
               {"bandwidth_Bps": bw, "bytes": nbytes})
     log(f"    ratio {row.ratio:.2f} (CPU {row.ratio_cpu:.2f})")
     return [row]
