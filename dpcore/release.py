@@ -13,6 +13,8 @@ import hashlib
 import io
 import json
 import math
+import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -319,12 +321,17 @@ class Release:
     def save(self, path: str | Path) -> dict[str, Path]:
         """Write ``path`` (CSV), ``<stem>.card.json`` and, if any, ``<stem>.transform.npz``.
 
-        Everything is serialised in memory first, so nothing is written when something fails.
+        Everything is serialised in memory first, then written to temporary files beside the
+        targets, which are renamed into place only once all of them are written
+        (:func:`_write_all`): a failure (disk full, permissions, a target that is a directory)
+        leaves neither a partial file nor a partial set of files.
 
         Raises
         ------
         NotPrivateError
             For NOT PRIVATE releases and seeded previews (nothing is written).
+        OSError
+            A file could not be written (nothing is left behind).
         """
         self.check_downloadable()
         path = Path(path)
@@ -334,11 +341,47 @@ class Release:
                  "card": (path.with_name(base + ".card.json"), self.card_json(csv_bytes).encode())}
         if self.transform_arrays:
             files["transform"] = (path.with_name(base + ".transform.npz"), self.transform_npz_bytes())
-        written: dict[str, Path] = {}
+        return _write_all(files)
+
+
+def _write_temp(target: Path, payload: bytes) -> Path:
+    """``payload`` in a new temporary file in ``target``'s folder (same file system: atomic rename)."""
+    # "x": never reuse an existing file; created with the usual permissions (umask), like the
+    # target would be (tempfile.mkstemp would make it owner-only)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    with open(tmp, "xb") as fh:
+        try:
+            fh.write(payload)
+        except BaseException:
+            fh.close()
+            tmp.unlink(missing_ok=True)
+            raise
+    return tmp
+
+
+def _write_all(files: dict[str, tuple[Path, bytes]]) -> dict[str, Path]:
+    """Write every ``key: (target, payload)`` or none: temporary files first, then renames.
+
+    If writing a temporary file fails, the others are removed and no target is touched. If a
+    rename fails (rare: the temporary files are complete), the targets already renamed are
+    removed too, so a release is never left half-written.
+    """
+    temps: dict[str, Path] = {}
+    placed: list[Path] = []
+    try:
         for key, (target, payload) in files.items():
-            target.write_bytes(payload)
-            written[key] = target
-        return written
+            temps[key] = _write_temp(target, payload)
+        for key, (target, _) in files.items():
+            os.replace(temps[key], target)
+            del temps[key]
+            placed.append(target)
+    except BaseException:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+        for target in placed:
+            target.unlink(missing_ok=True)
+        raise
+    return {key: target for key, (target, _) in files.items()}
 
 
 def escape_formula(text: str) -> str:

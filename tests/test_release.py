@@ -273,3 +273,39 @@ def test_release_is_features_space_and_transform_is_identity():
     X = _data(seed=9)
     np.testing.assert_array_equal(rel.transform(X), X)
     assert rel.n_rows == 40 and rel.data.shape == (40, 3)
+
+
+def test_save_is_all_or_nothing_when_a_write_fails(tmp_path, monkeypatch):
+    """A failure while writing (disk full) or renaming leaves no file, no temporary, no half set."""
+    import dpcore.release as release_mod
+
+    rel = _private_release()
+    real_write = release_mod._write_temp
+    calls = []
+
+    def failing_second_write(target, payload):
+        calls.append(target.name)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_write(target, payload)
+
+    monkeypatch.setattr(release_mod, "_write_temp", failing_second_write)
+    with pytest.raises(OSError, match="No space"):
+        rel.save(tmp_path / "out.csv")
+    assert calls == ["out.csv", "out.card.json"]
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(release_mod, "_write_temp", real_write)
+
+    # the card's target is a folder: the CSV was already renamed into place and is removed again
+    (tmp_path / "out.card.json").mkdir()
+    with pytest.raises(OSError):
+        rel.save(tmp_path / "out.csv")
+    assert [p.name for p in tmp_path.iterdir()] == ["out.card.json"]
+    (tmp_path / "out.card.json").rmdir()
+
+    written = rel.save(tmp_path / "out.csv")  # and a normal save still works, no temporaries left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.card.json", "out.csv"]
+    assert written["csv"].read_bytes() == rel.to_csv_bytes()
+    reference = tmp_path / "reference"
+    reference.write_bytes(b"")  # a file created the usual way (umask)
+    assert written["csv"].stat().st_mode & 0o777 == reference.stat().st_mode & 0o777
