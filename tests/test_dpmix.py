@@ -144,10 +144,70 @@ def test_mixing_input_equals_scale_to_unit_next_to_the_labels():
     data = prepare_input(X, bounds=bounds)
     labels = rng.random((n, 2))
     for dtype in (np.float64, np.float32):
-        Z = dpmix._mixing_input(data, labels, np.dtype(dtype))
+        Z, unit = dpmix._mixing_input(data, labels, np.dtype(dtype))
+        assert unit is None  # non-integer values: the float rows
         expected = np.hstack([scale_to_unit(X, bounds), labels]).astype(dtype)
         assert Z.dtype == dtype and np.array_equal(Z, expected)
     assert np.all(Z[:, 2] == 0)
+
+
+@pytest.mark.parametrize("ell", [16, 300])  # 16-bit and 32-bit integer sums
+def test_counts_path_equals_float_path(ell):
+    """uint8 counts summed exactly then scaled by unit/ell == the float rows' means."""
+    rng = np.random.default_rng(13)
+    counts = rng.integers(0, 256, size=(400, 12)).astype(np.uint8)
+    counts[:, 10:] = rng.integers(0, 2, size=(400, 2))  # 0/1 label columns, unit 1
+    unit = np.r_[np.full(10, 1 / 255), 1.0, 1.0]
+    sigma = np.full(12, 0.05)
+    ref, idx = draw_mixtures(counts * unit, ell, 250, sigma, np.random.default_rng(14),
+                             return_indices=True, chunk_rows=64)
+    for jobs in (1, 2):
+        out = draw_mixtures(counts, ell, 250, sigma, np.random.default_rng(14), unit=unit,
+                            n_jobs=jobs, chunk_rows=64)
+        assert out.dtype == np.float64
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-13)
+    out32 = draw_mixtures(counts, ell, 250, sigma, np.random.default_rng(14), unit=unit,
+                          dtype=np.float32, chunk_rows=7)
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(out32, ref, rtol=0, atol=1e-6)
+    exact = (counts[idx].astype(np.int64).sum(axis=1) * unit) / ell
+    clean = draw_mixtures(counts, ell, 250, np.zeros(12), np.random.default_rng(14), unit=unit,
+                          chunk_rows=64)
+    np.testing.assert_allclose(clean, exact, rtol=1e-15, atol=0)
+
+
+def test_mixing_input_uses_counts_for_integer_pixels_and_one_hot_labels():
+    rng = np.random.default_rng(15)
+    X = rng.integers(0, 256, size=(3000, 20)).astype(float)
+    X[:, 3] = 7.0  # constant column, bounds (7, 7): count 0, unit 0
+    bounds = np.tile([0.0, 255.0], (20, 1))
+    bounds[3] = 7.0
+    bounds[5] = [-10.0, 245.0]  # integer lower bound: counts x + 10, in 10..255 after clipping
+    data = prepare_input(np.clip(X, bounds[:, 0], bounds[:, 1]), bounds=bounds)
+    labels = np.eye(3)[rng.integers(0, 3, 3000)]
+    Z, unit = dpmix._mixing_input(data, labels, np.dtype(np.float32))
+    assert Z.dtype == np.uint8 and unit is not None
+    np.testing.assert_allclose(Z * unit, np.hstack([scale_to_unit(data.X, bounds), labels]),
+                               rtol=1e-15, atol=0)
+    assert unit[3] == 0 and np.all(Z[:, 3] == 0)
+    # a width over 255 or a fractional bound falls back to the float rows
+    for b in ([0.0, 256.0], [0.5, 255.5]):
+        wide = np.tile(b, (20, 1))
+        Zf, unit_f = dpmix._mixing_input(prepare_input(np.clip(X, *b), bounds=wide), labels,
+                                         np.dtype(np.float32))
+        assert unit_f is None and Zf.dtype == np.float32
+
+
+def test_release_on_integer_images_matches_the_float_computation():
+    """The whole DPMix release on 0..255 pixels: counts path vs float rows, same noise."""
+    rng = np.random.default_rng(16)
+    X = rng.integers(0, 256, size=(500, 16)).astype(float)
+    y = rng.integers(0, 3, 500)
+    kw = dict(ell=8, sigma_x=0.1, classes=np.arange(3), random_state=3)
+    counts_rel = DPMix(bounds=(0, 255), **kw).release(X, y)
+    # bounds (0, 255) + 1e-9 width: not integer, so the float rows are mixed instead
+    float_rel = DPMix(bounds=(0, 255 + 1e-9), **kw).release(X, y)
+    np.testing.assert_allclose(counts_rel.data, float_rel.data, rtol=0, atol=1e-9)
 
 
 def test_mixture_mean_and_variance_match_sampling_formulas():
