@@ -39,6 +39,14 @@ def _csv(header: list[str], rows: list[list[str]], sep: str = ",", eol: str = "\
 GOOD = _csv(["a", "b", "c", "y"], _rows(40))
 
 
+def _edited(n: int, cells: dict[tuple[int, int], str]) -> bytes:
+    """``n`` good rows of columns a, b, c, y with the given ``(row, column)`` cells replaced."""
+    rows = _rows(n)
+    for (i, j), value in cells.items():
+        rows[i][j] = value
+    return _csv(["a", "b", "c", "y"], rows).encode()
+
+
 def build() -> dict[str, bytes]:
     """File name -> bytes for every committed corpus file."""
     f: dict[str, bytes] = {}
@@ -59,15 +67,9 @@ def build() -> dict[str, bytes]:
     f["utf16.csv"] = _csv(["a", "b", "y"], _rows(20, 2)).encode("utf-16")
     f["bom.csv"] = b"\xef\xbb\xbf" + GOOD.encode()
     f["crlf.csv"] = _csv(["a", "b", "c", "y"], _rows(40), eol="\r\n").encode()
-    rows = _rows(20)
-    rows[3][0], rows[7][1], rows[11][2] = "NaN", "inf", "-inf"
-    f["nan_inf.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
-    rows = _rows(20)
-    rows[4][1], rows[9][1] = "abc", "n/a?"
-    f["text_in_numeric.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
-    rows = _rows(20)
-    rows[2][0] = "1,234.5"
-    f["thousands_separator.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    f["nan_inf.csv"] = _edited(20, {(3, 0): "NaN", (7, 1): "inf", (11, 2): "-inf"})
+    f["text_in_numeric.csv"] = _edited(20, {(4, 1): "abc", (9, 1): "n/a?"})
+    f["thousands_separator.csv"] = _edited(20, {(2, 0): "1,234.5"})
     f["only_text.csv"] = _csv(["name", "city", "colour"],
                               [["ann", "paris", "red"], ["bob", "rome", "blue"],
                                ["cy", "oslo", "green"]] * 5).encode()
@@ -91,17 +93,11 @@ def build() -> dict[str, bytes]:
     for i in range(0, 30, 3):
         rows[i][:3] = ["0", "0", "0"]
     f["all_zero_rows.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
-    rows = _rows(30)
-    rows[0][:3] = ["1e6", "-1e6", "12345"]
-    rows[5][:3] = ["-99999", "1e9", "-7e7"]
-    f["far_outside_bounds.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    f["far_outside_bounds.csv"] = _edited(30, {(0, 0): "1e6", (0, 1): "-1e6", (0, 2): "12345",
+                                               (5, 0): "-99999", (5, 1): "1e9", (5, 2): "-7e7"})
     f["far_outside_bounds.bounds.json"] = b'{"a": [0, 10], "b": [0, 10], "c": [0, 10]}\n'
-    rows = _rows(20)
-    rows[1][0], rows[2][1] = "1e300", "-1e300"
-    f["huge_numbers.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
-    rows = _rows(20)
-    rows[1][0] = "1e400"
-    f["overflow_numbers.csv"] = _csv(["a", "b", "c", "y"], rows).encode()
+    f["huge_numbers.csv"] = _edited(20, {(1, 0): "1e300", (2, 1): "-1e300"})
+    f["overflow_numbers.csv"] = _edited(20, {(1, 0): "1e400"})
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         info = zipfile.ZipInfo("data.csv", date_time=(2020, 1, 1, 0, 0, 0))
