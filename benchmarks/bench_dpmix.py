@@ -1,7 +1,7 @@
 """Issue 7 items 4-5: DPMix on MNIST against the memory bandwidth, and the DPMix accountant.
 
-Skipped with a message when they are not importable. MNIST comes from ``../shared/datasets/mnist/mnist.npz`` (or the
-folder in ``$DP_DATASETS``).
+Skipped with a message when they are not importable. MNIST comes from
+``../shared/datasets/mnist/mnist.npz`` (or the folder in ``$DP_DATASETS``).
 
 * DPMix: time of a release of ``T = n`` mixtures of ``ell = 64`` rows (float32 release, labels
   one-hot) divided by ``T * ell * d * itemsize / bandwidth``, the time to stream the bytes the

@@ -29,8 +29,9 @@ index matrix (rows of ``ell`` distinct indices) is sampled by a vectorised Floyd
 rows (cost ``O(chunk * ell * (d_X + d_Y))``) on worker threads while the calling thread draws the
 chunk's noise. Integer-valued inputs with integer public bounds of width <= 255 (pixels, one-hot
 labels) are gathered as ``uint8`` counts, summed exactly and scaled once: the same means from a
-quarter of the bytes (the gather is bound by memory latency). Indices and noise come from two independent child
-generators whose draws do not depend on the chunk size, so any chunking gives the same release.
+quarter of the bytes (the gather is bound by memory latency). Indices and noise come from two
+independent child generators whose draws do not depend on the chunk size, so any chunking gives
+the same release.
 """
 
 from __future__ import annotations
