@@ -1,31 +1,48 @@
-"""Load test: N concurrent browser sessions moving the epsilon slider on the Explore page.
+"""Load test: N concurrent sessions moving the epsilon slider on the Explore page, two ways.
 
-One ``streamlit run`` server on 127.0.0.1 (``app.launch.serve``; a fresh one for each N, so its peak
-memory belongs to that N), one headless Chromium (the system browser, nothing is downloaded) and N
-browser contexts, i.e. N independent Streamlit sessions. Each session opens ``/explore`` and, for a
-bounded time and a bounded number of iterations, moves the epsilon select-slider with the keyboard
-like a person: ArrowRight through the 13 finite values, then Home back to the smallest one. That
-cycle of 13 distinct settings defeats the page's per-session memo (12 entries), so every move draws
-a new preview release, its 2-D view and plots: the worst case for the server.
+One ``streamlit run`` server on 127.0.0.1 (``app.launch.serve``; a fresh one for each mode and N,
+so its peak memory belongs to that run) and N independent Streamlit sessions. Each session opens
+the Explore page (loading the default dataset) and, for a bounded time and a bounded number of
+moves, moves the epsilon select-slider through its 13 finite values and back to the smallest one.
+That cycle of 13 distinct settings defeats the page's per-session memo (12 entries), so every move
+draws a new preview release, its 2-D view and plots: the worst case for the server.
+
+Two modes (``--mode``):
+
+- ``browser`` (default): one headless Chromium (the system browser, nothing is downloaded) and N
+  browser contexts; the slider is moved with the keyboard like a person (ArrowRight, then Home).
+  Latency = key press -> the run's ``script_finished`` has arrived and the page shows the app idle
+  again, so it includes input handling and rendering; its server part (the page's rerun request
+  -> ``script_finished``) is shown beside it. On a 2-core machine N Chromium renderers compete with
+  the server for the CPU, so at N = 20 this measures Chromium as much as the app.
+- ``ws``: N websocket clients in this one asyncio process speaking Streamlit's own protocol, no
+  rendering: connect to ``/_stcore/stream`` as the frontend does (subprotocols ``streamlit`` and
+  an auth-token placeholder), send ``BackMsg.rerun_script`` with the page, the context and the full
+  widget state the frontend would send (every widget of the last run at its current value, found in
+  the ``ForwardMsg`` deltas), read the reply up to ``script_finished``. Latency = rerun request sent
+  -> ``script_finished``: what the server costs, with almost nothing else on the CPU (the clients'
+  own CPU time is reported). No message cache is announced, so every element comes in full.
+- ``both``: the two, one table each.
 
 Measured per N:
 
-- sessions held: sessions still connected at the end that completed at least one move;
-- interaction latency: key press -> the run's ``script_finished`` message has arrived and the page
-  shows the app idle again (``stApp`` not running, no ``stStatusWidget``), p50 / p95 / max; and
-  its server part: the page's rerun request on the websocket -> ``script_finished`` (the rest is
-  the browser: input handling before the request, rendering after the reply);
-- errors: failed or timed-out moves, exceptions shown by the app, page errors, wrong epsilon shown
-  after the move, disconnections (must be 0);
+- sessions held: sessions still connected at the end that completed at least one move (browser:
+  the page shows CONNECTED; ws: the server answers an ``app_heartbeat``);
+- interaction latency, p50 / p95 / max, as above;
+- errors: failed or timed-out moves, exceptions shown by the app, wrong epsilon shown after the
+  move (the "guaranteed ε" metric must show the new slider value), page errors, disconnections
+  (must be 0);
 - peak server RSS: ``VmHWM`` of the server process (/proc), plus its CPU time.
 
 Usage::
 
-    python benchmarks/load_test.py                     # N = 5 and N = 20, 60 s each
-    python benchmarks/load_test.py --sessions 5 --duration 20 --max-iterations 20
+    python benchmarks/load_test.py                     # browser mode, N = 5 and N = 20, 60 s each
+    python benchmarks/load_test.py --mode ws --sessions 5 20 50
+    python benchmarks/load_test.py --mode both --sessions 5 --duration 20 --max-iterations 20
 
-Loopback only; it stops by itself (time and iteration bounds, per-move timeouts, a hard deadline).
-Needs ``playwright`` (Python package) and Chromium at /usr/bin/chromium.
+Loopback only; it stops by itself (time and iteration bounds, per-move timeouts, a hard deadline)
+and always stops the server. The browser mode needs ``playwright`` (Python package) and Chromium at
+/usr/bin/chromium; the ws mode only Streamlit and its ``websockets`` dependency.
 """
 
 from __future__ import annotations
@@ -33,10 +50,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +67,9 @@ if str(ROOT) not in sys.path:  # ``python benchmarks/load_test.py`` from a clone
 # one launcher (and session tracker) for the browser tests, this load test and dp-explorer
 from app.launch import CHROMIUM_ARGS, IDLE_JS, RunTracker, serve  # noqa: E402
 
-EPS_LABEL = "ε (epsilon)"
+EPS_LABEL = "ε (epsilon)"  # the slider's label starts with it (a lock icon may follow)
+METRIC_LABEL = "guaranteed ε"
+MODES = ("browser", "ws")
 
 
 # ------------------------------------------------------------------------------------- server
@@ -79,6 +101,11 @@ class SessionResult:
     latencies: list[float] = field(default_factory=list)
     server: list[float] = field(default_factory=list)  # rerun request sent -> script_finished
     errors: list[str] = field(default_factory=list)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one short line (asyncio's timeouts have no message)."""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
 
 
 async def wait_for(predicate, timeout: float, what: str) -> None:
@@ -128,7 +155,7 @@ async def run_session(browser, url: str, duration: float, max_iterations: int,
             if int(await thumb.get_attribute("value")) != target:
                 res.errors.append(f"slider at index {await thumb.get_attribute('value')}, expected {target}")
             shown = (await slider.locator('[data-testid="stSliderThumbValue"]').inner_text()).strip()
-            metric = page.locator('[data-testid="stMetric"]').filter(has_text="guaranteed ε")
+            metric = page.locator('[data-testid="stMetric"]').filter(has_text=METRIC_LABEL)
             value = (await metric.locator('[data-testid="stMetricValue"]').inner_text()).strip()
             if value != shown:
                 res.errors.append(f"guaranteed ε shows {value} for slider value {shown}")
@@ -140,10 +167,152 @@ async def run_session(browser, url: str, duration: float, max_iterations: int,
         if not res.held:
             res.errors.append("session not connected at the end")
     except Exception as exc:  # a timeout or a crash of this session is an error, not a crash of the test
-        res.errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        res.errors.append(describe(exc))
     finally:
         await context.close()
     return res
+
+
+# ----------------------------------------------------------------------- websocket sessions (ws)
+#: What the frontend offers when it has no auth token: the subprotocol, then a token placeholder.
+WS_SUBPROTOCOLS = ["streamlit", "PLACEHOLDER_AUTH_TOKEN"]
+
+
+@dataclass
+class ScriptRun:
+    """What the server sent for one script run, as far as the load test looks at it."""
+
+    status: int = -1  # ForwardMsg.ScriptFinishedStatus
+    page_hash: str = ""
+    sliders: dict = field(default_factory=dict)  # label -> Slider proto
+    metrics: dict[str, str] = field(default_factory=dict)  # label -> shown value
+    exceptions: list[str] = field(default_factory=list)
+
+
+def frontend_widget_state(kind: str, el):
+    """The value the frontend reports for a widget it has just drawn (set by the script or default).
+
+    Covers the widget kinds of the Explore page; others (charts without selections) report nothing.
+    """
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    if kind == "selectbox":
+        return WidgetState(id=el.id, string_value=el.raw_value if el.set_value else el.options[el.default])
+    if kind == "slider" and el.type == el.SELECT_SLIDER:
+        state = WidgetState(id=el.id)
+        state.string_array_value.data.extend(el.raw_value if el.set_value
+                                             else [el.options[int(i)] for i in el.default])
+        return state
+    if kind == "number_input":
+        value = el.value if el.set_value else el.default
+        if el.data_type == el.INT:
+            return WidgetState(id=el.id, int_value=int(value))
+        return WidgetState(id=el.id, double_value=value)
+    return None
+
+
+async def script_run(ws, client_state, widgets: dict) -> ScriptRun:
+    """Ask for a rerun with ``client_state``, read the reply up to ``script_finished``.
+
+    ``widgets`` (id -> WidgetState) is the frontend's widget state: widgets drawn for the first
+    time get their value, widgets no longer drawn are dropped, the others keep theirs.
+    """
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    await ws.send(BackMsg(rerun_script=client_state).SerializeToString())
+    run, drawn = ScriptRun(), set()
+    while run.status < 0:
+        msg = ForwardMsg.FromString(await ws.recv())
+        kind = msg.WhichOneof("type")
+        if kind == "navigation":
+            run.page_hash = msg.navigation.page_script_hash
+        elif kind == "script_finished":
+            run.status = msg.script_finished
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+            el_kind = msg.delta.new_element.WhichOneof("type")
+            el = getattr(msg.delta.new_element, el_kind)
+            if el_kind == "exception":
+                run.exceptions.append(f"{el.type}: {el.message}"[:200])
+            elif el_kind == "metric":
+                run.metrics[el.label] = el.body
+            elif el_kind == "slider":
+                run.sliders[el.label] = el
+            state = frontend_widget_state(el_kind, el)
+            if state is not None:
+                drawn.add(state.id)
+                if el.set_value or state.id not in widgets:
+                    widgets[state.id] = state
+    for stale in set(widgets) - drawn:
+        del widgets[stale]
+    return run
+
+
+def is_finite_option(option: str) -> bool:
+    try:
+        return math.isfinite(float(option))
+    except ValueError:
+        return False
+
+
+async def run_ws_session(url: str, duration: float, max_iterations: int,
+                         move_timeout: float, open_timeout: float) -> SessionResult:
+    """One websocket client: open the Explore page, then move the epsilon slider (see the module doc)."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ClientState_pb2 import ClientState
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from websockets.asyncio.client import connect
+
+    res = SessionResult()
+    widgets: dict = {}
+    # the first run: no page hash yet, the page named by the URL path, as the frontend does
+    client_state = ClientState(page_name="explore")
+    client_state.context_info.timezone, client_state.context_info.locale = "UTC", "en-US"
+    client_state.context_info.url = url + "/explore"
+    try:
+        async with connect(url.replace("http://", "ws://", 1) + "/_stcore/stream", origin=url,
+                           subprotocols=WS_SUBPROTOCOLS, proxy=None, max_size=None, ping_interval=None,
+                           open_timeout=open_timeout) as ws:
+            run = await asyncio.wait_for(script_run(ws, client_state, widgets), open_timeout)
+            slider = next((s for label, s in run.sliders.items() if label.startswith(EPS_LABEL)), None)
+            if run.status != ForwardMsg.FINISHED_SUCCESSFULLY or run.exceptions or slider is None:
+                raise RuntimeError(f"first run: status {run.status}, exceptions {run.exceptions}, "
+                                   f"epsilon slider {'found' if slider else 'missing'}")
+            res.opened = True
+            finite = [o for o in slider.options if is_finite_option(o)]
+            value = widgets[slider.id].string_array_value.data[0]
+            stop_at = time.monotonic() + duration
+            while res.moves < max_iterations and time.monotonic() < stop_at:
+                # the next finite value, then back to the smallest (never onto epsilon = infinity)
+                value = finite[(finite.index(value) + 1) % len(finite)] if value in finite else finite[0]
+                del widgets[slider.id].string_array_value.data[:]
+                widgets[slider.id].string_array_value.data.append(value)
+                client_state.page_name, client_state.page_script_hash = "", run.page_hash
+                del client_state.widget_states.widgets[:]
+                client_state.widget_states.widgets.extend(widgets.values())
+                t0 = time.perf_counter()
+                run = await asyncio.wait_for(script_run(ws, client_state, widgets), move_timeout)
+                res.latencies.append(time.perf_counter() - t0)
+                res.moves += 1
+                if run.status != ForwardMsg.FINISHED_SUCCESSFULLY:
+                    res.errors.append(f"run finished with status {run.status}")
+                res.errors.extend(f"the app sent an exception: {e}" for e in run.exceptions)
+                if run.metrics.get(METRIC_LABEL) != value:
+                    res.errors.append(f"{METRIC_LABEL} shows {run.metrics.get(METRIC_LABEL)} for {value}")
+            # held: the server still answers this session
+            await ws.send(BackMsg(app_heartbeat=True).SerializeToString())
+            await asyncio.wait_for(_heartbeat_ack(ws), move_timeout)
+            res.held = res.moves > 0
+    except Exception as exc:  # a timeout or a disconnection of this session is an error, not a crash
+        res.errors.append(describe(exc))
+    return res
+
+
+async def _heartbeat_ack(ws) -> None:
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    while not ForwardMsg.FromString(await ws.recv()).heartbeat_ack:
+        pass
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -154,19 +323,32 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-async def run_phase(n: int, args) -> dict:
+@asynccontextmanager
+async def session_starter(mode: str, url: str, args) -> AsyncIterator[Callable[[], Awaitable[SessionResult]]]:
+    """For the ``with`` block: a function that runs one session of ``mode`` against ``url``."""
+    bounds = (args.duration, args.max_iterations, args.move_timeout, args.open_timeout)
+    if mode == "ws":
+        yield lambda: run_ws_session(url, *bounds)
+        return
     from playwright.async_api import async_playwright
 
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        try:
+            yield lambda: run_session(browser, url, *bounds)
+        finally:
+            await browser.close()
+
+
+async def run_phase(n: int, args, mode: str = "browser") -> dict:
+    """N concurrent sessions of ``mode`` against a fresh server; one row of the table."""
     sampled_peak = 0
-    with serve(ROOT / "test-artifacts" / f"load-streamlit-{n}.log") as srv:
-        url, proc = srv.url, srv.proc
-        cpu0 = proc_cpu_seconds(proc.pid) or 0.0
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+    with serve(ROOT / "test-artifacts" / f"load-{mode}-{n}.log") as srv:
+        proc = srv.proc
+        cpu0, client_cpu0 = proc_cpu_seconds(proc.pid) or 0.0, time.process_time()
+        async with session_starter(mode, srv.url, args) as start_session:
             t_start = time.monotonic()
-            tasks = [asyncio.create_task(run_session(browser, url, args.duration, args.max_iterations,
-                                                     args.move_timeout, args.open_timeout))
-                     for _ in range(n)]
+            tasks = [asyncio.create_task(start_session()) for _ in range(n)]
             hard_deadline = t_start + args.open_timeout + args.duration + args.move_timeout + 60
             while not all(t.done() for t in tasks):
                 sampled_peak = max(sampled_peak, proc_status_kb(proc.pid, "VmRSS") or 0)
@@ -182,17 +364,19 @@ async def run_phase(n: int, args) -> dict:
                 except asyncio.CancelledError:
                     results.append(SessionResult(errors=["cancelled at the hard deadline"]))
             elapsed = time.monotonic() - t_start
-            await browser.close()
         peak_kb = max(proc_status_kb(proc.pid, "VmHWM") or 0, sampled_peak)
         cpu = (proc_cpu_seconds(proc.pid) or 0.0) - cpu0
     lat = sorted(x for r in results for x in r.latencies)
-    server = sorted(x for r in results for x in r.server)
+    server = lat if mode == "ws" else sorted(x for r in results for x in r.server)
     errors = [e for r in results for e in r.errors]
     return {
+        "mode": mode,
         "sessions": n,
         "held": sum(r.held for r in results),
         "opened": sum(r.opened for r in results),
         "moves": len(lat),
+        "session_moves": [r.moves for r in results],
+        "min_s": lat[0] if lat else float("nan"),
         "p50_s": percentile(lat, 50),
         "p95_s": percentile(lat, 95),
         "max_s": lat[-1] if lat else float("nan"),
@@ -202,26 +386,31 @@ async def run_phase(n: int, args) -> dict:
         "error_samples": sorted(set(errors))[:5],
         "peak_rss_mb": peak_kb / 1024,
         "server_cpu_s": cpu,
+        "client_cpu_s": time.process_time() - client_cpu0,  # this process: all of the ws clients
         "elapsed_s": elapsed,
     }
 
 
 def markdown_table(rows: list[dict]) -> str:
-    lines = [
-        "| N sessions | held | moves | p50 latency (s) | p95 latency (s) | max (s) "
-        "| server part p50 / p95 (s) | errors | peak server RSS (MB) | server CPU (s) | wall (s) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    """One mode's rows. Browser mode: latency and its server part; ws mode: latency and client CPU."""
+    ws = rows[0]["mode"] == "ws"
+    head = ["N sessions", "held", "moves", "p50 latency (s)", "p95 latency (s)", "max (s)",
+            "client CPU (s)" if ws else "server part p50 / p95 (s)",
+            "errors", "peak server RSS (MB)", "server CPU (s)", "wall (s)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in rows:
-        lines.append(f"| {r['sessions']} | {r['held']}/{r['sessions']} | {r['moves']} | {r['p50_s']:.2f} "
-                     f"| {r['p95_s']:.2f} | {r['max_s']:.2f} "
-                     f"| {r['server_p50_s']:.2f} / {r['server_p95_s']:.2f} | {r['errors']} "
-                     f"| {r['peak_rss_mb']:.0f} | {r['server_cpu_s']:.1f} | {r['elapsed_s']:.0f} |")
+        cells = [r["sessions"], f"{r['held']}/{r['sessions']}", r["moves"], f"{r['p50_s']:.2f}",
+                 f"{r['p95_s']:.2f}", f"{r['max_s']:.2f}",
+                 f"{r['client_cpu_s']:.1f}" if ws else f"{r['server_p50_s']:.2f} / {r['server_p95_s']:.2f}",
+                 r["errors"], f"{r['peak_rss_mb']:.0f}", f"{r['server_cpu_s']:.1f}", f"{r['elapsed_s']:.0f}"]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mode", choices=[*MODES, "both"], default="browser",
+                    help="browser sessions (default), websocket clients, or both")
     ap.add_argument("--sessions", type=int, nargs="+", default=[5, 20], help="N values (default 5 20)")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of slider moves per N")
     ap.add_argument("--max-iterations", type=int, default=200, help="moves per session at most")
@@ -229,29 +418,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--open-timeout", type=float, default=120.0, help="seconds to open a session")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
-    args = ap.parse_args(argv)
-    if not Path(args.chromium).exists():
-        print(f"Chromium not found at {args.chromium}", file=sys.stderr)
-        return 2
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        print("the playwright package is not installed (pip install playwright)", file=sys.stderr)
-        return 2
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    if "browser" in modes:
+        if not Path(args.chromium).exists():
+            print(f"Chromium not found at {args.chromium}", file=sys.stderr)
+            return 2
+        try:
+            import playwright  # noqa: F401
+        except ImportError:
+            print("the playwright package is not installed (pip install playwright)", file=sys.stderr)
+            return 2
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    rows = []
-    for n in args.sessions:
-        print(f"N = {n}: {args.duration:.0f} s of slider moves ...", file=sys.stderr, flush=True)
-        rows.append(asyncio.run(run_phase(n, args)))
-        if rows[-1]["error_samples"]:
-            print("  errors: " + "; ".join(rows[-1]["error_samples"]), file=sys.stderr)
-    print(f"Load test: Explore page, epsilon slider moved by keyboard, {args.duration:.0f} s per N, "
-          f"<= {args.max_iterations} moves per session; {os.cpu_count()} CPUs, load average at start "
-          f"{load[0]:.1f}.\n")
-    print(markdown_table(rows))
+    tables: dict[str, list[dict]] = {}
+    for mode in modes:
+        for n in args.sessions:
+            print(f"{mode}, N = {n}: {args.duration:.0f} s of slider moves ...", file=sys.stderr, flush=True)
+            row = asyncio.run(run_phase(n, args, mode))
+            tables.setdefault(mode, []).append(row)
+            if row["error_samples"]:
+                print("  errors: " + "; ".join(row["error_samples"]), file=sys.stderr)
+    how = {"browser": "moved by keyboard in Chromium", "ws": "moved by websocket clients (no browser)"}
+    for mode, rows in tables.items():
+        print(f"\nLoad test ({mode}): Explore page, epsilon slider {how[mode]}, {args.duration:.0f} s per N, "
+              f"<= {args.max_iterations} moves per session; {os.cpu_count()} CPUs, load average at start "
+              f"{load[0]:.1f}.\n")
+        print(markdown_table(rows))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
-    return 1 if any(r["errors"] for r in rows) else 0
+        args.json.write_text(json.dumps([r for rows in tables.values() for r in rows], indent=2))
+    return 1 if any(r["errors"] for rows in tables.values() for r in rows) else 0
 
 
 if __name__ == "__main__":
