@@ -42,10 +42,19 @@ def _int_high(p: Param, ds: Dataset) -> int:
     return max(int(p.default or 1) * 10, 100)
 
 
-def initial(key: str, name: str, value: Any) -> dict[str, Any]:
-    """``{name: value}`` for a widget's first appearance only: once its key is in the session
-    state (kept alive across pages), passing a default as well makes Streamlit warn."""
-    return {} if key in st.session_state else {name: value}
+def initial(key: str, name: str | None = None, value: Any = None) -> dict[str, Any]:
+    """Keyword arguments for a parameter widget whose value must outlive page switches.
+
+    Always ``persist_state="session"``: Streamlit keeps the value of a keyed widget while its page
+    is not shown, so a parameter set on one page is still there on another (the Release page uses
+    the Explore page's settings). Plus ``{name: value}`` (the widget's default) on its first
+    appearance only: once its key is in the session state, passing a default as well makes
+    Streamlit warn.
+    """
+    kw: dict[str, Any] = {"persist_state": "session"}
+    if name is not None and key not in st.session_state:
+        kw[name] = value
+    return kw
 
 
 def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: bool = False) -> Any:
@@ -88,7 +97,9 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         default = p.default if p.default is not None else min(high, max(low, 10))
         default = int(min(max(default, low), high))
         if key in st.session_state and st.session_state[key] is not None:
-            st.session_state[key] = int(min(max(st.session_state[key], low), high))
+            clamped = int(min(max(st.session_state[key], low), high))  # a smaller dataset
+            if clamped != st.session_state[key]:  # assign only on change: no value push per run
+                st.session_state[key] = clamped
         if high - low <= 512:
             return st.slider(label, low, high, **initial(key, "value", default), **common)
         return int(st.number_input(label, low, high, step=1, **initial(key, "value", default),

@@ -94,11 +94,9 @@ def init_state() -> None:
     ss.setdefault("mechanism", DEFAULT_MECHANISM)
     ss.setdefault("ledger", Ledger())
     ss.setdefault("_memo", OrderedDict())
-    # Streamlit forgets the value of a widget whose page is not shown; re-assigning the key on
-    # every run keeps parameter widgets alive across pages (documented "widget behaviour" idiom).
-    for key in list(ss.keys()):
-        if isinstance(key, str) and key.startswith(WIDGET_PREFIX):
-            ss[key] = ss[key]
+    # Parameter widgets ("p:" keys) outlive page switches through Streamlit's own
+    # persist_state="session" (app.controls.initial). The older idiom, re-assigning every key on
+    # every run, made the server push each widget's value back to the browser on every rerun.
 
 
 def dataset() -> Dataset:

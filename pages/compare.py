@@ -76,7 +76,7 @@ else:
     df = pd.concat(frames, ignore_index=True)
     metrics = [m for m in dict.fromkeys(df["metric"]) if m != "k"]
     metric = st.selectbox("Metric", metrics, format_func=lambda m: METRIC_LABELS.get(m, m),
-                          key="p:compare_metric")
+                          key="p:compare_metric", **initial("p:compare_metric"))
     shown = st.multiselect("Show", sorted(df["mechanism"].unique()),
                            default=sorted(df["mechanism"].unique()), key="compare_shown")
     part = df[(df["metric"] == metric) & df["mechanism"].isin(shown)]

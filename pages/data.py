@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
+from app.controls import initial
 from app.figures.images import image_grid_figure
 from app.markdown import md_escape
 from dpcore.data import load_dataset, read_table
@@ -19,7 +20,7 @@ st.caption("Everything you upload stays in this browser session's memory: it is 
 
 catalogue = state.bundled_catalogue()
 source = st.radio("Source", ["Bundled real dataset", "Upload a file"], horizontal=True,
-                  key="p:data_source")
+                  key="p:data_source", **initial("p:data_source"))
 
 if source == "Bundled real dataset":
     names = list(catalogue)
@@ -128,7 +129,7 @@ if st.button("Apply these bounds as public"):
 
 st.subheader("Held-out split")
 st.slider("Fraction of rows held out as real test data (utility evaluation only)", 0.1, 0.5,
-          key="p:test_size", step=0.05)
+          key="p:test_size", step=0.05, **initial("p:test_size"))
 train, test = state.split()
 st.caption(f"Explore and Utility release from {train.n_samples:,} training rows and evaluate on "
            f"{test.n_samples:,} real held-out rows; the Release page uses all rows.")

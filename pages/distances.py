@@ -33,7 +33,8 @@ if current in names:
     name = current
 else:
     st.caption(f"The sidebar mechanism ({current}) releases no noisy projections; pick one here.")
-    name = st.selectbox("Projection mechanism", names, key="p:distances_mechanism")
+    name = st.selectbox("Projection mechanism", names, key="p:distances_mechanism",
+                        **initial("p:distances_mechanism"))
 mech = get_mechanism(name)
 ds = state.dataset()
 train, _ = state.split()

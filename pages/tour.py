@@ -20,7 +20,7 @@ SCENARIOS = {
     "Why RON-Gauss's Gaussian model helps": "dfm",
     "How mixing lowers the noise DPMix needs": "mix",
 }
-choice = st.radio("Scenario", list(SCENARIOS), key="p:tour", horizontal=True)
+choice = st.radio("Scenario", list(SCENARIOS), key="p:tour", horizontal=True, **initial("p:tour"))
 scenario = SCENARIOS[choice]
 
 if scenario == "odds":

@@ -30,7 +30,7 @@ with st.expander("Mechanism parameters (shared with Explore)"):
 
 axes = ["epsilon"] + [a for a in ("n_components", "ell") if any(p.name == a for p in mech.params)]
 c1, c2, c3 = st.columns(3)
-axis = c1.radio("Sweep", axes, horizontal=True, key="p:utility_axis")
+axis = c1.radio("Sweep", axes, horizontal=True, key="p:utility_axis", **initial("p:utility_axis"))
 trials = c2.slider("Trials per point", 1, 10, key="p:utility_trials", **initial("p:utility_trials",
                                                                                   "value", 3))
 if axis == "epsilon":

@@ -79,6 +79,25 @@ def test_explore_page_follows_the_epsilon_slider(mechanism):
     assert any("NOT PRIVATE" in e.value for e in at.error)
 
 
+def test_parameters_survive_page_switches():
+    """Widget values set on one page are there after visiting pages that do not show them."""
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("ron-gauss").run()
+    goto(at, "explore")
+    at.select_slider(key="p:ron-gauss:epsilon").set_value(5.0).run()
+    at.number_input(key="p:preview_seed").set_value(7).run()
+    goto(at, "data")
+    at.slider(key="p:test_size").set_value(0.3).run()
+    for page in ("privacy", "compare", "release", "explore"):
+        goto(at, page)
+    assert at.select_slider(key="p:ron-gauss:epsilon").value == 5.0
+    assert at.number_input(key="p:preview_seed").value == 7
+    assert at.session_state["p:test_size"] == 0.3
+    assert any("5" in m.value for m in at.metric if m.label == "guaranteed ε")
+    goto(at, "release")  # the Release page releases with the Explore page's parameters
+    assert at.session_state["p:ron-gauss:epsilon"] == 5.0
+
+
 def _pending(at: AppTest) -> dict:
     return at.session_state.pending_release
 

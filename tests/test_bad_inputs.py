@@ -363,21 +363,20 @@ def test_cli_removes_a_half_written_release(tmp_path, capsys, monkeypatch):
     """If writing fails after the CSV (disk full, card path unwritable), the CSV goes too."""
     from dpcore import release as release_mod
 
-    real = Path.write_bytes
+    real = release_mod._write_temp  # the one place Release.save writes bytes
 
-    def flaky(self: Path, payload: bytes) -> int:
-        if self.name.endswith(".card.json"):
+    def flaky(target: Path, payload: bytes) -> Path:
+        if target.name.endswith(".card.json"):
             raise OSError(28, "No space left on device")
-        return real(self, payload)
+        return real(target, payload)
 
-    monkeypatch.setattr(Path, "write_bytes", flaky)
+    monkeypatch.setattr(release_mod, "_write_temp", flaky)
     out = tmp_path / "out"
     out.mkdir()
     code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
                      str(out / "r.csv"), "--data-bounds", "--label", "y")
     _assert_cli_error(code, err, "No space left on device")
     assert not list(out.iterdir())
-    assert release_mod.Release.save  # the writer under test
 
 
 def test_cli_subprocess_bad_file_one_line(tmp_path):

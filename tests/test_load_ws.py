@@ -9,6 +9,7 @@ slider 3 times in each; every move must finish, show the new epsilon and raise n
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -23,7 +24,10 @@ def test_two_websocket_clients_move_the_slider_without_errors():
     args = load_test.parse_args(["--mode", "ws", "--duration", "5", "--max-iterations", "3",
                                  "--move-timeout", "10", "--open-timeout", "20"])
     try:
-        row = asyncio.run(load_test.run_phase(2, args, "ws"))
+        # a thread of its own: Playwright's sync API (the browser tests, same worker) leaves an
+        # event loop running in this one, and asyncio.run refuses to nest
+        with ThreadPoolExecutor(1) as pool:
+            row = pool.submit(asyncio.run, load_test.run_phase(2, args, "ws")).result()
     except ServerStartError as exc:
         pytest.skip(f"the Streamlit server did not start: {exc}")
     assert row["errors"] == 0, row["error_samples"]
