@@ -118,7 +118,7 @@ def test_thread_count_does_not_change_the_release(dtype, monkeypatch):
 
     The gather blocks are made tiny so every worker sums several blocks per chunk.
     """
-    monkeypatch.setattr(dpmix, "GATHER_ELEMENTS", 64)
+    monkeypatch.setattr(dpmix, "GATHER_BYTES", 512)
     Z = np.random.default_rng(10).random((300, 9)).astype(dtype)
     sigma = np.full(9, 0.2)
     ref, idx = draw_mixtures(Z, 17, 500, sigma, np.random.default_rng(11), n_jobs=1,
