@@ -56,6 +56,9 @@ def tune_process() -> bool:
       per slider move under py-spy. ``gc.freeze()`` (made for long-lived servers) moves them to a
       permanent generation that collections skip (a collection then takes microseconds); they
       are still freed by reference counting. The garbage is collected first, so none is frozen.
+      What a session holds at such a moment is frozen too: freed by reference counting when the
+      session ends, but never by the cycle collector. Freezes happen only on first imports, a
+      handful of times per server process, so that cost is bounded.
 
     Returns whether it acted.
     """
