@@ -32,14 +32,11 @@ import numpy as np
 from dpcore.calibration import analytic_gaussian_sigma, check_delta, gaussian_delta
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.jl_laplace import (
-    ProjectionInput,
-    check_one_row_per_input,
     combine_with_labels,
     element_sensitivity,
-    gaussian_projection,
     projected_columns,
+    projection_setup,
     release_labels,
-    resolve_n_components,
     scale_rows,
 )
 from dpcore.preprocessing import PreparedInput
@@ -172,12 +169,9 @@ class DPPro(Mechanism):
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None,
     ) -> Release:
-        check_one_row_per_input(n_samples, data.n_samples, "DPPro")
-        n, d = data.X.shape
-        k = resolve_n_components(params["n_components"], d)
+        setup = projection_setup(data, params, rng, n_samples, "DPPro")
+        inp, R, n, d, k = setup.inp, setup.P, setup.n, setup.d, setup.k
         eps, delta, calibration = params["epsilon"], params["delta"], params["calibration"]
-        inp = ProjectionInput.from_prepared(data, params["rescale"])
-        R = gaussian_projection(d, k, rng)
 
         bound = params["element_bound"] or float(np.max(inp.widths)) or 1.0
         theta2 = float(np.max(np.linalg.norm(R, axis=1)))

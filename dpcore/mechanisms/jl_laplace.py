@@ -361,6 +361,30 @@ def check_one_row_per_input(n_samples: int | None, n: int, what: str) -> None:
                          f"None or {n}, got {n_samples}")
 
 
+@dataclass(frozen=True)
+class ProjectionSetup:
+    """What both projection mechanisms start from: the rows, ``k`` and the secret matrix."""
+
+    inp: ProjectionInput
+    P: np.ndarray  # (d, k), drawn from the release's generator (secret)
+    n: int
+    d: int
+    k: int
+
+
+def projection_setup(data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
+                     n_samples: int | None, what: str) -> ProjectionSetup:
+    """Check ``n_samples``, resolve ``n_components``, map the rows, draw the Gaussian matrix.
+
+    Shared by JL-Laplace and DPPro (in this order, so the generator's draws are the same).
+    """
+    check_one_row_per_input(n_samples, data.n_samples, what)
+    n, d = data.X.shape
+    k = resolve_n_components(params["n_components"], d)
+    inp = ProjectionInput.from_prepared(data, params["rescale"])
+    return ProjectionSetup(inp, gaussian_projection(d, k, rng), n, d, k)
+
+
 def projected_columns(k: int) -> list[str]:
     return [f"z{j + 1}" for j in range(k)]
 
@@ -504,12 +528,9 @@ class JLLaplace(Mechanism):
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None,
     ) -> Release:
-        check_one_row_per_input(n_samples, data.n_samples, "JL-Laplace")
-        n, d = data.X.shape
-        k = resolve_n_components(params["n_components"], d)
+        setup = projection_setup(data, params, rng, n_samples, "JL-Laplace")
+        inp, P, n, d, k = setup.inp, setup.P, setup.n, setup.d, setup.k
         eps, relation, calibration = params["epsilon"], params["relation"], params["calibration"]
-        inp = ProjectionInput.from_prepared(data, params["rescale"])
-        P = gaussian_projection(d, k, rng)
 
         has_labels = data.task != "unsupervised" and data.y is not None
         if has_labels and relation == "row":
