@@ -112,17 +112,36 @@ def as_2d_float(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
     return arr
 
 
+def n_threads(n_jobs: int | None) -> int:
+    """Threads for a parallel NumPy section, scikit-learn style: ``n_jobs`` (``-1``: all CPUs),
+    default (``None``) all CPUs up to 4.
+
+    Raises
+    ------
+    ValueError
+        ``n_jobs`` is 0 or below -1.
+    """
+    cpus = os.cpu_count() or 1
+    if n_jobs is None:
+        return min(4, cpus)
+    if n_jobs == -1:
+        return cpus
+    if n_jobs < 1:
+        raise ValueError(f"n_jobs must be a positive int or -1, got {n_jobs}")
+    return int(n_jobs)
+
+
 def map_row_blocks(fn: Callable[[slice], Any], n_rows: int, n_features: int, *, itemsize: int = 8,
                    n_jobs: int | None = None) -> list[Any]:
     """``[fn(sl) for sl in row_blocks(...)]``, run on threads when the array is large.
 
     For streaming passes whose per-block work is NumPy code that releases the GIL (reductions,
     elementwise arithmetic): two cores read memory faster than one. ``n_jobs`` threads (default:
-    the number of CPUs, at most 4) are used when there are at least 8 blocks; results come back
+    see :func:`n_threads`) are used when there are at least 8 blocks; results come back
     in block order, so anything computed from them is the same whatever the thread count.
     """
     blocks = list(row_blocks(n_rows, n_features, itemsize=itemsize))
-    workers = min(4, os.cpu_count() or 1) if n_jobs is None else max(1, int(n_jobs))
+    workers = n_threads(n_jobs)
     if workers == 1 or len(blocks) < 8:
         return [fn(sl) for sl in blocks]
     with ThreadPoolExecutor(workers) as pool:
@@ -154,21 +173,6 @@ def _raise_non_finite(arr: np.ndarray, name: str) -> None:
         f"{name} has {int(bad.sum())} NaN/inf entries in {rows.size} rows "
         f"(first rows: {rows[:5].tolist()}); drop or impute them first"
     )
-
-
-def check_array(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
-    """Convert to a finite float64 array of shape ``(n_samples, n_features)``.
-
-    Raises
-    ------
-    ValueError
-        Not 2-D, fewer than ``min_rows`` rows, no columns, or NaN/inf entries (with counts).
-    """
-    arr = as_2d_float(X, name=name, min_rows=min_rows)
-    lo, hi = column_range(arr)
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-        _raise_non_finite(arr, name)
-    return arr
 
 
 def clip_to_bounds(

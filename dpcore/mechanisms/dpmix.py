@@ -37,7 +37,6 @@ the same release.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -46,7 +45,7 @@ from scipy import ndimage
 
 from dpcore import accounting
 from dpcore.mechanisms.base import Mechanism
-from dpcore.preprocessing import PreparedInput, map_row_blocks, row_blocks
+from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
 
@@ -187,18 +186,6 @@ def mixture_means(Z: np.ndarray, idx: np.ndarray, out: np.ndarray | None = None,
     return out
 
 
-def _n_workers(n_jobs: int | None) -> int:
-    """Threads for the mixing: ``n_jobs`` (``-1``: all CPUs), default all CPUs up to 4."""
-    cpus = os.cpu_count() or 1
-    if n_jobs is None:
-        return min(4, cpus)
-    if n_jobs == -1:
-        return cpus
-    if n_jobs < 1:
-        raise ValueError(f"n_jobs must be a positive int or -1, got {n_jobs}")
-    return int(n_jobs)
-
-
 def _chunk_rows(n: int, ell: int, width: int, method: str, chunk_rows: int | None) -> int:
     if chunk_rows is not None:
         return max(1, int(chunk_rows))
@@ -264,7 +251,7 @@ def draw_mixtures(
     n, width = Z.shape
     method = _sampler_method(n, ell)
     rows = _chunk_rows(n, ell, width, method, chunk_rows)
-    workers = _n_workers(n_jobs)
+    workers = n_threads(n_jobs)
     idx_rng, noise_rng = rng.spawn(2)
     sigma = np.asarray(sigma, dtype=float)
     noisy = bool(np.any(sigma > 0))
