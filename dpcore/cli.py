@@ -33,6 +33,7 @@ from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_datase
 from dpcore.exceptions import NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry
 from dpcore.mechanisms import MECHANISMS, get_mechanism
+from dpcore.release import release_paths
 from dpcore.schema import Param
 
 PROG = "dpcore"
@@ -200,13 +201,6 @@ def _describe_data(args: argparse.Namespace) -> None:
         print(f"  rows dropped for missing/infinite values: {ds.n_dropped}")
 
 
-def _output_targets(output: str) -> list[Path]:
-    """The files ``Release.save(output)`` may write (CSV, card, transform)."""
-    path = Path(output)
-    base = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
-    return [path, path.with_name(base + ".card.json"), path.with_name(base + ".transform.npz")]
-
-
 def _check_output(output: str) -> None:
     """Refuse an output path that cannot be written, before any work is done."""
     path = Path(output)
@@ -239,22 +233,22 @@ def _cmd_release(args: argparse.Namespace) -> None:
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
     release.check_downloadable()
-    card = release.card()
     if ledger is not None and ledger.would_exceed(release.guarantee.epsilon, args.budget):
         raise CLIError(
             f"refused: this release (epsilon = {release.guarantee.epsilon:.4g}) would bring the "
             f"ledger total to {ledger.total_epsilon + release.guarantee.epsilon:.4g}, over the "
             f"budget {args.budget:g}; nothing was written"
         )
-    targets = _output_targets(args.output)
+    targets = release_paths(args.output).values()
     existed = {t for t in targets if t.exists()}
     try:
-        written = release.save(args.output)
-        if ledger is not None:
+        written = release.save(args.output)  # all files or none
+        if ledger is not None:  # the ledger records the card exactly as written (same sha256)
+            card = json.loads(written["card"].read_text(encoding="utf-8"))
             ledger.add(LedgerEntry.from_card(card, ds.name))
             ledger.save(args.ledger)
     except BaseException:
-        for t in targets:  # no half release: remove what this run created
+        for t in targets:  # the ledger could not be written: remove the release this run made
             if t not in existed and t.exists():
                 t.unlink()
         raise

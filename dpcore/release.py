@@ -334,14 +334,23 @@ class Release:
             A file could not be written (nothing is left behind).
         """
         self.check_downloadable()
-        path = Path(path)
-        base = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
+        targets = release_paths(path)
         csv_bytes = self.to_csv_bytes()
-        files = {"csv": (path, csv_bytes),
-                 "card": (path.with_name(base + ".card.json"), self.card_json(csv_bytes).encode())}
+        files = {"csv": (targets["csv"], csv_bytes),
+                 "card": (targets["card"], self.card_json(csv_bytes).encode())}
         if self.transform_arrays:
-            files["transform"] = (path.with_name(base + ".transform.npz"), self.transform_npz_bytes())
+            files["transform"] = (targets["transform"], self.transform_npz_bytes())
         return _write_all(files)
+
+
+def release_paths(path: str | Path) -> dict[str, Path]:
+    """The files :meth:`Release.save` writes for ``path``: ``csv`` (``path``), ``card``
+    (``<stem>.card.json``) and, for releases with a public map, ``transform``
+    (``<stem>.transform.npz``); ``<stem>`` is ``path``'s name without a ``.csv`` ending."""
+    path = Path(path)
+    base = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
+    return {"csv": path, "card": path.with_name(base + ".card.json"),
+            "transform": path.with_name(base + ".transform.npz")}
 
 
 def _write_temp(target: Path, payload: bytes) -> Path:
