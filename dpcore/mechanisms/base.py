@@ -186,8 +186,9 @@ class Mechanism:
         parameters["task"] = data.task
         if n_samples is not None:
             parameters["n_samples"] = n_samples
-        if data.bounds_source == "data":
+        if not data.holds:
             guarantee = Guarantee(**{**guarantee.__dict__, "holds": False})
+        kwargs.setdefault("public_facts", data.public_facts)
         return Release(
             data=values,
             columns=columns,

@@ -67,6 +67,15 @@ from dpcore.calibration import (
     psd_repair,
     symmetric_laplace_noise,
 )
+from dpcore.mechanisms._labels import (
+    HISTOGRAM_FRACTION,
+    LABEL_PRIVACY,
+    WITHIN_CLASS,
+    divide_by_count,
+    dp_class_histogram,
+    label_privacy_assumption,
+    synthetic_counts,
+)
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.dppro import gaussian_epsilon
 from dpcore.mechanisms.jl_laplace import (
@@ -537,6 +546,8 @@ class MODIPS(Mechanism):
         EPSILON,
         Param("epsilon_split", "fraction_split", (0.3, 0.7), "Fractions of epsilon for the DP "
               "mean and the DP second moment.", privacy=True, split_names=("mean", "covariance")),
+        LABEL_PRIVACY,
+        HISTOGRAM_FRACTION,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -548,8 +559,12 @@ class MODIPS(Mechanism):
         n_samples: int | None,
     ) -> Release:
         n, d = data.X.shape
-        split = EpsilonSplit.from_fractions(
-            params["epsilon"], dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)))
+        fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
+        protected = data.task == "classification" and params["label_privacy"] == "protected"
+        if protected:
+            h = params["histogram_fraction"]
+            fractions = {"histogram": h, **{k: (1 - h) * v for k, v in fractions.items()}}
+        split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         lo, hi = data.bounds[:, 0], data.bounds[:, 1]
         active = hi > lo
         Z = scale_to_box(data.X, data.bounds)[:, active]
@@ -561,17 +576,28 @@ class MODIPS(Mechanism):
             raise ValueError("bounds: every feature has lo == hi, so there is nothing to model")
         m = n if n_samples is None else n_samples
         diag: dict[str, Any] = {"mean_dp": {}, "second_moment_dp": {}, "mean": {}, "second_moment": {}}
+        noise: list[NoiseRecord] = []
+        noisy_counts = None
         if data.task == "classification":
             assert data.y is not None and data.classes is not None
             sizes = np.bincount(data.y, minlength=data.classes.size)
-            groups = [(c, data.y == c, f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
-                      for c in np.flatnonzero(sizes)]
-            counts = proportional_counts(m, sizes)
+            if protected:
+                noisy_counts, hist_rec = dp_class_histogram(
+                    data.y, data.classes.size, split["histogram"], rng, "MODIPS per class (label privacy)")
+                noise.append(hist_rec)
+                counts = synthetic_counts(m, noisy_counts)
+                groups = [(c, data.y == c, f" of class {data.classes[c]!s}")
+                          for c in np.flatnonzero(counts)]  # chosen from the DP histogram only
+            else:
+                groups = [(c, data.y == c, f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
+                          for c in np.flatnonzero(sizes)]
+                counts = proportional_counts(m, sizes)
         else:
             groups, counts = [(0, slice(None), "")], np.array([m])
-        chunks, labels, noise = [], [], []
+        chunks, labels = [], []
         for c, rows, tag in groups:
-            mu, cov, recs = _dp_gaussian(Z[rows], split, rng, tag, diag, key=c)
+            count = None if noisy_counts is None else float(noisy_counts[c])
+            mu, cov, recs = _dp_gaussian(Z[rows], split, rng, tag, diag, key=c, count=count)
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
             noise += recs
@@ -590,9 +616,7 @@ class MODIPS(Mechanism):
         assumptions = ["n is public (bounded DP, replace-one neighbours)",
                        f"{BOX}; synthetic rows are mapped back to the original units"]
         if data.task == "classification":
-            assumptions.append("class sizes n_c are public (as RON-Gauss Alg. 5 / PCA-Gauss Alg. 3); "
-                               "neighbours replace one record by another of the same class, and the "
-                               "class label itself is not protected")
+            assumptions.append(label_privacy_assumption(params["label_privacy"]))
         if regression:
             assumptions.append(f"labels lie in the public label_bounds {data.label_bounds}, mapped to "
                                "[-1, 1] and modelled jointly with the features")
@@ -605,8 +629,9 @@ class MODIPS(Mechanism):
         }
         rel = self._new_release(
             data, params, values=values, columns=list(data.feature_names),
-            guarantee=Guarantee(epsilon=math.fsum(split.parts), delta=0.0, neighbouring="replace-one",
-                                kind="pure"),
+            guarantee=Guarantee(epsilon=math.fsum(split.parts), delta=0.0, kind="pure",
+                                neighbouring=WITHIN_CLASS if data.task == "classification"
+                                and not protected else "replace-one"),
             noise=noise, calibration="sound", n_samples=n_samples, labels=out_labels,
             label_columns=label_columns, details=details,
         )
@@ -616,31 +641,48 @@ class MODIPS(Mechanism):
 
 def _dp_gaussian(
     Z: np.ndarray, split: EpsilonSplit, rng: np.random.Generator, tag: str, diag: dict[str, Any],
-    key: Any,
+    key: Any, count: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
     """DP mean, DP second moment (upper triangle, mirrored) and PSD-repaired covariance of the rows
     ``Z`` (entries in ``[-1, 1]``), with their noise records; exact and noisy statistics go to
-    ``diag`` (exploration only)."""
+    ``diag`` (exploration only).
+
+    ``count`` (a DP class count, labels protected): noisy per-class *sums* over the count. Stacked
+    over the classes, the sums have L1 sensitivities ``2k`` (one vector of L1 norm ``<= k`` leaves
+    a class and one joins another, or one difference ``<= 2k``) and ``k(k+1)`` (upper triangle: one
+    term ``(||z||_1^2 + ||z||^2)/2 <= k(k+1)/2``, two of them when the record changes class; the
+    within-class difference is ``<= k(k+1)/2``)."""
     n, k = Z.shape
-    s1_mu, s1_m = gaussian_model_sensitivities(k, n)
+    if count is None:
+        s1_mu, s1_m = gaussian_model_sensitivities(k, n)
+        mean, second = Z.mean(axis=0), Z.T @ Z / n
+    else:
+        s1_mu, s1_m = 2.0 * k, k * (k + 1.0)
+        mean, second = Z.sum(axis=0), Z.T @ Z
     b_mu, b_m = laplace_scale(s1_mu, split["mean"]), laplace_scale(s1_m, split["covariance"])
-    mean, second = Z.mean(axis=0), Z.T @ Z / n
     mu = mean + (rng.laplace(0.0, b_mu, size=k) if b_mu > 0 else 0.0)
     M = second + symmetric_laplace_noise(k, b_m, rng)
+    if count is not None:
+        mu, M = divide_by_count(mu, count), divide_by_count(M, count)
+        mean, second = divide_by_count(mean, max(n, 1)), divide_by_count(second, max(n, 1))
     diag["mean"][key], diag["second_moment"][key] = mean, second
     diag["mean_dp"][key], diag["second_moment_dp"][key] = mu, M
     recs = [
         NoiseRecord(
             statistic="mean" + tag, sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
             epsilon=split["mean"], delta=0.0,
-            formula="S1 = 2k/n (k coordinates of width 2, one row replaced); b = S1/eps_mu",
+            formula=("S1 = 2k/n (k coordinates of width 2, one row replaced); b = S1/eps_mu"
+                     if count is None else "S1 = 2k (per-class sums, all classes jointly; the "
+                     "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
             source=f"{LIU_CITATION}; {LAPLACE_SOURCE}",
         ),
         NoiseRecord(
             statistic="second moment (1/n) Z^T Z" + tag, sensitivity=s1_m, scale=b_m,
             distribution="laplace", norm="L1", epsilon=split["covariance"], delta=0.0,
-            formula="S1 = k(k+1)/(2n) (upper triangle with diagonal, entries in [-1, 1]; proof in "
-                    "gaussian_model_sensitivities); b = S1/eps_Sigma, mirrored; covariance = "
+            formula=("S1 = k(k+1)/(2n) (upper triangle with diagonal, entries in [-1, 1]; proof in "
+                     "gaussian_model_sensitivities)" if count is None else "S1 = k(k+1) (per-class "
+                     "sums, upper triangle, the replaced record may change class; divided by the "
+                     "DP count)") + "; b = S1/eps_Sigma, mirrored; covariance = "
                     "psd_repair(M - mu mu^T) (post-processing)",
             source=f"{LIU_CITATION}; {LAPLACE_SOURCE}; SPEC section 1 (upper triangle, PSD repair)",
         ),

@@ -73,6 +73,15 @@ from dpcore.calibration import (
     laplace_scale,
     psd_repair,
 )
+from dpcore.mechanisms._labels import (
+    HISTOGRAM_FRACTION,
+    LABEL_PRIVACY,
+    WITHIN_CLASS,
+    divide_by_count,
+    dp_class_histogram,
+    label_privacy_assumption,
+    synthetic_counts,
+)
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.ron_gauss import (
     add_matrix_noise,
@@ -92,6 +101,7 @@ __all__ = [
     "box_gram",
     "box_moments",
     "box_project",
+    "class_sum_sensitivities",
     "eigenvalue_sensitivity",
     "lap_pca_sensitivity",
     "pca_mean_sensitivity",
@@ -147,6 +157,24 @@ def pca_mean_sensitivity(p: int, n_rows: int, a: float = A_BOUND, calibration: s
     (ours: ``||x^ - x^'||_1 <= sqrt(p) ||x^ - x^'||_2 <= 2 sqrt(p) a`` since ``||x^||_2 <= a``).
     """
     return 2 * (p if calibration == "paper" else math.sqrt(p)) * a / n_rows
+
+
+def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tight") -> tuple[float, float]:
+    """L1 sensitivities of the per-class *sums* ``(sum x^, sum x^ x^^T)``, all classes stacked,
+    under replace-one with the label included (labels protected; the replaced record may change
+    class, so one class loses a term and another gains one).
+
+    Mean sums: one term has ``||x^||_1 <= sqrt(p) a`` ("tight", ``||x^||_2 <= a``) or ``p a``
+    (box, "paper"); two terms or one difference give ``2 sqrt(p) a`` / ``2 p a``. Second-moment
+    sums: "tight" (upper triangle) one term ``(||x^||_1^2 + ||x^||^2)/2 <= (p + 1) a^2/2``, so
+    ``(p + 1) a^2`` covers both cases (the within-class difference bound is ``min(p(p+1)/2, p+1)
+    a^2 <= (p + 1) a^2``); "paper" (every entry) one term ``||x^||_1^2 <= p^2 a^2``, two terms
+    ``2 p^2 a^2`` (the within-class bound is ``p^2 a^2``). Ours, from the same argument as
+    :func:`pca_mean_sensitivity` and :func:`pca_second_moment_sensitivity` with ``n = 1``.
+    """
+    if calibration == "paper":
+        return 2.0 * p * a, 2.0 * p**2 * a**2
+    return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
 def lap_pca_sensitivity(d: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
@@ -300,6 +328,8 @@ class PCAGauss(Mechanism):
               low_open=True),
         Param("calibration", "choice", "tight", "Sensitivities: tight (proven, less noise) or "
               "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
+        LABEL_PRIVACY,
+        HISTOGRAM_FRACTION,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -371,6 +401,10 @@ class PCAGauss(Mechanism):
         gmm = data.task == "classification"
         model = (dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)) if gmm
                  else {"covariance": 1.0})
+        protected = gmm and params["label_privacy"] == "protected"
+        if protected:
+            h = params["histogram_fraction"]
+            model = {"histogram": h, **{k: (1 - h) * v for k, v in model.items()}}
         if source == "public":
             fractions = model
         else:
@@ -433,7 +467,13 @@ class PCAGauss(Mechanism):
             stats = _PCAStats.from_moments(moments, W / math.sqrt(d))
         m = stats.n_rows if n_samples is None else n_samples
         if gmm:
-            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, diag)
+            noisy_counts = None
+            if protected:
+                assert y is not None and data.classes is not None
+                noisy_counts, hist_rec = dp_class_histogram(
+                    y, data.classes.size, split["histogram"], rng, f"{SOURCE}, Alg. 3 (label privacy)")
+                noise.append(hist_rec)
+            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, diag, noisy_counts)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
             values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, diag)
@@ -453,10 +493,7 @@ class PCAGauss(Mechanism):
                 "(no protection for them) and excluded from the private part"
             )
         if gmm:
-            assumptions.append(
-                "class sizes n_c are public (paper Alg. 3); neighbours replace one record by "
-                "another of the same class, and the class label itself is not protected"
-            )
+            assumptions.append(label_privacy_assumption(params["label_privacy"]))
         else:
             assumptions.append(f"labels lie in the public label_bounds {data.label_bounds}, "
                                "mapped to [-1, 1]")
@@ -481,8 +518,8 @@ class PCAGauss(Mechanism):
         label_columns = [data.label_name or "label"]
         rel = self._new_release(
             data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
-            guarantee=Guarantee(epsilon=eps_total, delta=delta, neighbouring="replace-one",
-                                kind=kind),
+            guarantee=Guarantee(epsilon=eps_total, delta=delta, kind=kind,
+                                neighbouring=WITHIN_CLASS if gmm and not protected else "replace-one"),
             noise=noise, calibration=cal, n_samples=n_samples, labels=labels,
             label_columns=label_columns, transform_arrays=transform_arrays,
             transform_fn=partial(_pca_transform, W=W, bounds=data.bounds.copy()), details=details,
@@ -515,41 +552,68 @@ class PCAGauss(Mechanism):
 
     @staticmethod
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
+              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any],
+              noisy_counts: np.ndarray | None = None,
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
+        """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
+        sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes."""
         assert data.classes is not None and stats.sizes is not None
         sizes = stats.sizes
-        counts = proportional_counts(m, sizes)
+        protected = noisy_counts is not None
+        if protected:
+            counts = synthetic_counts(m, noisy_counts)
+            modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
+            s1_mu, s1_m = class_sum_sensitivities(p, calibration=cal)
+            diag["class_counts_dp"] = noisy_counts
+        else:
+            counts = proportional_counts(m, sizes)
+            modelled = np.flatnonzero(sizes)
         chunks, labels, recs = [], [], []
         diag.update({"class_sizes": sizes, "mu_dp": {}, "second_moment_dp": {}})
-        for c in np.flatnonzero(sizes):
+        zero = (np.zeros(p), np.zeros((p, p)))
+        for c in modelled:
             n_c = int(sizes[c])
-            total, second = stats.per_class[int(c)]
-            tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
-            s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
-            b_mu = laplace_scale(s1_mu, split["mean"])
-            mu = total / n_c + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0)
-            s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
-            b_m = laplace_scale(s1_m, split["covariance"])
-            noisy = add_matrix_noise(second / n_c, b_m, rng, full_matrix=cal == "paper")
+            total, second = stats.per_class.get(int(c), zero) if stats.per_class else zero
+            if protected:
+                tag = f" of class {data.classes[c]!s}"
+                b_mu, b_m = laplace_scale(s1_mu, split["mean"]), laplace_scale(s1_m, split["covariance"])
+                mu = divide_by_count(total + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0),
+                                     noisy_counts[c])
+                noisy = divide_by_count(add_matrix_noise(second, b_m, rng, full_matrix=cal == "paper"),
+                                        noisy_counts[c])
+            else:
+                tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
+                s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
+                b_mu = laplace_scale(s1_mu, split["mean"])
+                mu = total / n_c + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0)
+                s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
+                b_m = laplace_scale(s1_m, split["covariance"])
+                noisy = add_matrix_noise(second / n_c, b_m, rng, full_matrix=cal == "paper")
             cov = psd_repair(noisy - np.outer(mu, mu))
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
             diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
+            per = "" if protected else "/n_c"
             recs += [
                 NoiseRecord(
-                    statistic="mean of PCA features" + tag, sensitivity=s1_mu, scale=b_mu,
-                    distribution="laplace", norm="L1", epsilon=split["mean"],
-                    formula=("S1 = 2 p a/n_c" if cal == "paper" else "S1 = 2 sqrt(p) a/n_c "
-                             "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1",
+                    statistic=("sum" if protected else "mean") + " of PCA features" + tag,
+                    sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
+                    epsilon=split["mean"],
+                    formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
+                             "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
+                    + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
                     source=f"{SOURCE}, Alg. 3 / Theorem 6",
                 ),
                 NoiseRecord(
                     statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
                     distribution="laplace", norm="L1", epsilon=split["covariance"],
-                    formula=("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
-                             "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored")
+                    formula=((("S1 = 2 p^2 a^2, every entry" if cal == "paper" else
+                               "S1 = (p+1) a^2, upper triangle mirrored")
+                              + " (per-class sums, the replaced record may change class); divided "
+                              "by the DP count") if protected else
+                             ("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
+                              "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored"))
                     + "; b = S1/eps_Sigma; covariance = M - mu mu^T (post-processing)",
                     source=f"{SOURCE}, Alg. 3 / Theorem 6",
                 ),
