@@ -29,7 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset
+from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset, read_table
 from dpcore.exceptions import NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry
 from dpcore.mechanisms import MECHANISMS, get_mechanism
@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="accept bounds computed from the data (the guarantee then does NOT hold)")
         mp.add_argument("--data-classes", action="store_true",
                         help="accept a class list read from the data (the guarantee then does NOT hold)")
+        if "public_data" in cls.extra_args:
+            mp.add_argument("--public-data", metavar="FILE",
+                            help="a separate table of PUBLIC rows with the input's columns (read with "
+                                 "the same options; never a part of the private input)")
         mp.add_argument("--n-samples", type=int, default=None, help="number of released rows")
         mp.add_argument("--ledger", help="ledger JSON file to check and append to")
         mp.add_argument("--budget", type=float, help="total epsilon budget for the ledger")
@@ -268,6 +272,16 @@ def _cmd_release(args: argparse.Namespace) -> None:
     ledger = Ledger.load(args.ledger) if args.ledger else None
     if args.budget is not None and ledger is None:
         raise CLIError("--budget needs --ledger FILE")
+    if getattr(args, "public_data", None):
+        frame = read_table(args.public_data)
+        frame = frame.drop(columns=[c for c in (ds.label_name, args.label) if c and c in frame.columns])
+        public = load_dataset(frame, label="", bounds=dict(zip(ds.feature_names, ds.bounds.tolist(), strict=True))
+                              if list(frame.columns) == ds.feature_names else None,
+                              categories=_load_categories(args.categories))
+        if public.feature_names != ds.feature_names:
+            raise CLIError(f"--public-data {args.public_data} must have the input's feature columns "
+                           f"{ds.feature_names[:5]}{' ...' if ds.n_features > 5 else ''}")
+        params["public_data"] = public
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
     release.check_downloadable()

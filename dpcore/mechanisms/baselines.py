@@ -76,6 +76,7 @@ from dpcore.mechanisms._labels import (
     label_privacy_assumption,
     synthetic_counts,
 )
+from dpcore.mechanisms._public import public_rows
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.dppro import gaussian_epsilon
 from dpcore.mechanisms.jl_laplace import (
@@ -400,10 +401,10 @@ class PCAIdentity(_IdentityLaplaceBase):
 
     The baseline "Jiang et al. [52]: PCA on the identity query" in its PubPCA form (PCA-Gauss
     section VIII-B4: PCA derived from a small public data set, "for the best performance"; RON-Gauss
-    section 5.2.4). A random ``public_fraction`` of the rows is treated as PUBLIC data: their mean
-    ``c`` and top-``p`` principal directions ``W`` (``d x p``, orthonormal, of their covariance in
-    the ``[-1, 1]``-scaled units) are computed without noise, and those rows are excluded from the
-    private part and from the release. Every private row is released as ``(x - c) W + Lap(S1/eps)``
+    section 5.2.4). ``public_data`` is a separate table of PUBLIC rows (never a part of the private
+    input: :mod:`dpcore.mechanisms._public`): their mean ``c`` and top-``p`` principal directions
+    ``W`` (``d x p``, orthonormal, of their covariance in the ``[-1, 1]``-scaled units) are computed
+    without noise. Every private row is released as ``(x - c) W + Lap(S1/eps)``
     with ``S1 = max_{t in {-1,1}^p} sum_l w_l |(W t)_l|`` (exact, module docstring; at most
     ``sqrt(p) ||w||_2 = 2 sqrt(p d)`` because ``sigma_max(W) = 1``).
 
@@ -414,42 +415,41 @@ class PCAIdentity(_IdentityLaplaceBase):
     n_components : int, optional
         ``p``, ``1 <= p < n_features``; default ``floor(2 ln d / ln ln d)``
         (:func:`~dpcore.mechanisms.ron_gauss.default_n_components`, as PCA-Gauss).
-    public_fraction : float, default 0.1
-        Fraction of rows (chosen uniformly at random) treated as public for ``W``; ``(0, 0.5]``.
     epsilon_split : (float, float), default (0.9, 0.1)
         Supervised tasks: fractions for the features and the labels.
+    public_data : array-like of shape (n_public, n_features) or Dataset
+        Public rows with the private data's columns (clipped to the same public bounds), recorded
+        on the card by their SHA-256. Required.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
-    Released table: the ``n - n_public`` private rows, ``z1..zp``, plus their privately released
+    Released table: the ``n`` private rows, ``z1..zp``, plus their privately released
     labels. ``transform_arrays``: ``W``, ``center`` (``c``), ``bounds``;
     ``transform(x) = (scale_to_box(clip(x)) - c) @ W``.
 
-    Guarantee: pure eps-DP for the private rows (replace-one among them; their number is public).
-    The public rows get NO protection: in a real release they must be genuinely public data (the
-    card says so). Deviation from Jiang et al.: their DPPCA derives ``W`` privately; the papers'
+    Guarantee: pure eps-DP for the private rows (replace-one). The public rows get NO protection:
+    the custodian asserts they are public (the card says so). Deviation from Jiang et al.: their
+    DPPCA derives ``W`` privately; the papers'
     comparison (and this baseline) uses the public-data variant.
 
     Raises
     ------
     ValueError
-        ``n_components >= n_features``, too few rows for ``public_fraction``, bad parameters.
+        ``n_components >= n_features``, missing or malformed ``public_data``, bad parameters.
     """
 
     name = "pca-identity"
     title = "Public PCA + Laplace (Jiang et al. baseline)"
-    summary = ("Baseline: PCA basis from a public split of rows, then every private row's PCA "
+    summary = ("Baseline: PCA basis from a separate public table, then every private row's PCA "
                "coordinates released with Laplace noise (the identity query).")
     citation = JIANG_CITATION
     params = (
         EPSILON,
         Param("n_components", "int", None, "Number of principal components p (< number of "
               "features); empty = 2 ln d / ln ln d.", low=1, optional=True),
-        Param("public_fraction", "float", 0.1, "Fraction of rows treated as public data for the "
-              "PCA (excluded from the private part and from the release).", low=0.0, high=0.5,
-              low_open=True),
         _LABEL_SPLIT,
     )
+    extra_args = ("public_data",)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -457,34 +457,24 @@ class PCAIdentity(_IdentityLaplaceBase):
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
-        n_pub = int(round(params["public_fraction"] * n))
-        if n_pub < 2 or n - n_pub < 2:
-            raise ValueError(
-                f"public_fraction={params['public_fraction']} leaves {n_pub} public and "
-                f"{n - n_pub} private rows; need at least 2 of each"
-            )
-        check_one_row_per_input(n_samples, n - n_pub, "pca-identity (private rows)")
-        perm = rng.permutation(n)
-        pub, priv = np.sort(perm[:n_pub]), np.sort(perm[n_pub:])
-        Xpub = scale_to_box(data.X[pub], data.bounds)
+        pub = public_rows(getattr(self, "public_data", None), data.bounds, mechanism="pca-identity")
+        check_one_row_per_input(n_samples, n, "pca-identity")
+        Xpub = scale_to_box(pub.X, data.bounds)
         center = Xpub.mean(axis=0)
         W = _top_eigvecs((Xpub - center).T @ (Xpub - center), p)
-        rel = self._identity_release(
-            data, params, rng, M=W, center=center, rows=priv, matrix_name="W",
+        return self._identity_release(
+            data, params, rng, M=W, center=center, rows=None, matrix_name="W",
             statistic="PCA coordinates Z = (scale(X) - c) W of the private rows",
             source=JIANG_CITATION,
             details={
                 "projection": "top-p principal directions of the public rows (PubPCA)",
-                "n_public_rows": n_pub,
-                "n_private_rows": n - n_pub,
+                **pub.card(),
                 "assumptions": [
-                    f"{n_pub} randomly chosen rows were treated as PUBLIC data for the PCA (no "
-                    "protection for them) and are not in the release",
+                    "the public_data rows (identified by public_data_sha256) are PUBLIC: W and c "
+                    "are computed from them without noise and they get no protection",
                 ],
             },
         )
-        rel.diagnostics.update({"private_rows": priv, "public_rows": pub})
-        return rel
 
 
 # ------------------------------------------------------------------------------------ MODIPS

@@ -44,10 +44,9 @@ Where ``W`` comes from (Alg. 2 and 3; each changes the total guarantee):
   2014): rows scaled to L2 norm <= 1, ``X^T X`` plus a symmetric matrix of i.i.d. Gaussians on the
   upper triangle; replace-one Frobenius sensitivity ``sqrt(2)``; ``sigma`` from the analytic
   Gaussian mechanism (Balle & Wang 2018). Total ``(eps_pca + eps_mu + eps_Sigma, delta)``.
-* ``pca_source="public"`` (PubPCA): a random ``public_fraction`` of the rows is treated as public
-  data: ``W`` is their top-``p`` eigenvectors, and they are excluded from the private part. No budget;
-  total ``eps_mu + eps_Sigma`` for the remaining rows. Those rows get no protection; in a real
-  release they must be genuinely public.
+* ``pca_source="public"`` (PubPCA): ``W`` is the top-``p`` eigenvectors of a separate table of
+  PUBLIC rows, ``public_data`` (recorded on the card by its SHA-256; never a part of the private
+  input, see :mod:`dpcore.mechanisms._public`). No budget; total ``eps_mu + eps_Sigma``.
 
 ``epsilon`` is always the total: LapPCA/AGPCA take ``pca_fraction`` of it, the Gaussian model the
 rest (split by ``epsilon_split`` in Alg. 3). Each part is in the release's noise records.
@@ -82,6 +81,7 @@ from dpcore.mechanisms._labels import (
     label_privacy_assumption,
     synthetic_counts,
 )
+from dpcore.mechanisms._public import public_rows
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.ron_gauss import (
     add_matrix_noise,
@@ -281,9 +281,8 @@ class PCAGauss(Mechanism):
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
     pca_fraction : float, default 0.5
         Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``).
-    public_fraction : float, default 0.1
-        ``pca_source="public"``: fraction of rows (chosen at random) treated as public data for
-        ``W`` and excluded from the private part.
+    public_data : array-like of shape (n_public, n_features) or Dataset, optional
+        ``pca_source="public"``: the public rows ``W`` is computed from (required there).
     calibration : {"tight", "paper"}, default "tight"
         Sensitivities: the paper's values (noise on every matrix entry) or the tighter proven ones
         (``min(p, 2)`` for Alg. 1; upper-triangle noise and the L2-ball bound ``||x^||_2 <= a`` for
@@ -301,7 +300,7 @@ class PCAGauss(Mechanism):
     Raises
     ------
     ValueError
-        ``n_components >= n_features``, too few rows left for ``public_fraction``, bad parameters.
+        ``n_components >= n_features``, ``pca_source="public"`` without ``public_data``, bad parameters.
     """
 
     name = "pca-gauss"
@@ -319,13 +318,10 @@ class PCAGauss(Mechanism):
         Param("n_components", "int", None, "Number of principal components p (< number of "
               "features); empty = 2 ln d / ln ln d.", low=1, optional=True),
         Param("pca_source", "choice", "lap", "Supervised tasks: W from LapPCA (pure), Analyze "
-              "Gauss (epsilon, delta) or a public split of the rows (no budget).",
+              "Gauss (epsilon, delta) or a separate public table, public_data (no budget).",
               choices=("lap", "analyze-gauss", "public"), privacy=True),
         Param("pca_fraction", "float", 0.5, "Fraction of epsilon spent on the DP PCA (lap, "
               "analyze-gauss).", low=0.0, high=1.0, low_open=True, high_open=True, privacy=True),
-        Param("public_fraction", "float", 0.1, "pca_source='public': fraction of rows treated as "
-              "public (used for W only, excluded from the private part).", low=0.0, high=0.5,
-              low_open=True),
         Param("calibration", "choice", "tight", "Sensitivities: tight (proven, less noise) or "
               "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
         LABEL_PRIVACY,
@@ -334,6 +330,7 @@ class PCAGauss(Mechanism):
     neighbouring = "replace-one"
     guarantee_kind = "pure"
     space = "projected"
+    extra_args = ("public_data",)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -396,7 +393,7 @@ class PCAGauss(Mechanism):
                     n_samples: int | None, p: int) -> Release:
         n, d = data.X.shape
         X, bounds = data.X, data.bounds
-        rows = None  # the private rows (all but the public split)
+        rows = None  # every private row (public rows are a separate input)
         source, cal = params["pca_source"], params["calibration"]
         gmm = data.task == "classification"
         model = (dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)) if gmm
@@ -422,17 +419,10 @@ class PCAGauss(Mechanism):
             # Gaussian model needs: the PCA-space moments are W^T (.) W / d of the same sums
             moments = _Moments.collect(X, bounds, None, y, data, gmm)
         if source == "public":
-            n_pub = int(round(params["public_fraction"] * n))
-            if n_pub < 1 or n - n_pub < 2:
-                raise ValueError(
-                    f"public_fraction={params['public_fraction']} leaves {n_pub} public and "
-                    f"{n - n_pub} private rows; need at least 1 public and 2 private rows"
-                )
-            perm = rng.permutation(n)
-            pub, priv = np.sort(perm[:n_pub]), np.sort(perm[n_pub:])
-            W = _top_eigvecs(box_gram(X, bounds, pub, clip=False), p)
-            rows, y = priv, None if y is None else y[priv]
-            diag.update({"n_public_rows": n_pub, "private_rows": priv})
+            pub = public_rows(getattr(self, "public_data", None), bounds,
+                              mechanism="pca-gauss with pca_source='public'", min_rows=1)
+            W = _top_eigvecs(box_gram(pub.X, bounds, clip=False), p)
+            diag["public_data"] = pub.card()
         elif source == "lap":
             s1 = lap_pca_sensitivity(d, n, calibration=cal)
             b = laplace_scale(s1, split["pca"])
@@ -489,8 +479,8 @@ class PCAGauss(Mechanism):
         ]
         if source == "public":
             assumptions.append(
-                f"{diag['n_public_rows']} randomly chosen rows were treated as PUBLIC data for W "
-                "(no protection for them) and excluded from the private part"
+                "W was computed without noise from the public_data rows (identified by "
+                "public_data_sha256), which the custodian asserts are PUBLIC; they get no protection"
             )
         if gmm:
             assumptions.append(label_privacy_assumption(params["label_privacy"]))
@@ -505,6 +495,7 @@ class PCAGauss(Mechanism):
             "nominal_epsilon": split.total,
             "guaranteed_epsilon": eps_total,
             "assumptions": assumptions,
+            **diag.get("public_data", {}),
             # noise the tight calibration saves: paper S1 / tight S1 (1.0 when calibration="paper")
             "paper_over_tight_sensitivity": {
                 "second_moment": pca_second_moment_sensitivity(p, 1, calibration="paper",
