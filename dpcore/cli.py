@@ -275,8 +275,9 @@ def _cmd_release(args: argparse.Namespace) -> None:
     if getattr(args, "public_data", None):
         frame = read_table(args.public_data)
         frame = frame.drop(columns=[c for c in (ds.label_name, args.label) if c and c in frame.columns])
-        public = load_dataset(frame, label="", bounds=dict(zip(ds.feature_names, ds.bounds.tolist(), strict=True))
-                              if list(frame.columns) == ds.feature_names else None,
+        same = list(frame.columns) == ds.feature_names
+        bounds = dict(zip(ds.feature_names, ds.bounds.tolist(), strict=True)) if same else None
+        public = load_dataset(frame, label="", bounds=bounds,
                               categories=_load_categories(args.categories))
         if public.feature_names != ds.feature_names:
             raise CLIError(f"--public-data {args.public_data} must have the input's feature columns "
