@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from dpcore.calibration import default_delta
 from dpcore import accounting
+from dpcore.calibration import default_delta
 from dpcore.mechanisms.base import Mechanism
 from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
