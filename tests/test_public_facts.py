@@ -138,12 +138,12 @@ def test_ron_gauss_mean_moves_at_most_its_sensitivity_when_the_largest_row_is_re
     n, d = 20, 3
     X = np.full((n, d), 0.0)
     X[:, 0] = 2e-12 * (1 + np.arange(n) % 3)  # near-zero rows, above ZERO_NORM
-    X[-1] = (1.0, 1.0, 1.0)
+    X[-1] = (100.0, 100.0, 100.0)  # the old threshold was 1e-12 x the largest norm: 1.7e-10 here
     X2 = X.copy()
     X2[-1] = (0.0, 0.0, 1e-6)
     mus = []
     for data in (X, X2):
-        rel = RONGauss(epsilon=np.inf, n_components=1, feature_scaling="none", bounds=(0, 1),
+        rel = RONGauss(epsilon=np.inf, n_components=1, feature_scaling="none", bounds=(0, 100),
                        random_state=0).release(data)
         mus.append(rel.diagnostics["mu_dp"])
     assert np.abs(mus[0] - mus[1]).sum() <= mean_sensitivity(d, n) * (1 + 1e-9)
