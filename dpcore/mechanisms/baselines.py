@@ -575,6 +575,7 @@ class MODIPS(Mechanism):
                 noisy_counts, hist_rec = dp_class_histogram(
                     data.y, data.classes.size, split["histogram"], rng, "MODIPS per class (label privacy)")
                 noise.append(hist_rec)
+                diag["class_counts_dp"] = noisy_counts
                 counts = synthetic_counts(m, noisy_counts)
                 groups = [(c, data.y == c, f" of class {data.classes[c]!s}")
                           for c in np.flatnonzero(counts)]  # chosen from the DP histogram only
