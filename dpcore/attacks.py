@@ -79,6 +79,7 @@ __all__ = [
     "membership_game",
     "membership_pair",
     "plain_summary",
+    "point_epsilon",
     "summarise_game",
 ]
 
@@ -214,6 +215,15 @@ def epsilon_lower_bound(
         fpr=float(fp[0]) / ev0.size, fnr=float(fn[0]) / ev1.size, fpr_upper=float(fpr_u[0]),
         fnr_upper=float(fnr_u[0]), n0=int(ev0.size), n1=int(ev1.size),
     )
+
+
+def point_epsilon(lb: LowerBound, delta: float = 0.0) -> float:
+    """The epsilon of ``lb``'s test at its MEASURED rates (no confidence margin): ``log((1 - delta
+    - FNR)/FPR)`` or the swapped form, ``inf`` when the denominator rate is 0, 0 if negative."""
+    a, b = (lb.fnr, lb.fpr) if lb.inequality.startswith("FPR") else (lb.fpr, lb.fnr)
+    if 1.0 - delta - a <= 0:
+        return 0.0
+    return math.inf if b == 0 else max(0.0, math.log((1.0 - delta - a) / b))
 
 
 def dp_tradeoff_curve(fpr: np.ndarray, epsilon: float, delta: float = 0.0) -> np.ndarray:
@@ -466,6 +476,7 @@ def membership_game(
     statistic: str | None = None, seed: int = 0,
     progress: Callable[[int, int, np.ndarray, np.ndarray], None] | None = None,
     stop: Callable[[], bool] | None = None, min_trials: int = 10,
+    resume: tuple[list[float], list[float]] | None = None,
 ) -> AttackResult:
     """Play the membership-inference game ``trials`` times per world (module docstring).
 
@@ -489,6 +500,10 @@ def membership_game(
         Called after each trial with the scores so far (an app can keep them if it is interrupted).
     stop : callable returning bool, optional
         Checked before each trial; True ends the game early (at least ``min_trials`` are kept).
+    resume : (scores_out, scores_in) lists, optional
+        Scores of an interrupted game with the same arguments: play continues with the next
+        trial's seeds. The lists are EXTENDED IN PLACE as trials are played, so a caller that is
+        interrupted (an app's Stop button) keeps every score drawn so far.
 
     Returns
     -------
@@ -523,17 +538,19 @@ def membership_game(
     tables = (pair.table(train, member=False), pair.table(train, member=True))
     probe = pair.probe(train)
     seeds = np.random.SeedSequence([int(seed), 18]).spawn(2 * int(trials))
-    scores: tuple[list[float], list[float]] = ([], [])
-    claim: Release | None = None
+    scores: tuple[list[float], list[float]] = resume if resume is not None else ([], [])
+    if len(scores[0]) != len(scores[1]) or len(scores[0]) > int(trials):
+        raise ValueError("resume must hold as many scores per world, at most trials")
+    # the claim: the guarantee on the card of trial 0's OUT release (the same for every release)
+    claim = _release(cls, params, tables[0], int(seeds[0].generate_state(1)[0]))
     stopped = False
-    for t in range(int(trials)):
+    for t in range(len(scores[0]), int(trials)):
         if stop is not None and t >= min_trials and stop():
             stopped = True
             break
         for world in (0, 1):
             s = int(seeds[2 * t + world].generate_state(1)[0])
             rel = _release(cls, params, tables[world], s)
-            claim = claim or rel
             if statistic == "position":
                 centres = np.asarray(_release(cls, params, probe, s, epsilon=math.inf).data, float)[:2]
                 score = _position_score(rel, centres, pair.position)
@@ -544,7 +561,6 @@ def membership_game(
             scores[world].append(score)
         if progress is not None:
             progress(t + 1, int(trials), np.asarray(scores[0]), np.asarray(scores[1]))
-    assert claim is not None
     s0, s1 = np.asarray(scores[0]), np.asarray(scores[1])
     delta = float(claim.guarantee.delta)
     fpr, tpr, thresholds, auc, lb = summarise_game(s0, s1, delta=delta, seed=seed)
