@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -188,3 +189,76 @@ def test_empirical_epsilon_exceeds_the_claim_when_the_noise_is_halved(monkeypatc
     bad = attacks.membership_game("identity-laplace", params, ds, trials=1000, seed=3)
     assert bad.claimed_epsilon == 2.0  # the card still claims 2
     assert bad.exceeds_claim and bad.lower_bound.epsilon > 2.0, bad.lower_bound
+
+
+# ------------------------------------------------------------------------------------ the page
+def attack_app(trials: int = 50):
+    st_testing = pytest.importorskip("streamlit.testing.v1")
+    at = st_testing.AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"),
+                                      default_timeout=300)
+    at.run()
+    at.switch_page("../pages/attack.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.select_slider(key="p:attack_trials").set_value(trials).run()
+    return at
+
+
+def button(at, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_attack_page_runs_and_shows_auc_and_epsilon_beside_the_claim():
+    at = attack_app()
+    assert any("NOT differentially private" in w.value for w in at.warning)
+    assert any("Run attack" in i.value for i in at.info) and not at.metric
+    button(at, "Run attack").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = metrics(at)
+    assert 0.0 <= float(shown["AUC"]) <= 1.0
+    assert 0.0 <= float(shown["Empirical ε (95% lower limit)"]) <= 1.0
+    assert shown["Claimed ε (release card)"] == "1 (δ = 1e-05)"
+    assert any("50 trials per world" in c.value for c in at.caption)
+    assert any("An attacker who knows every other row" in m.value for m in at.markdown)
+    assert len(at.get("plotly_chart")) == 2
+    # cached per settings: a rerun shows the same numbers without running again
+    at.run()
+    assert metrics(at) == shown
+
+
+def test_attack_page_stop_keeps_the_scores_drawn_so_far():
+    at = attack_app()
+    button(at, "Run attack").click().run()
+    # What a Stop click during a run leaves behind: Streamlit ends the run, the scores drawn so far
+    # stay in the session (the game extends these lists in place) and no result is stored.
+    s0, s1 = at.session_state["_attack_partial"]["scores"]
+    del s0[15:], s1[15:]
+    at.session_state["_attack_results"] = {}
+    button(at, "Stop").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Stopped after 15 trials" in i.value for i in at.info)
+    assert "AUC" in metrics(at)
+    assert any("stopped early; 50 asked" in c.value for c in at.caption)
+
+
+def test_attack_page_flags_a_miscalibrated_mechanism(monkeypatch):
+    # The page has teeth: identity-laplace with its noise scale halved, on a table whose training
+    # split has rows at the lower corner, attacked with the upper corner, at a claim of 2.
+    ds = box_dataset(n=40)
+    ds.X[:10] = 0.0
+    true_scale = baselines.laplace_scale
+    monkeypatch.setattr(baselines, "laplace_scale", lambda s, e: true_scale(s, e) / 2)
+    at = attack_app(trials=1000)
+    at.session_state.dataset = ds
+    at.session_state.dataset_label = "box"
+    at.session_state.mechanism = "identity-laplace"
+    at.session_state["p:identity-laplace:epsilon"] = 2.0
+    at.session_state["p:identity-laplace:n_components"] = 1
+    at.run()
+    button(at, "Run attack").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert float(metrics(at)["Empirical ε (95% lower limit)"]) > 2.0
+    assert any("MORE than the claimed ε = 2" in e.value for e in at.error)
