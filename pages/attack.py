@@ -18,9 +18,10 @@ from app.figures.attack import roc_figure, score_histogram_figure
 from dpcore import attacks
 from dpcore.mechanisms import get_mechanism
 
-#: Releases per world by default: local-gaussian on the digits training split (1,347 x 64) takes
-#: about 10 s in the app on this project's 2-core machine (README, "Attack page").
-DEFAULT_TRIALS = 500
+#: Releases per world by default: chosen so that local-gaussian on the digits training split
+#: (1,347 x 64) stays well within 30 s in the browser on this project's 2-core machine while other
+#: jobs run (measured: README, "Attack page").
+DEFAULT_TRIALS = 300
 TRIAL_CHOICES = [20, 50, 100, 200, 300, 500, 1000, 2000, 5000]
 RESULTS_KEPT = 8
 
@@ -93,15 +94,18 @@ def start() -> None:
 
 b1, b2, _ = st.columns([1, 1, 4])
 run = b1.button("Run attack", type="primary", on_click=start)
-b2.button("Stop", on_click=request_stop, help="Stop the running attack and show what it has so far.")
+b2.button("Stop the attack", on_click=request_stop,
+          help="Stop the running attack and show what it has so far.")
 autorun = ss.pop("_attack_autorun", False) and key not in results  # from the teaching tour
 if autorun:
     start()
 
 partial = ss.get("_attack_partial")
-if ss.get("_attack_stop") and partial and partial["key"] == key and key not in results:
-    # Stop pressed while a run was going: Streamlit ended that run; finish from its scores
+if not (run or autorun) and partial and partial["key"] == key and key not in results:
+    # A run with these settings was interrupted (our Stop button, or Streamlit's own Stop in the
+    # header): Streamlit ended it; finish from the scores it had drawn
     ss["_attack_stop"] = False
+    ss["_attack_partial"] = None
     if len(partial["scores"][0]) >= 10:
         game(partial["scores"], stop=lambda: True)
     else:

@@ -237,7 +237,7 @@ def test_attack_page_stop_keeps_the_scores_drawn_so_far():
     s0, s1 = at.session_state["_attack_partial"]["scores"]
     del s0[15:], s1[15:]
     at.session_state["_attack_results"] = {}
-    button(at, "Stop").click().run()
+    button(at, "Stop the attack").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("Stopped after 15 trials" in i.value for i in at.info)
     assert "AUC" in metrics(at)

@@ -37,8 +37,7 @@ def roc_figure(res: AttackResult, grid: int = 401) -> go.Figure:
         x=res.fpr, y=res.tpr, mode="lines", name=f"this attack (AUC {res.auc:.2f})",
         line={"color": "#d62728", "width": 3, "shape": "hv"}))
     fig.update_layout(
-        title=f"Membership inference ROC over {res.trials} releases per world "
-              "(NOT differentially private: uses the private data)",
+        title=f"Attack ROC ({res.trials} releases per world) against what ε allows",
         xaxis={"title": "false-positive rate (says IN when the target is OUT)", "range": [0, 1]},
         yaxis={"title": "true-positive rate (says IN when it is IN)", "range": [0, 1.02]},
         **LAYOUT)
@@ -57,6 +56,6 @@ def score_histogram_figure(res: AttackResult) -> go.Figure:
     fig.add_vline(x=res.lower_bound.threshold, line={"dash": "dash", "color": "black"},
                   annotation_text="best threshold")
     fig.update_layout(barmode="overlay", title="Attack score in the two worlds",
-                      xaxis_title=res.extra.get("statistic_text", res.statistic),
+                      xaxis_title=f"attack score ({res.statistic}; larger: says IN)",
                       yaxis_title="releases", **{**LAYOUT, "height": 340})
     return fig
