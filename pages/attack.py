@@ -9,6 +9,7 @@ and the empirical epsilon next to the claimed one. Results are kept per session 
 from __future__ import annotations
 
 import math
+import time
 
 import streamlit as st
 
@@ -89,7 +90,7 @@ def request_stop() -> None:
 
 def start() -> None:
     ss["_attack_stop"] = False
-    ss["_attack_partial"] = {"key": key, "scores": ([], [])}
+    ss["_attack_partial"] = {"key": key, "scores": ([], []), "t0": time.perf_counter()}
 
 
 b1, b2, _ = st.columns([1, 1, 4])
@@ -107,7 +108,9 @@ if not (run or autorun) and partial and partial["key"] == key and key not in res
     ss["_attack_stop"] = False
     ss["_attack_partial"] = None
     if len(partial["scores"][0]) >= 10:
-        game(partial["scores"], stop=lambda: True)
+        stopped = game(partial["scores"], stop=lambda: True)
+        if stopped is not None and "t0" in partial:  # the whole run, not only this last step
+            stopped.seconds = time.perf_counter() - partial["t0"]
     else:
         st.info("Stopped before 10 trials: too few to estimate anything. Run again.")
 elif run or autorun:

@@ -152,6 +152,42 @@ def test_stop_flag_ends_the_game_early(small_digits):
         attacks.membership_game("identity-laplace", {}, small_digits, trials=3)
 
 
+def test_a_resumed_game_draws_the_same_releases(small_digits):
+    full = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, seed=5)
+    scores: tuple[list[float], list[float]] = ([], [])
+    first = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, seed=5, resume=scores,
+                                    stop=lambda: len(scores[0]) >= 11)
+    assert first.stopped and len(scores[0]) == 11  # the lists were extended in place
+    resumed = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, seed=5, resume=scores)
+    np.testing.assert_array_equal(resumed.scores_in, full.scores_in)
+    np.testing.assert_array_equal(resumed.scores_out, full.scores_out)
+    assert resumed.lower_bound == full.lower_bound and not resumed.stopped
+
+
+def test_point_epsilon_uses_the_measured_rates():
+    lb = attacks.LowerBound(epsilon=0.1, threshold=0.0, direction=1,
+                            inequality="FPR + e^eps FNR >= 1 - delta", fpr=0.1, fnr=0.5,
+                            fpr_upper=0.2, fnr_upper=0.6, n0=100, n1=100)
+    assert attacks.point_epsilon(lb) == pytest.approx(math.log(0.5 / 0.1))
+    assert attacks.point_epsilon(lb, 0.1) == pytest.approx(math.log(0.4 / 0.1))
+    swapped = replace(lb, inequality="FNR + e^eps FPR >= 1 - delta")
+    assert attacks.point_epsilon(swapped) == pytest.approx(math.log(0.9 / 0.5))
+    assert attacks.point_epsilon(replace(lb, fpr=0.0)) == math.inf
+    assert attacks.point_epsilon(replace(lb, fnr=1.0)) == 0.0
+
+
+def test_benchmark_script_prints_the_table(capsys):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "attack_table.py"
+    spec = importlib.util.spec_from_file_location("attack_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--mechanisms", "identity-laplace", "--epsilons", "10", "--trials", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "| identity-laplace (position) | 10 |" in out and "12 trials per world" in out
+
+
 def test_not_private_release_is_caught_on_real_rows(small_digits):
     # epsilon = inf: no noise, the released row at the position IS the target
     res = attacks.membership_game("local-gaussian", {"epsilon": math.inf}, small_digits, trials=100)
@@ -176,6 +212,7 @@ def test_empirical_epsilon_never_exceeds_the_claim_with_more_trials(name, target
     assert res.lower_bound.epsilon <= res.claimed_epsilon, (name, target, res.lower_bound)
 
 
+@pytest.mark.slow
 def test_empirical_epsilon_exceeds_the_claim_when_the_noise_is_halved(monkeypatch):
     # identity-laplace on [0, 1]^2, k = 1, claim epsilon = 2: the upper corner replaces the row at
     # the lower corner. When the drawn B has two equal signs (half the releases) the pair attains
@@ -244,6 +281,7 @@ def test_attack_page_stop_keeps_the_scores_drawn_so_far():
     assert any("stopped early; 50 asked" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_attack_page_flags_a_miscalibrated_mechanism(monkeypatch):
     # The page has teeth: identity-laplace with its noise scale halved, on a table whose training
     # split has rows at the lower corner, attacked with the upper corner, at a claim of 2.
