@@ -100,6 +100,9 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
             clamped = int(min(max(st.session_state[key], low), high))  # a smaller dataset
             if clamped != st.session_state[key]:  # assign only on change: no value push per run
                 st.session_state[key] = clamped
+        if high == low:  # e.g. n_components on a 2-feature table: a slider needs min < max
+            st.caption(f"{label}: {low} (the only value possible on this table)")
+            return low
         if high - low <= 512:
             return st.slider(label, low, high, **initial(key, "value", default), **common)
         return int(st.number_input(label, low, high, step=1, **initial(key, "value", default),

@@ -33,6 +33,7 @@ pages = [
     st.Page(PAGES / "distances.py", title="Distances", icon="📏"),
     st.Page(PAGES / "utility.py", title="Utility", icon="📈"),
     st.Page(PAGES / "compare.py", title="Compare", icon="⚖️"),
+    st.Page(PAGES / "attack.py", title="Attack", icon="🎯"),
     st.Page(PAGES / "release.py", title="Release", icon="📦"),
     st.Page(PAGES / "tour.py", title="Teaching tour", icon="🎓"),
 ]

@@ -68,109 +68,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dpcore.attacks import (  # noqa: E402,F401 - re-exported for the audits' tests
+    CONFIDENCE,
+    SELECTION_FRACTION,
+    LowerBound,
+    clopper_pearson,
+    epsilon_lower_bound,
+)
 from dpcore.calibration import gaussian_delta  # noqa: E402
 
-CONFIDENCE = 0.95
-SELECTION_FRACTION = 0.3
 MISCALIBRATION = 4.0
-MAX_THRESHOLDS = 4000
 
 
 # ------------------------------------------------------------------------------------ statistics
-def clopper_pearson(k: np.ndarray | int, n: int, confidence: float = CONFIDENCE
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided Clopper-Pearson interval ``(lower, upper)`` for ``k`` successes out of ``n``."""
-    k = np.asarray(k, dtype=float)
-    a = (1.0 - confidence) / 2.0
-    with np.errstate(invalid="ignore"):
-        lo = np.where(k > 0, stats.beta.ppf(a, k, n - k + 1), 0.0)
-        hi = np.where(k < n, stats.beta.ppf(1.0 - a, k + 1, n - k), 1.0)
-    return lo, hi
-
-
-def _test_counts(s0: np.ndarray, s1: np.ndarray, thresholds: np.ndarray
-                 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """False-positive and false-negative counts of the tests "say D1 iff s >= t" (direction +1)
-    and "say D1 iff s <= t" (direction -1), for every threshold ``t``."""
-    a0, a1 = np.sort(s0), np.sort(s1)
-    ge0 = a0.size - np.searchsorted(a0, thresholds, "left")   # s0 >= t
-    lt1 = np.searchsorted(a1, thresholds, "left")             # s1 < t
-    le0 = np.searchsorted(a0, thresholds, "right")            # s0 <= t
-    gt1 = a1.size - np.searchsorted(a1, thresholds, "right")  # s1 > t
-    return {1: (ge0, lt1), -1: (le0, gt1)}
-
-
-def _bounds(fp: np.ndarray, fn: np.ndarray, n0: int, n1: int, delta: float, confidence: float
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Both hypothesis-testing bounds (``log((1 - delta - FNR_u)/FPR_u)`` and the swapped one)
-    from the Clopper-Pearson upper limits of the two rates."""
-    fpr_u = clopper_pearson(fp, n0, confidence)[1]
-    fnr_u = clopper_pearson(fn, n1, confidence)[1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        num_a, num_b = 1.0 - delta - fnr_u, 1.0 - delta - fpr_u
-        eps_a = np.where(num_a > 0, np.log(np.maximum(num_a, 1e-300) / fpr_u), -np.inf)
-        eps_b = np.where(num_b > 0, np.log(np.maximum(num_b, 1e-300) / fnr_u), -np.inf)
-    return eps_a, eps_b, fpr_u, fnr_u
-
-
-@dataclass(frozen=True)
-class LowerBound:
-    """An empirical lower bound on epsilon and the test that gave it (evaluation split)."""
-
-    epsilon: float
-    threshold: float
-    direction: int
-    inequality: str
-    fpr: float
-    fnr: float
-    fpr_upper: float
-    fnr_upper: float
-    n0: int
-    n1: int
-
-
-def epsilon_lower_bound(
-    s0: np.ndarray, s1: np.ndarray, delta: float = 0.0, *, confidence: float = CONFIDENCE,
-    selection_fraction: float = SELECTION_FRACTION, seed: int = 0,
-) -> LowerBound:
-    """Empirical lower bound on epsilon from scores ``s0`` (runs on D0) and ``s1`` (runs on D1).
-
-    Thresholds (the distinct selection-split scores, or ``MAX_THRESHOLDS`` quantiles of them),
-    both test directions and both inequalities are tried on a random ``selection_fraction`` of each
-    sample; the best (by its Clopper-Pearson bound on the selection split) is then evaluated on
-    the remaining runs, and that value is returned (clipped at 0). Valid at level ``confidence``
-    for any (epsilon, delta)-DP mechanism whose runs are independent.
-    """
-    rng = np.random.default_rng(seed)
-    s0 = rng.permutation(np.asarray(s0, dtype=float))
-    s1 = rng.permutation(np.asarray(s1, dtype=float))
-    m0, m1 = int(s0.size * selection_fraction), int(s1.size * selection_fraction)
-    sel0, ev0, sel1, ev1 = s0[:m0], s0[m0:], s1[:m1], s1[m1:]
-    pooled = np.concatenate([sel0, sel1])
-    thresholds = np.unique(pooled)
-    if thresholds.size > MAX_THRESHOLDS:
-        thresholds = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, MAX_THRESHOLDS)))
-    best = (-np.inf, 0.0, 1, "a")
-    for direction, (fp, fn) in _test_counts(sel0, sel1, thresholds).items():
-        eps_a, eps_b, _, _ = _bounds(fp, fn, m0, m1, delta, confidence)
-        for name, eps in (("a", eps_a), ("b", eps_b)):
-            i = int(np.argmax(eps))
-            if eps[i] > best[0]:
-                best = (float(eps[i]), float(thresholds[i]), direction, name)
-    _, t, direction, name = best
-    fp, fn = _test_counts(ev0, ev1, np.array([t]))[direction]
-    eps_a, eps_b, fpr_u, fnr_u = _bounds(fp, fn, ev0.size, ev1.size, delta, confidence)
-    eps = float((eps_a if name == "a" else eps_b)[0])
-    return LowerBound(
-        epsilon=max(eps, 0.0), threshold=t, direction=direction,
-        inequality="FPR + e^eps FNR >= 1 - delta" if name == "a" else "FNR + e^eps FPR >= 1 - delta",
-        fpr=float(fp[0]) / ev0.size, fnr=float(fn[0]) / ev1.size, fpr_upper=float(fpr_u[0]),
-        fnr_upper=float(fnr_u[0]), n0=int(ev0.size), n1=int(ev1.size),
-    )
+# The estimator (Clopper-Pearson limits, the hypothesis-testing lower bound with its selection
+# split) is shared with the app's Attack page: it lives in dpcore.attacks.
 
 
 def laplace_llr(z: np.ndarray, c0: np.ndarray, c1: np.ndarray, scale: np.ndarray | float) -> np.ndarray:

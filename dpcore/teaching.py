@@ -12,7 +12,8 @@ from scipy import stats
 
 from dpcore.calibration import haar_stiefel
 
-__all__ = ["posterior_bound", "qq_points", "ron_snr_vs_p", "dpmix_sigma_vs_ell"]
+__all__ = ["posterior_bound", "qq_points", "ron_snr_vs_p", "dpmix_sigma_vs_ell", "dfm_projection",
+           "unit_rows"]
 
 
 def posterior_bound(prior: np.ndarray, epsilon: float, delta: float = 0.0) -> np.ndarray:
@@ -90,3 +91,41 @@ def dpmix_sigma_vs_ell(ells: np.ndarray, *, epsilon: float, n: int, d_x: int, d_
                                                      n_mixtures=n, d_x=d_x, d_y=d_y) for ell in ells])
     sens = math.sqrt(d_x + d_y) / np.asarray(ells, dtype=float)
     return {"ell": np.asarray(ells), "sigma": sig, "sensitivity": sens, "ratio": sig / sens}
+
+
+def unit_rows(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Rows clipped to the public ``bounds`` (d, 2), scaled to ``[0, 1]`` per feature, then to unit
+    L2 norm (an all-zero row stays 0): the normalisation RON-Gauss starts from."""
+    span = np.where(bounds[:, 1] > bounds[:, 0], bounds[:, 1] - bounds[:, 0], 1.0)
+    Z = (np.clip(X, bounds[:, 0], bounds[:, 1]) - bounds[:, 0]) / span
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    return Z / np.where(norms > 0, norms, 1.0)
+
+
+def dfm_projection(X: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
+                   feature: int | None = None, max_rows: int = 5000) -> dict[str, object]:
+    """The Diaconis-Freedman-Meckes effect on a table: a random 1-D projection of the unit rows
+    against one raw feature, as normal Q-Q points (:func:`qq_points`).
+
+    Parameters
+    ----------
+    X : array (n, d); bounds : array (d, 2), public
+    rng : Generator
+        Draws the Haar-random direction (another seed, another projection).
+    feature : int, optional
+        The raw feature to compare (default: the one with the largest spread).
+    max_rows : int
+        At most this many rows (the first ones) are used.
+
+    Returns
+    -------
+    dict with ``projection`` and ``feature`` (each ``(theoretical, sample)`` quantiles),
+    ``feature_index`` and ``kurtosis`` of both (excess kurtosis; 0 for a normal sample).
+    """
+    Z = unit_rows(np.asarray(X, dtype=float)[:max_rows], np.asarray(bounds, dtype=float))
+    j = int(np.argmax(Z.std(axis=0))) if feature is None else int(feature)
+    w = haar_stiefel(Z.shape[1], 1, rng)[:, 0]
+    proj, raw = Z @ w, Z[:, j]
+    return {"projection": qq_points(proj), "feature": qq_points(raw), "feature_index": j,
+            "kurtosis": (float(stats.kurtosis(proj)), float(stats.kurtosis(raw)))}
+

@@ -20,7 +20,7 @@ AppTest = st_testing.AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
-PAGES = ["data", "explore", "privacy", "distances", "utility", "compare", "release", "tour"]
+PAGES = ["data", "explore", "privacy", "distances", "utility", "compare", "attack", "release", "tour"]
 TIMEOUT = 120
 
 

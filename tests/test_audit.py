@@ -3,7 +3,8 @@
 The audit machinery lives in ``benchmarks/audit_table.py`` (which also prints the table); see its
 docstring for the neighbouring pairs, the statistics and why the runs are independent. Here:
 
-* the estimator itself: Clopper-Pearson limits, and lower bounds on exactly known Laplace and
+* the estimator itself (``dpcore.attacks``, shared with the app's Attack page): Clopper-Pearson
+  limits, and lower bounds on exactly known Laplace and
   Gaussian pairs (valid: never above the truth; informative: close to it);
 * for every mechanism present: the empirical lower bound (95%) does not exceed the epsilon its
   release claims, and the same test flags the variant whose noise scale is divided by 4 (its lower
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from dpcore.attacks import SELECTION_FRACTION, clopper_pearson, epsilon_lower_bound
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,12 +43,12 @@ audit = _load_audit_module()
 # ------------------------------------------------------------------------------------ estimator
 def test_clopper_pearson_known_values():
     # k = 0: upper = 1 - (alpha/2)^(1/n); k = n: lower = (alpha/2)^(1/n)
-    lo, hi = audit.clopper_pearson(np.array([0, 10]), 10, 0.95)
+    lo, hi = clopper_pearson(np.array([0, 10]), 10, 0.95)
     assert lo[0] == 0.0 and hi[1] == 1.0
     assert hi[0] == pytest.approx(1 - 0.025 ** (1 / 10), rel=1e-9)
     assert lo[1] == pytest.approx(0.025 ** (1 / 10), rel=1e-9)
     # k = 5 of 10: the textbook interval (0.187, 0.813)
-    lo, hi = audit.clopper_pearson(5, 10, 0.95)
+    lo, hi = clopper_pearson(5, 10, 0.95)
     assert float(lo) == pytest.approx(0.1871, abs=1e-4) and float(hi) == pytest.approx(0.8129, abs=1e-4)
 
 
@@ -55,9 +58,9 @@ def test_lower_bound_on_an_exact_laplace_pair_is_valid_and_tight():
     s0 = rng.laplace(0.0, 1.0, n)
     s1 = rng.laplace(eps, 1.0, n)  # shift eps at scale 1: exactly eps-DP
     z0, z1 = (audit.laplace_llr(s[:, None], [0.0], [eps], 1.0) for s in (s0, s1))
-    lb = audit.epsilon_lower_bound(z0, z1)
+    lb = epsilon_lower_bound(z0, z1)
     assert 0.9 < lb.epsilon <= eps
-    assert lb.n0 == lb.n1 == n - int(n * audit.SELECTION_FRACTION)
+    assert lb.n0 == lb.n1 == n - int(n * SELECTION_FRACTION)
 
 
 def test_lower_bound_on_an_exact_gaussian_pair_is_below_the_exact_epsilon():
@@ -65,14 +68,14 @@ def test_lower_bound_on_an_exact_gaussian_pair_is_below_the_exact_epsilon():
     delta, sigma = 1e-5, 3.0
     exact = audit.gaussian_ceiling(1.0, sigma, delta)
     s0, s1 = rng.normal(0.0, sigma, 500_000), rng.normal(1.0, sigma, 500_000)
-    lb = audit.epsilon_lower_bound(s0, s1, delta)
+    lb = epsilon_lower_bound(s0, s1, delta)
     assert 0.5 * exact < lb.epsilon <= exact
 
 
 def test_lower_bound_of_identical_distributions_is_near_zero():
     rng = np.random.default_rng(2)
     s0, s1 = rng.normal(size=200_000), rng.normal(size=200_000)
-    assert audit.epsilon_lower_bound(s0, s1).epsilon < 0.03
+    assert epsilon_lower_bound(s0, s1).epsilon < 0.03
 
 
 def test_a_reversed_score_is_found_by_the_reversed_test():
@@ -80,7 +83,7 @@ def test_a_reversed_score_is_found_by_the_reversed_test():
     rng = np.random.default_rng(3)
     s0, s1 = rng.laplace(0.0, 1.0, 200_000), rng.laplace(1.0, 1.0, 200_000)
     z0, z1 = (-audit.laplace_llr(s[:, None], [0.0], [1.0], 1.0) for s in (s0, s1))
-    lb = audit.epsilon_lower_bound(z0, z1)
+    lb = epsilon_lower_bound(z0, z1)
     assert lb.direction == -1 and 0.85 < lb.epsilon <= 1.0
 
 

@@ -452,3 +452,35 @@ def test_not_private_release_offers_no_download(explore_page):
     expect(page.locator('[data-testid="stDownloadButton"]')).to_have_count(0)
     expect(page.get_by_role("button", name="Download CSV")).to_have_count(0)
     screenshot(page, "release-not-private")
+
+
+def test_attack_page_runs_shows_the_claim_and_stops(open_app):
+    # Attack page (issue 18): a run at the default settings on digits (local-gaussian, ε = 1,
+    # 300 trials), then a long run stopped from the browser, which keeps what it has.
+    page = open_app("/attack")
+    expect(page.locator("h1").first).to_contain_text("Attack")
+    expect(page.get_by_text("NOT differentially private").first).to_be_visible()
+    start = time.monotonic()
+    rerun(page, page.get_by_role("button", name="Run attack").click)
+    seconds = time.monotonic() - start
+    assert_no_exception(page)
+    assert 0.0 <= float(metric(page, "AUC")) <= 1.0
+    assert float(metric(page, "Empirical ε (95% lower limit)")) <= 1.0
+    assert metric(page, "Claimed ε (release card)") == "1 (δ = 1e-05)"
+    poll(page, lambda: page.locator('[data-testid="stPlotlyChart"]').count() == 2, what="the ROC plot")
+    path = screenshot(page, "attack")
+    print(f"attack page, digits, default settings: {seconds:.1f} s in the browser ({path})")
+    # a long run, stopped from the browser once it is under way
+    press_on_slider(page, "Trials (releases per world)", "End")
+    assert slider_value(page, "Trials (releases per world)") == "5000"
+    page.get_by_role("button", name="Run attack").click()
+    bar = page.locator('[data-testid="stProgress"]')
+    poll(page, lambda: bar.count() and "of 5000 trials" in bar.first.inner_text(), timeout_ms=120_000,
+         what="the progress bar")
+    # Streamlit ends the interrupted run without a "finished" message, so wait for the page itself
+    page.get_by_role("button", name="Stop the attack").click()
+    poll(page, lambda: page.get_by_text("Stopped after").count(), timeout_ms=120_000, what="the stop")
+    assert_no_exception(page)
+    expect(page.get_by_text("stopped early; 5000 asked").first).to_be_visible()
+    assert 0.0 <= float(metric(page, "AUC")) <= 1.0
+    screenshot(page, "attack-stopped")

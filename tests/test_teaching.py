@@ -42,3 +42,21 @@ def test_dpmix_sigma_falls_with_ell():
     res = teaching.dpmix_sigma_vs_ell(np.array([1, 16, 256]), epsilon=10.0, n=60_000, d_x=784, d_y=10)
     assert np.all(np.diff(res["sigma"]) < 0)
     assert np.allclose(res["sensitivity"], np.sqrt(794) / np.array([1, 16, 256]))
+
+
+@pytest.mark.parametrize("name", ["digits", "mnist-10k"])
+def test_dfm_projection_is_closer_to_normal_than_the_most_spread_feature(name):
+    ds = load_dataset(name)
+    res = teaching.dfm_projection(ds.X, ds.bounds, np.random.default_rng(0), max_rows=3000)
+    Z = teaching.unit_rows(ds.X[:3000], ds.bounds)
+    assert res["feature_index"] == int(np.argmax(Z.std(axis=0)))
+    assert np.allclose(np.linalg.norm(Z, axis=1)[Z.any(axis=1)], 1.0)
+    k_proj, k_raw = res["kurtosis"]
+    assert abs(k_proj) < abs(k_raw)
+    # the Q-Q points of the projection lie nearer the diagonal than the raw feature's
+    (tp, sp), (tf, sf) = res["projection"], res["feature"]
+    assert np.mean(np.abs(tp - sp)) < np.mean(np.abs(tf - sf))
+    again = teaching.dfm_projection(ds.X, ds.bounds, np.random.default_rng(0), max_rows=3000)
+    assert np.array_equal(again["projection"][1], sp)
+    chosen = teaching.dfm_projection(ds.X, ds.bounds, np.random.default_rng(0), feature=5, max_rows=3000)
+    assert chosen["feature_index"] == 5
