@@ -72,8 +72,9 @@ def check_budget(value: Any, name: str = "budget", *, allow_zero: bool = False,
         and (value >= 0 if allow_zero else value > 0) and value <= upper
     if not ok:
         what = "a finite number >= 0" if allow_zero else "a finite positive number"
-        raise ValueError(f"the {name} must be {what}" + (f" <= {upper:g}" if math.isfinite(upper) else "")
-                         + f", got {value!r}")
+        if math.isfinite(upper):
+            what = f"a number in [0, {upper:g}]" if allow_zero else f"{what} <= {upper:g}"
+        raise ValueError(f"the {name} must be {what}, got {value!r}")
     return float(value)
 
 
@@ -197,7 +198,7 @@ class Ledger:
         """Raise :class:`BudgetExceededError` if ``entry`` does not fit (see :meth:`refusal`)."""
         reason = self.refusal(entry, budget, delta_budget)
         if reason is not None:
-            raise BudgetExceededError(f"refused: {reason}")
+            raise BudgetExceededError(f"refused: {reason}; nothing was written")
 
     def add(self, entry: LedgerEntry) -> None:
         """Append ``entry`` (no budget check: use :meth:`check` first, or :func:`ledger_transaction`)."""
