@@ -142,7 +142,11 @@ class Ledger:
     delta_budget: float | None = None
 
     def __post_init__(self) -> None:
-        self.budget, self.delta_budget = check_budgets(self.budget, self.delta_budget)
+        self.set_budgets(self.budget, self.delta_budget)
+
+    def set_budgets(self, budget: float | None, delta_budget: float | None) -> None:
+        """Set both budgets (``None``: none); raises ``ValueError`` as :func:`check_budgets`."""
+        self.budget, self.delta_budget = check_budgets(budget, delta_budget)
 
     # ------------------------------------------------------------------ totals
     @property
