@@ -75,8 +75,15 @@ if st.button("Draw release", type="primary"):
 
 for relation, t in (ledger.totals() or {mech.neighbouring: None}).items():
     spent.metric(f"Spent so far, {relation} (basic composition)",
-                 f"ε = {t.epsilon if t else 0:.4g} of {budget:g}", f"δ = {t.delta if t else 0:.2g}",
-                 delta_color="off")
+                 f"ε = {t.epsilon if t else 0:.4g} of {budget:g}")
+    spent.caption(f"δ = {t.delta if t else 0:.2g}"
+                  + (f" of {delta_budget:.2g}" if delta_budget is not None else " (no δ budget)"))
+
+over = [rel for rel in ledger.totals() if ledger.refusal(LedgerEntry("", 0.0, 0.0, rel))]
+if over:
+    st.warning(f"The ledger is already past its budget for {md_escape(', '.join(over))} (an uploaded "
+               "ledger added its releases): no further release under that relation can be drawn.",
+               icon="⚠️")
 
 pending = st.session_state.get("pending_release")
 if pending:

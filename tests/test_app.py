@@ -224,6 +224,8 @@ def test_ledger_download_is_the_cli_file_and_an_upload_continues_it(tmp_path, me
     _draw(at)  # the app enforces the uploaded budget too
     assert any("over the budget 4" in _plain(e.value) for e in at.error)
     ledger = at.session_state.ledger
+    at.number_input(key="p:budget").set_value(3.5).run()  # below what was spent: said so
+    assert any("already past its budget for replace" in _plain(w.value) for w in at.warning)
     # a file that is not a ledger is refused with a message, the ledger unchanged
     at.get("file_uploader")[0].set_value(("bad.json", b'{"entries": [{"epsilon": NaN}]}',
                                           "application/json")).run()
