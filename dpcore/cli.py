@@ -246,7 +246,9 @@ def _check_output(args: argparse.Namespace) -> None:
     output = args.output
     protected: list[tuple[str, Path]] = [
         (what, Path(p)) for what, p in (("input file", args.input), ("bounds file", args.bounds),
-                                         ("categories file", args.categories))
+                                         ("categories file", args.categories),
+                                         ("classes file", getattr(args, "classes", None)),
+                                         ("public data file", getattr(args, "public_data", None)))
         if p and Path(p).exists()]
     if args.ledger:
         protected += [("ledger", Path(args.ledger)), ("ledger's lock file", lock_path(args.ledger))]

@@ -554,8 +554,8 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", ["input", "input-link", "ledger", "lock", "bounds", "dev-null", "fifo",
-                                  "folder", "card-folder"])
+@pytest.mark.parametrize("case", ["input", "input-link", "ledger", "lock", "bounds", "categories",
+                                  "dev-null", "fifo", "folder", "card-folder"])
 def test_cli_refuses_outputs_that_would_destroy_a_file(tmp_path, capsys, case):
     src = tmp_path / "in.csv"
     src.write_text("a,b\n" + "\n".join(f"{i % 5},{i % 3}" for i in range(40)) + "\n")
@@ -568,12 +568,16 @@ def test_cli_refuses_outputs_that_would_destroy_a_file(tmp_path, capsys, case):
     (tmp_path / "dir.csv").mkdir()
     (tmp_path / "c.card.json").mkdir()
     (tmp_path / "alias.csv").symlink_to(src)
+    categories = tmp_path / "cats.json"
+    categories.write_text("{}")
     out = {"input": src, "input-link": tmp_path / "alias.csv", "ledger": ledger, "lock": lock_path(ledger),
-           "bounds": bounds, "dev-null": Path(os.devnull), "fifo": tmp_path / "f.csv",
-           "folder": tmp_path / "dir.csv", "card-folder": tmp_path / "c.csv"}[case]
+           "bounds": bounds, "categories": categories, "dev-null": Path(os.devnull),
+           "fifo": tmp_path / "f.csv", "folder": tmp_path / "dir.csv",
+           "card-folder": tmp_path / "c.csv"}[case]
     before = _snapshot(tmp_path)
     code, err = _cli(capsys, "release", "local-gaussian", str(src), "--label", "", "--bounds", str(bounds),
-                     "-o", str(out), "--ledger", str(ledger), "--budget", "5")
+                     "--categories", str(categories), "-o", str(out), "--ledger", str(ledger),
+                     "--budget", "5")
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dpcore: error: --output"), err
