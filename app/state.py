@@ -20,8 +20,8 @@ import numpy as np
 import streamlit as st
 
 from dpcore.data import Dataset, bundled_datasets, load_dataset
-from dpcore.exceptions import PrivacyLeakWarning
-from dpcore.ledger import Ledger
+from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
 
 DEFAULT_DATASET = "digits"
@@ -201,3 +201,17 @@ def data_bounds_warning(ds: Dataset) -> list[str]:
     return [f"no public bounds for {len(cols)} column(s) ({', '.join(cols[:5])}"
             f"{', ...' if len(cols) > 5 else ''}): they were computed from the private data. The "
             "differential-privacy guarantee does NOT hold; give public bounds instead."]
+
+
+def read_ledger_upload(data: bytes, name: str) -> Ledger:
+    """An uploaded ledger file (the CLI's ``--ledger`` JSON or a session's download).
+
+    Raises
+    ------
+    DataValidationError
+        If it is larger than a ledger can be or is not a ledger (the message names the file).
+    """
+    if len(data) > MAX_LEDGER_BYTES:
+        raise DataValidationError(f"{name} is not a dpcore ledger file: larger than "
+                                  f"{MAX_LEDGER_BYTES // 2**20} MB")
+    return Ledger.from_json(data, name)

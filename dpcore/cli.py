@@ -16,6 +16,13 @@ are removed). An unexpected internal error exits with status 1 and one line (``D
 shows the traceback). The CLI refuses NOT PRIVATE settings (epsilon = inf), never takes a seed, and
 refuses data-derived bounds unless ``--data-bounds`` is given (then the card records
 ``bounds_source: "data"``).
+
+Outputs never destroy anything: an ``-o`` whose files would land on the input, a bounds or
+categories file, the ledger or its lock, a folder or a non-regular file (device, FIFO, socket) is
+refused before any work. With ``--ledger`` the release is checked against the budget under the
+ledger's lock, recorded, and only then renamed into place (:func:`dpcore.ledger.ledger_transaction`).
+SIGINT and SIGTERM remove the temporary files of an unfinished release and end with one line
+(exit 130 for Ctrl-C, 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -24,16 +31,20 @@ import argparse
 import json
 import math
 import os
+import signal
+import stat
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset, read_table
 from dpcore.exceptions import NotPrivateError
-from dpcore.ledger import Ledger, LedgerEntry
+from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction, lock_path
 from dpcore.mechanisms import MECHANISMS, get_mechanism
-from dpcore.release import release_paths
+from dpcore.release import Release, release_paths
 from dpcore.schema import Param
 
 PROG = "dpcore"
@@ -66,6 +77,16 @@ def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
     if p.default is not None and p.kind != "bool":
         kwargs["help"] += f" (default: {p.default})"
     parser.add_argument(p.cli_flag, **kwargs)
+
+
+def _budget_type(name: str, **limits: Any):
+    """An argparse ``type`` for a budget: :func:`dpcore.ledger.check_budget` on the number."""
+    def parse(text: str) -> float:
+        try:
+            return check_budget(float(text), name, **limits)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
 def _add_data_options(parser: argparse.ArgumentParser) -> None:
@@ -113,8 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
                             help="a separate table of PUBLIC rows with the input's columns (read with "
                                  "the same options; never a part of the private input)")
         mp.add_argument("--n-samples", type=int, default=None, help="number of released rows")
-        mp.add_argument("--ledger", help="ledger JSON file to check and append to")
-        mp.add_argument("--budget", type=float, help="total epsilon budget for the ledger")
+        mp.add_argument("--ledger", help="ledger JSON file to check and append to (locked while in use)")
+        mp.add_argument("--budget", type=_budget_type("epsilon budget"),
+                        help="epsilon budget of the ledger, per neighbouring relation (default: the "
+                             "budget stored in the ledger)")
+        mp.add_argument("--delta-budget", type=_budget_type("delta budget", allow_zero=True, upper=1.0),
+                        help="delta budget of the ledger, per neighbouring relation (0: pure DP only)")
         for p in cls.params:
             _add_param_option(mp, p)
 
@@ -237,17 +262,95 @@ def _describe_data(args: argparse.Namespace) -> None:
         print(f"  rows dropped for missing/infinite values: {ds.n_dropped}")
 
 
-def _check_output(output: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
-    path = Path(output)
-    if path.is_dir():
-        raise CLIError(f"--output {output} is a folder; give the path of the CSV to write, e.g. "
-                       f"{path / 'release.csv'}")
-    parent = path.parent
+def _same_file(a: Path, b: Path) -> bool:
+    """True if ``a`` and ``b`` name the same file (after links), existing or not."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links
+    except OSError:
+        return False
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output that cannot be written or would destroy another file.
+
+    Each file the release writes (``release_paths``: CSV, card, transform) must not be the input
+    file, the bounds or categories file, the ledger or its lock file, a folder or an existing
+    non-regular file (character device such as /dev/null, FIFO, socket).
+    """
+    output = args.output
+    protected: list[tuple[str, Path]] = [
+        (what, Path(p)) for what, p in (("input file", args.input), ("bounds file", args.bounds),
+                                         ("categories file", args.categories),
+                                         ("classes file", getattr(args, "classes", None)),
+                                         ("public data file", getattr(args, "public_data", None)))
+        if p and Path(p).exists()]
+    if args.ledger:
+        protected += [("ledger", Path(args.ledger)), ("ledger's lock file", lock_path(args.ledger))]
+    for role, target in release_paths(output).items():
+        for what, p in protected:
+            if _same_file(target, p):
+                raise CLIError(f"--output {output} would overwrite the {what} {p} (with the release's "
+                               f"{role}); choose another output path")
+        if target.is_dir():
+            hint = f", e.g. {target / 'release.csv'}" if role == "csv" else ""
+            raise CLIError(f"--output {output}: {target} is a folder; give the path of the CSV to "
+                           f"write{hint}")
+        try:
+            mode = os.stat(target).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise CLIError(f"--output {output}: {target} exists and is not a regular file (a device, "
+                           "FIFO or socket); choose a path for a new or regular file")
+    parent = Path(output).parent
     if not parent.is_dir():
         raise CLIError(f"the output folder {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK):
         raise CLIError(f"the output folder {parent} is not writable")
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while a release is committed and published, so that a ledger
+    entry and the files it records come as a pair; a held signal arrives right after."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    done = False
+    try:
+        yield
+        done = True
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        except KeyboardInterrupt as exc:
+            if done:
+                exc.add_note("the release had already been written and recorded")
+            raise
+
+
+def _save_recorded(release: Release, output: str, ledger_file: str, dataset: str,
+                   budget: float | None, delta_budget: float | None) -> tuple[dict[str, Path], Ledger]:
+    """Check, write, record and publish ``release`` under the ledger's lock (reserve, write the
+    temporaries, commit, rename into place); on any failure nothing new is left and the ledger is
+    as before. Returns the files written and the ledger after the commit."""
+    g = release.guarantee
+    with ledger_transaction(ledger_file, budget=budget, delta_budget=delta_budget) as tx:
+        tx.check(LedgerEntry(release.mechanism, g.epsilon, g.delta or 0.0, g.neighbouring, dataset))
+        with release.stage(output) as staged:  # temporaries, removed on any failure
+            # the ledger records the card exactly as written (same sha256 and time)
+            card = json.loads(staged.temps["card"].read_text(encoding="utf-8"))
+            with _signals_deferred():
+                tx.commit(LedgerEntry.from_card(card, dataset))
+                try:
+                    written = staged.publish()
+                except BaseException:
+                    try:
+                        tx.revert()  # not published: take the entry back (if that fails, it over-counts)
+                    except OSError:
+                        pass
+                    raise
+    return written, tx.ledger
 
 
 def _cmd_release(args: argparse.Namespace) -> None:
@@ -255,7 +358,11 @@ def _cmd_release(args: argparse.Namespace) -> None:
     params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
     if "epsilon" in params and math.isinf(params["epsilon"]):
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
-    _check_output(args.output)
+    _check_output(args)
+    if args.ledger:
+        Ledger.load(args.ledger)  # a bad path or file is refused before any work
+    elif args.budget is not None or args.delta_budget is not None:
+        raise CLIError("--budget and --delta-budget need --ledger FILE")
     ds = _load_input(args, args.input)
     if ds.bounds_source == "data" and not args.data_bounds:
         raise CLIError(
@@ -269,9 +376,6 @@ def _cmd_release(args: argparse.Namespace) -> None:
             "file), or --data-classes to accept the list read from the data (the privacy "
             "guarantee then does NOT hold and the card says so)"
         )
-    ledger = Ledger.load(args.ledger) if args.ledger else None
-    if args.budget is not None and ledger is None:
-        raise CLIError("--budget needs --ledger FILE")
     if getattr(args, "public_data", None):
         frame = read_table(args.public_data)
         frame = frame.drop(columns=[c for c in (ds.label_name, args.label) if c and c in frame.columns])
@@ -286,25 +390,12 @@ def _cmd_release(args: argparse.Namespace) -> None:
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
     release.check_downloadable()
-    if ledger is not None and ledger.would_exceed(release.guarantee.epsilon, args.budget):
-        raise CLIError(
-            f"refused: this release (epsilon = {release.guarantee.epsilon:.4g}) would bring the "
-            f"ledger total to {ledger.total_epsilon + release.guarantee.epsilon:.4g}, over the "
-            f"budget {args.budget:g}; nothing was written"
-        )
-    targets = release_paths(args.output).values()
-    existed = {t for t in targets if t.exists()}
-    try:
+    ledger = None
+    if args.ledger:
+        written, ledger = _save_recorded(release, args.output, args.ledger, ds.name, args.budget,
+                                         args.delta_budget)
+    else:
         written = release.save(args.output)  # all files or none
-        if ledger is not None:  # the ledger records the card exactly as written (same sha256)
-            card = json.loads(written["card"].read_text(encoding="utf-8"))
-            ledger.add(LedgerEntry.from_card(card, ds.name))
-            ledger.save(args.ledger)
-    except BaseException:
-        for t in targets:  # the ledger could not be written: remove the release this run made
-            if t not in existed and t.exists():
-                t.unlink()
-        raise
     g = release.guarantee
     print(f"wrote {', '.join(str(p) for p in written.values())}")
     print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
@@ -349,18 +440,52 @@ def _run(args: argparse.Namespace) -> None:
         _cmd_accounting(args)
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived: raised so that every ``except BaseException`` cleanup runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the cleanup short
+        signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` (main thread only; handlers restored after)."""
+    try:
+        old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: leave the handlers alone
+        old = {}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dpcore`` console script; returns the exit status.
 
     0 on success (warnings, if any, follow as ``dpcore: warning: ...`` lines on stderr); 2 with
     exactly one ``dpcore: error: ...`` line on stderr for bad input or parameters; 1 with one
-    line for an unexpected internal error.
+    line for an unexpected internal error; 128 + the signal number (130 for Ctrl-C, 143 for
+    SIGTERM) with one line when interrupted, the files of the unfinished release removed.
     """
     parser = build_parser()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _interruptible():
         warnings.simplefilter("always")
         try:
             _run(parser.parse_args(argv))
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", signal.SIGINT)
+            status = (getattr(exc, "__notes__", None) or ["nothing was written"])[0]
+            print(f"{PROG}: interrupted by {signal.Signals(signum).name}; {status}", file=sys.stderr)
+            return 128 + signum
         except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError) as exc:
             print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
             return 2

@@ -1,21 +1,91 @@
-"""Privacy ledger: the releases made from one dataset and their total cost.
+"""Privacy ledger: the releases made from one dataset, their totals and a budget that holds.
 
 Totals use **basic (sequential) composition**: epsilons add up and deltas add up (Dwork & Roth
-2014, Thm 3.16). It is valid for any mix of mechanisms but loose; releases under different
-neighbouring relations are summed as stated, which is only meaningful if every relation is implied
-by the one the custodian cares about — the ledger says so in :meth:`Ledger.summary`.
+2014, Thm 3.16), valid for any mix of mechanisms but loose.
+
+**Totals are kept per neighbouring relation** (``replace-one``, ``element``, ``row-l2``, ...) and
+each is checked against the budget on its own: an epsilon under one relation is not an epsilon
+under another, and no conversion between them is stated for this project's mechanisms (turning an
+element-level epsilon into a row-level one needs group privacy over the number of entries a row can
+change, and the public bounds of each entry, which a ledger does not know). So a budget of 1 allows
+epsilon 1 of ``replace-one`` releases *and* epsilon 1 of ``element`` releases; :meth:`Ledger.summary`
+says so whenever more than one relation is present. ``total_epsilon`` / ``total_delta`` (the sums
+over every entry, kept for readers of the first file format) are only meaningful with one relation.
+
+**A budget that cannot be overrun** (:func:`ledger_transaction`): an exclusive ``flock`` on a lock
+file beside the ledger (``L.json.lock``, never removed: removing a lock file while another process
+waits on it would let two processes hold "the" lock) is held from the budget check to the record;
+the ledger is re-read under the lock; it is written to a temporary file in the same folder,
+fsynced, renamed over the old one and the folder fsynced, so a crash or a full disk leaves either
+the old or the new ledger, never a mix. Callers publish a release only after its entry is committed
+(reserve, write temporaries, commit, publish — or roll back and remove what was written). A process
+killed at any step leaves the ledger valid; if it dies between commit and publish the ledger holds an
+entry whose files never appeared, an over-count (the safe direction).
+
+The file is JSON (``Ledger.to_json``), the same for the CLI (``--ledger``) and the app (download
+and upload). Version 1 files (``composition``, ``total_epsilon``, ``total_delta``, ``entries``) are
+read as they are; version 2 adds keys (``format``, ``version``, ``totals_by_neighbouring``,
+``budget``) and keeps every entry in the version 1 form, so a version 1 reader still reads it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dpcore.exceptions import DataValidationError
+
+FORMAT = "dpcore-ledger"
+VERSION = 2
+#: Relative slack of the budget comparison: ``0.1 + 0.2 + 0.7`` must meet a budget of 1. The
+#: largest overrun it allows is ``1e-12 * budget``.
+BUDGET_RTOL = 1e-12
+#: A ledger is small (about 300 bytes per entry); a bigger file is not a ledger.
+MAX_LEDGER_BYTES = 64 * 2**20
+
+
+class BudgetExceededError(ValueError):
+    """A release would bring a ledger total past its budget (nothing was written)."""
+
+
+def check_budget(value: Any, name: str = "budget", *, allow_zero: bool = False,
+                 upper: float = math.inf) -> float:
+    """``value`` as a float if it is a finite number > 0 (``>= 0`` with ``allow_zero``) and ``<= upper``.
+
+    Raises
+    ------
+    ValueError
+        For NaN, infinities, negative numbers, zero (unless ``allow_zero``), booleans and
+        non-numbers (a NaN budget compares false with everything and would disable the check).
+    """
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and (value >= 0 if allow_zero else value > 0) and value <= upper
+    if not ok:
+        what = "a finite number >= 0" if allow_zero else "a finite positive number"
+        if math.isfinite(upper):
+            what = f"a number in [0, {upper:g}]" if allow_zero else f"{what} <= {upper:g}"
+        raise ValueError(f"the {name} must be {what}, got {value!r}")
+    return float(value)
+
+
+def check_budgets(budget: float | None, delta_budget: float | None) -> tuple[float | None, float | None]:
+    """Validated ``(epsilon budget > 0, delta budget in [0, 1])``; ``None`` means no budget.
+
+    A delta budget of 0 allows pure-DP releases only.
+    """
+    return (None if budget is None else check_budget(budget, "epsilon budget"),
+            None if delta_budget is None else check_budget(delta_budget, "delta budget",
+                                                           allow_zero=True, upper=1.0))
 
 
 @dataclass(frozen=True)
@@ -36,6 +106,9 @@ class LedgerEntry:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v <= hi) \
                     or not math.isfinite(v):
                 raise TypeError(f"ledger entry {name} must be a finite number in [0, {hi}], got {v!r}")
+        for name in ("mechanism", "neighbouring", "dataset", "created_utc", "sha256"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"ledger entry {name} must be a string, got {getattr(self, name)!r}")
 
     @classmethod
     def from_card(cls, card: dict[str, Any], dataset: str = "") -> LedgerEntry:
@@ -47,38 +120,172 @@ class LedgerEntry:
         )
 
 
+@dataclass(frozen=True)
+class RelationTotal:
+    """Basic-composition totals of the releases under one neighbouring relation."""
+
+    epsilon: float
+    delta: float
+    releases: int
+
+
 @dataclass
 class Ledger:
-    """A list of :class:`LedgerEntry` with basic-composition totals and a budget check."""
+    """A list of :class:`LedgerEntry` with per-relation basic-composition totals and a budget check.
+
+    ``budget`` / ``delta_budget`` are the budgets last used with this ledger (stored in its file,
+    ``None`` = none); each relation's total is checked against them separately (module docstring).
+    """
 
     entries: list[LedgerEntry] = field(default_factory=list)
+    budget: float | None = None
+    delta_budget: float | None = None
 
+    def __post_init__(self) -> None:
+        self.set_budgets(self.budget, self.delta_budget)
+
+    def set_budgets(self, budget: float | None, delta_budget: float | None) -> None:
+        """Set both budgets (``None``: none); raises ``ValueError`` as :func:`check_budgets`."""
+        self.budget, self.delta_budget = check_budgets(budget, delta_budget)
+
+    # ------------------------------------------------------------------ totals
     @property
     def total_epsilon(self) -> float:
+        """Sum of every entry's epsilon (a total only when all entries share one relation)."""
         return math.fsum(e.epsilon for e in self.entries)
 
     @property
     def total_delta(self) -> float:
+        """Sum of every entry's delta (a total only when all entries share one relation)."""
         return math.fsum(e.delta for e in self.entries)
 
-    def would_exceed(self, epsilon: float, budget: float | None, *, delta: float = 0.0,
-                     delta_budget: float | None = None) -> bool:
-        """True if adding a release of ``(epsilon, delta)`` pushes a total past its budget."""
-        over_eps = budget is not None and self.total_epsilon + epsilon > budget * (1 + 1e-12)
-        over_delta = delta_budget is not None and self.total_delta + delta > delta_budget * (1 + 1e-12)
-        return bool(over_eps or over_delta)
+    def totals(self) -> dict[str, RelationTotal]:
+        """``{neighbouring relation: RelationTotal}``, relations in order of first use."""
+        by: dict[str, list[LedgerEntry]] = {}
+        for e in self.entries:
+            by.setdefault(e.neighbouring, []).append(e)
+        return {rel: RelationTotal(math.fsum(e.epsilon for e in es), math.fsum(e.delta for e in es),
+                                   len(es)) for rel, es in by.items()}
+
+    def total(self, neighbouring: str) -> RelationTotal:
+        """The totals of one relation (zero if it has no release)."""
+        return self.totals().get(neighbouring, RelationTotal(0.0, 0.0, 0))
+
+    # ------------------------------------------------------------------ budget
+    def _budgets(self, budget: float | None, delta_budget: float | None) -> tuple[float | None, float | None]:
+        budget, delta_budget = check_budgets(budget, delta_budget)
+        return (self.budget if budget is None else budget,
+                self.delta_budget if delta_budget is None else delta_budget)
+
+    def would_exceed(self, epsilon: float, budget: float | None = None, *, delta: float = 0.0,
+                     delta_budget: float | None = None, neighbouring: str = "replace-one") -> bool:
+        """True if adding a release of ``(epsilon, delta)`` under ``neighbouring`` pushes that
+        relation's total past its budget (``None``: the ledger's own budget, if any)."""
+        return self.refusal(LedgerEntry("?", epsilon, delta, neighbouring), budget, delta_budget) is not None
+
+    def refusal(self, entry: LedgerEntry, budget: float | None = None,
+                delta_budget: float | None = None) -> str | None:
+        """Why ``entry`` may not be added (one sentence), or ``None`` if it fits the budgets."""
+        budget, delta_budget = self._budgets(budget, delta_budget)
+        t = self.total(entry.neighbouring)
+        rel = entry.neighbouring
+        if budget is not None and t.epsilon + entry.epsilon > budget * (1 + BUDGET_RTOL):
+            return (f"this release (epsilon = {entry.epsilon:.4g}, {rel}) would bring the {rel} total to "
+                    f"epsilon = {t.epsilon + entry.epsilon:.4g}, over the budget {budget:g}")
+        if delta_budget is not None and t.delta + entry.delta > delta_budget * (1 + BUDGET_RTOL):
+            return (f"this release (delta = {entry.delta:.3g}, {rel}) would bring the {rel} total to "
+                    f"delta = {t.delta + entry.delta:.3g}, over the delta budget {delta_budget:g}")
+        return None
+
+    def check(self, entry: LedgerEntry, budget: float | None = None,
+              delta_budget: float | None = None) -> None:
+        """Raise :class:`BudgetExceededError` if ``entry`` does not fit (see :meth:`refusal`)."""
+        reason = self.refusal(entry, budget, delta_budget)
+        if reason is not None:
+            raise BudgetExceededError(f"refused: {reason}; nothing was written")
 
     def add(self, entry: LedgerEntry) -> None:
+        """Append ``entry`` (no budget check: use :meth:`check` first, or :func:`ledger_transaction`)."""
         self.entries.append(entry)
 
+    def merge(self, other: Ledger) -> int:
+        """Add the entries of ``other`` not already here (same fields); returns how many were added.
+
+        Budgets: the smaller of the two where both are set (a merge never loosens a budget).
+        """
+        seen = set(self.entries)
+        new = [e for e in other.entries if e not in seen]
+        self.entries.extend(new)
+        self.budget = _smaller(self.budget, other.budget)
+        self.delta_budget = _smaller(self.delta_budget, other.delta_budget)
+        return len(new)
+
     def summary(self) -> str:
-        relations = sorted({e.neighbouring for e in self.entries})
-        text = (f"{len(self.entries)} release(s); total epsilon = {self.total_epsilon:.4g}, "
-                f"total delta = {self.total_delta:.3g} (basic composition)")
-        if len(relations) > 1:
-            text += (f". Releases use different neighbouring relations ({', '.join(relations)}); "
-                     "their epsilons are not directly comparable and the sum is only indicative.")
+        """One paragraph: number of releases and the totals, per relation when there are several."""
+        totals = self.totals()
+        text = f"{len(self.entries)} release(s); "
+        if len(totals) <= 1:
+            rel = next(iter(totals), None)
+            text += (f"total epsilon = {self.total_epsilon:.4g}, total delta = {self.total_delta:.3g} "
+                     "(basic composition" + (f", neighbouring = {rel})" if rel else ")"))
+        else:
+            text += ("totals per neighbouring relation (basic composition): "
+                     + "; ".join(f"{rel}: epsilon = {t.epsilon:.4g}, delta = {t.delta:.3g}"
+                                 for rel, t in totals.items())
+                     + ". Releases use different neighbouring relations; no conversion between "
+                     "them is stated, so the totals are kept apart and each is checked against "
+                     "the budget separately")
+        if self.budget is not None or self.delta_budget is not None:
+            text += "; budget: " + ", ".join(
+                s for s in (f"epsilon {self.budget:g}" if self.budget is not None else "",
+                            f"delta {self.delta_budget:g}" if self.delta_budget is not None else "") if s)
+            text += " per relation" if len(totals) > 1 else ""
         return text
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict[str, Any]:
+        """The file's content (module docstring: version 2, readable as version 1)."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "composition": "basic",
+            "total_epsilon": self.total_epsilon,
+            "total_delta": self.total_delta,
+            "totals_by_neighbouring": {rel: asdict(t) for rel, t in self.totals().items()},
+            "budget": {"epsilon": self.budget, "delta": self.delta_budget},
+            "entries": [asdict(e) for e in self.entries],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str = "the ledger") -> Ledger:
+        """Parse a ledger file's content (version 1 or 2).
+
+        Raises
+        ------
+        DataValidationError
+            ``"<source> is not a dpcore ledger file: ..."`` for anything else (bad JSON, NaN,
+            missing or unknown entry fields, negative or non-finite values, bad budgets).
+        """
+        try:
+            raw = json.loads(text, parse_constant=_refuse_constant)
+            if not isinstance(raw, dict) or not isinstance(raw["entries"], list):
+                raise TypeError("expected an object with a list of entries")
+            if raw.get("format", FORMAT) != FORMAT:
+                raise TypeError(f"format is {raw['format']!r}")
+            budget = raw.get("budget") or {}
+            if not isinstance(budget, dict):
+                raise TypeError("budget must be an object")
+            entries = []
+            for e in raw["entries"]:
+                if not isinstance(e, dict):
+                    raise TypeError(f"an entry must be an object, got {e!r}")
+                entries.append(LedgerEntry(**e))
+            return cls(entries, budget.get("epsilon"), budget.get("delta"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataValidationError(f"{source} is not a dpcore ledger file: {exc}") from None
 
     # ------------------------------------------------------------------ files
     @classmethod
@@ -88,22 +295,209 @@ class Ledger:
         Raises
         ------
         DataValidationError
-            If the file exists but is not a ledger.
+            If the path is a symbolic link (dangling or not) or not a regular file, or the file is
+            not a ledger.
         """
-        path = Path(path)
-        if not path.exists():
-            return cls()
+        path = check_ledger_path(path)
         try:
-            raw = json.loads(path.read_text())
-            return cls([LedgerEntry(**e) for e in raw["entries"]])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise DataValidationError(f"{path} is not a dpcore ledger file: {exc}") from None
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return cls()
+        except OSError as exc:
+            raise DataValidationError(f"cannot read the ledger {path}: {exc.strerror or exc}") from None
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise DataValidationError(f"the ledger {path} is not a regular file")
+            data = fh.read(MAX_LEDGER_BYTES + 1)
+        if len(data) > MAX_LEDGER_BYTES:
+            raise DataValidationError(f"{path} is not a dpcore ledger file: larger than "
+                                      f"{MAX_LEDGER_BYTES // 2**20} MB")
+        return cls.from_json(data, str(path))
 
     def save(self, path: str | Path) -> None:
-        payload = {
-            "composition": "basic",
-            "total_epsilon": self.total_epsilon,
-            "total_delta": self.total_delta,
-            "entries": [asdict(e) for e in self.entries],
-        }
-        Path(path).write_text(json.dumps(payload, indent=2))
+        """Replace ``path`` atomically: temporary file in the same folder, fsync, rename, fsync of
+        the folder. A failure leaves the old file as it was (and no temporary file).
+
+        Concurrent writers must hold the lock: use :func:`ledger_transaction`.
+        """
+        _atomic_write(check_ledger_path(path), self.to_json().encode())
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a ledger may hold")
+
+
+def lock_path(path: str | Path) -> Path:
+    """The lock file of ledger ``path``: ``<path>.lock`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+def check_ledger_path(path: str | Path) -> Path:
+    """``path`` as a :class:`Path` if it can be a ledger: not a symbolic link (dangling ones
+    included), a regular file if it exists, in an existing folder.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the problem.
+    """
+    path = Path(path)
+    for p, what in ((path, "ledger"), (lock_path(path), "ledger's lock file")):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise DataValidationError(f"cannot use the {what} {p}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise DataValidationError(f"the {what} {p} is a symbolic link; give the real file's path")
+        if not stat.S_ISREG(st.st_mode):
+            raise DataValidationError(f"the {what} {p} is not a regular file")
+    if not path.parent.is_dir():
+        raise DataValidationError(f"the ledger's folder {path.parent} does not exist; create it first")
+    return path
+
+
+def _atomic_write(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` through a fsynced temporary file renamed over it."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            if mode is not None:  # the new ledger keeps the old one's permissions
+                os.fchmod(fh.fileno(), mode)
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX: fsync the directory)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Temporary ledgers left by killed writers (only lock holders write them, so none is live)."""
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+
+
+@dataclass
+class LedgerTransaction:
+    """The state inside :func:`ledger_transaction`: the ledger as re-read under the lock.
+
+    ``check(entry)`` reserves (raises if over budget), ``commit(entry)`` records durably,
+    ``revert()`` takes back a committed entry whose release could not be published.
+    """
+
+    path: Path
+    ledger: Ledger
+    budget: float | None
+    delta_budget: float | None
+    reserved: LedgerEntry | None = None
+    committed: LedgerEntry | None = None
+
+    def check(self, entry: LedgerEntry) -> None:
+        """Reserve ``entry``: raise :class:`BudgetExceededError` if it does not fit the budgets.
+
+        Nothing is written; the lock keeps the reservation valid until :meth:`commit`.
+        """
+        if self.committed is not None:
+            raise RuntimeError("this transaction already committed an entry")
+        self.ledger.check(entry, self.budget, self.delta_budget)
+        self.reserved = entry
+
+    def commit(self, entry: LedgerEntry | None = None) -> None:
+        """Record the reserved entry (or ``entry``, which must have the reserved cost) durably.
+
+        Raises
+        ------
+        RuntimeError
+            Without a reservation, or if ``entry`` costs more than the reservation.
+        OSError
+            The ledger could not be written: the old ledger is intact and nothing is recorded.
+        """
+        res = self.reserved
+        entry = entry or res
+        if res is None or entry is None:
+            raise RuntimeError("commit() needs a reservation: call check(entry) first")
+        if (entry.epsilon, entry.delta, entry.neighbouring) != (res.epsilon, res.delta, res.neighbouring):
+            raise RuntimeError("the committed entry must have the reserved epsilon, delta and relation")
+        new = Ledger([*self.ledger.entries, entry], self.budget, self.delta_budget)
+        new.save(self.path)
+        self.ledger, self.committed, self.reserved = new, entry, None
+
+    def revert(self) -> None:
+        """Remove the committed entry again (its release was not published after all)."""
+        if self.committed is None:
+            return
+        entries = list(self.ledger.entries)
+        entries.remove(self.committed)
+        old = Ledger(entries, self.budget, self.delta_budget)
+        old.save(self.path)
+        self.ledger, self.committed = old, None
+
+
+@contextmanager
+def ledger_transaction(path: str | Path, *, budget: float | None = None,
+                       delta_budget: float | None = None) -> Iterator[LedgerTransaction]:
+    """Hold ledger ``path``'s lock from the budget check to the record.
+
+    ::
+
+        with ledger_transaction("L.json", budget=1.0) as tx:
+            tx.check(entry)            # reserve: BudgetExceededError if over budget
+            ... write the release to temporary files ...
+            tx.commit(entry)           # the entry is on disk
+            ... rename the temporary files into place (on failure: tx.revert()) ...
+
+    Blocks until the exclusive ``flock`` on ``<path>.lock`` is free, then re-reads the ledger.
+    ``budget`` / ``delta_budget`` default to the budgets stored in the ledger; given ones are stored
+    with the next commit. Leaving the block without :meth:`~LedgerTransaction.commit` leaves the file
+    untouched. Temporary ledgers of killed writers are removed.
+
+    Raises
+    ------
+    ValueError
+        Bad budgets (NaN, infinite, <= 0; delta outside [0, 1]).
+    DataValidationError
+        A symbolic-link or non-regular ledger or lock file, a missing folder, a file that is not a
+        ledger.
+    """
+    budget, delta_budget = check_budgets(budget, delta_budget)
+    path = check_ledger_path(path)
+    lock = lock_path(path)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise DataValidationError(f"cannot open the ledger's lock file {lock}: {exc.strerror or exc}") \
+            from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DataValidationError(f"the ledger's lock file {lock} is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        ledger = Ledger.load(path)  # re-read under the lock: another run may have committed
+        _remove_stale_temporaries(path)
+        yield LedgerTransaction(path, ledger, budget if budget is not None else ledger.budget,
+                                delta_budget if delta_budget is not None else ledger.delta_budget)
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

@@ -335,9 +335,9 @@ class Release:
         """Write ``path`` (CSV), ``<stem>.card.json`` and, if any, ``<stem>.transform.npz``.
 
         Everything is serialised in memory first, then written to temporary files beside the
-        targets, which are renamed into place only once all of them are written
-        (:func:`_write_all`): a failure (disk full, permissions, a target that is a directory)
-        leaves neither a partial file nor a partial set of files.
+        targets, which are renamed into place only once all of them are written (:meth:`stage`,
+        then :meth:`StagedFiles.publish`): a failure (disk full, permissions, a target that is a
+        directory) leaves neither a partial file nor a partial set of files.
 
         Raises
         ------
@@ -346,6 +346,14 @@ class Release:
         OSError
             A file could not be written (nothing is left behind).
         """
+        with self.stage(path) as staged:
+            return staged.publish()
+
+    def stage(self, path: str | Path) -> StagedFiles:
+        """The files of :meth:`save`, complete in temporary files beside their targets but not yet
+        in place: :meth:`StagedFiles.publish` renames them, :meth:`StagedFiles.discard` (or leaving
+        a ``with`` block) removes them. Lets a caller record the release in a ledger between the
+        two (:func:`dpcore.ledger.ledger_transaction`). Raises as :meth:`save`."""
         self.check_downloadable()
         targets = release_paths(path)
         csv_bytes = self.to_csv_bytes()
@@ -353,7 +361,7 @@ class Release:
                  "card": (targets["card"], self.card_json(csv_bytes).encode())}
         if self.transform_arrays:
             files["transform"] = (targets["transform"], self.transform_npz_bytes())
-        return _write_all(files)
+        return _stage_all(files)
 
 
 def release_paths(path: str | Path) -> dict[str, Path]:
@@ -369,41 +377,66 @@ def release_paths(path: str | Path) -> dict[str, Path]:
 def _write_temp(target: Path, payload: bytes) -> Path:
     """``payload`` in a new temporary file in ``target``'s folder (same file system: atomic rename)."""
     # "x": never reuse an existing file; created with the usual permissions (umask), like the
-    # target would be (tempfile.mkstemp would make it owner-only)
+    # target would be (tempfile.mkstemp would make it owner-only). The hidden ".tmp" name is never
+    # taken for an output.
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    with open(tmp, "xb") as fh:
-        try:
+    try:
+        with open(tmp, "xb") as fh:
             fh.write(payload)
-        except BaseException:
-            fh.close()
-            tmp.unlink(missing_ok=True)
-            raise
+    except BaseException:  # also KeyboardInterrupt / SystemExit from a signal handler
+        tmp.unlink(missing_ok=True)
+        raise
     return tmp
 
 
-def _write_all(files: dict[str, tuple[Path, bytes]]) -> dict[str, Path]:
-    """Write every ``key: (target, payload)`` or none: temporary files first, then renames.
+@dataclass
+class StagedFiles:
+    """Complete temporary files (``temps``) waiting to be renamed onto their ``targets``."""
 
-    If writing a temporary file fails, the others are removed and no target is touched. If a
-    rename fails (rare: the temporary files are complete), the targets already renamed are
-    removed too, so a release is never left half-written.
-    """
-    temps: dict[str, Path] = {}
-    placed: list[Path] = []
+    targets: dict[str, Path]
+    temps: dict[str, Path]
+
+    def publish(self) -> dict[str, Path]:
+        """Rename every temporary file into place, or none: if a rename fails (rare: the
+        temporary files are complete), the targets already renamed are removed too, so a release
+        is never left half-written. Returns the targets."""
+        placed: list[Path] = []
+        try:
+            for key, target in self.targets.items():
+                os.replace(self.temps[key], target)
+                del self.temps[key]
+                placed.append(target)
+        except BaseException:
+            self.discard()
+            for target in placed:
+                target.unlink(missing_ok=True)
+            raise
+        return dict(self.targets)
+
+    def discard(self) -> None:
+        """Remove the temporary files not yet published."""
+        for tmp in self.temps.values():
+            tmp.unlink(missing_ok=True)
+        self.temps.clear()
+
+    def __enter__(self) -> StagedFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+
+def _stage_all(files: dict[str, tuple[Path, bytes]]) -> StagedFiles:
+    """Write every ``key: (target, payload)`` to a temporary file; if one fails, the others are
+    removed and no target is touched."""
+    staged = StagedFiles({key: target for key, (target, _) in files.items()}, {})
     try:
         for key, (target, payload) in files.items():
-            temps[key] = _write_temp(target, payload)
-        for key, (target, _) in files.items():
-            os.replace(temps[key], target)
-            del temps[key]
-            placed.append(target)
+            staged.temps[key] = _write_temp(target, payload)
     except BaseException:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
-        for target in placed:
-            target.unlink(missing_ok=True)
+        staged.discard()
         raise
-    return {key: target for key, (target, _) in files.items()}
+    return staged
 
 
 def escape_formula(text: str) -> str:

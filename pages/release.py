@@ -1,7 +1,13 @@
-"""Release page: draw a release from OS entropy, read its card, download it; the session ledger."""
+"""Release page: draw a release from OS entropy, read its card, download it; the session ledger.
+
+Every draw whose rows this page shows is charged to the session ledger at the moment it is shown
+(downloaded or not); a draw that would take a relation's total past the budget is refused unseen.
+The ledger is the CLI's JSON file: download it to keep it, upload one to continue its totals.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 
 import pandas as pd
@@ -23,32 +29,61 @@ st.title("Release")
 st.markdown(
     f"Draw a release of **all {ds.n_samples:,} rows** of *{md_escape(st.session_state.dataset_label)}* with "
     f"**{mech.title}**. Releases are drawn from fresh OS entropy (no seed exists that could "
-    "regenerate the noise). Each download is recorded in this session's ledger."
+    "regenerate the noise). **Every release whose rows are shown here is charged** to this "
+    "session's ledger, downloaded or not; a release that would go past the budget is refused "
+    "before anyone sees it."
 )
 
 with st.expander("Parameters (shared with the Explore page)", expanded=False):
     params = mechanism_controls(mech, ds)
 
-c1, c2 = st.columns(2)
-budget = c1.number_input("Total ε budget for this dataset", min_value=0.0, step=0.5, key="p:budget",
-                         **initial("p:budget", "value", 10.0))
-c2.metric("Spent so far (basic composition)", f"ε = {ledger.total_epsilon:.4g}",
-          f"δ = {ledger.total_delta:.2g}", delta_color="off")
+c1, c2, c3 = st.columns([1, 1, 2])
+budget = c1.number_input(
+    "ε budget per neighbouring relation", min_value=0.01, step=0.5, key="p:budget",
+    help="Total epsilon this dataset may spend, per neighbouring relation (basic composition)",
+    **initial("p:budget", "value", 10.0))
+delta_budget = c2.number_input(
+    "δ budget (empty: none)", min_value=0.0, max_value=1.0, format="%.1e", key="p:delta_budget",
+    help="Total delta per neighbouring relation; 0 allows pure-DP releases only",
+    **initial("p:delta_budget", "value", None))
+ledger.set_budgets(budget, delta_budget)
+spent = c3.container()  # filled below, once this run's draw is charged
 
 if st.button("Draw release", type="primary"):
+    st.session_state.pop("pending_release", None)
     with st.spinner("Drawing the release..."):
         result = draw_release(name, params, ds, seed=None)
     if result.error:
         st.error(result.error)
-        st.session_state.pop("pending_release", None)
+    elif not result.release.downloadable:
+        st.session_state.pending_release = {"release": result.release}
     else:
         rel = result.release
-        csv_bytes = rel.to_csv_bytes() if rel.downloadable else b""
-        st.session_state.pending_release = {
-            "release": rel, "csv": csv_bytes,
-            "card": rel.card_json(csv_bytes) if rel.downloadable else "",
-            "npz": rel.transform_npz_bytes() if rel.downloadable and rel.transform_arrays else None,
-        }
+        csv_bytes = rel.to_csv_bytes()
+        card = rel.card_json(csv_bytes)
+        entry = LedgerEntry.from_card(json.loads(card), ds.name)
+        refusal = ledger.refusal(entry)
+        if refusal:
+            st.error(f"Refused: {md_escape(refusal)}. The release was discarded before anyone saw it; "
+                     "nothing was charged.", icon="🚫")
+        else:
+            ledger.add(entry)  # charged now: its rows are shown below
+            st.session_state.pending_release = {
+                "release": rel, "csv": csv_bytes, "card": card,
+                "npz": rel.transform_npz_bytes() if rel.transform_arrays else None,
+            }
+
+for relation, t in (ledger.totals() or {mech.neighbouring: None}).items():
+    spent.metric(f"Spent so far, {relation} (basic composition)",
+                 f"ε = {t.epsilon if t else 0:.4g} of {budget:g}")
+    spent.caption(f"δ = {t.delta if t else 0:.2g}"
+                  + (f" of {delta_budget:.2g}" if delta_budget is not None else " (no δ budget)"))
+
+over = [rel for rel in ledger.totals() if ledger.refusal(LedgerEntry("", 0.0, 0.0, rel))]
+if over:
+    st.warning(f"The ledger is already past its budget for {md_escape(', '.join(over))} (an uploaded "
+               "ledger added its releases): no further release under that relation can be drawn.",
+               icon="⚠️")
 
 pending = st.session_state.get("pending_release")
 if pending:
@@ -62,37 +97,57 @@ if pending:
             st.error("Bounds come from the private data: the card records that the guarantee "
                      "does NOT hold.", icon="🚨")
         st.success(g.plain_language(), icon="🛡️")
-        if ledger.would_exceed(g.epsilon, budget):
-            st.warning(f"Downloading this release brings the total to ε = "
-                       f"{ledger.total_epsilon + g.epsilon:.4g}, over your budget of {budget:g}.",
-                       icon="⚠️")
+        st.caption(f"Charged to the session ledger when shown: ε = {g.epsilon:.4g}, δ = {g.delta:.2g} "
+                   f"({g.neighbouring}). Downloading it costs nothing more.")
         stem = f"{ds.name}-{rel.mechanism}"
         card = pending["card"]
-
-        def record() -> None:
-            import json
-
-            entry = LedgerEntry.from_card(json.loads(card), ds.name)
-            if all(e.sha256 != entry.sha256 for e in ledger.entries):
-                ledger.add(entry)
-
         b1, b2, b3 = st.columns(3)
         b1.download_button("Download CSV", pending["csv"], f"{stem}.csv", "text/csv",
-                           on_click=record, type="primary", key="dl_csv")
+                           type="primary", key="dl_csv")
         b2.download_button("Download release card", card, f"{stem}.card.json",
-                           "application/json", on_click=record, key="dl_card")
+                           "application/json", key="dl_card")
         if pending["npz"] is not None:
             b3.download_button("Download transform (.npz)", pending["npz"],
                                f"{stem}.transform.npz", "application/octet-stream",
-                               on_click=record, key="dl_npz")
+                               key="dl_npz")
         st.subheader("Release card")
         st.json(card, expanded=False)
         # the escaped table: Streamlit's own CSV export of this preview must not carry formulas
         st.dataframe(rel.to_csv_frame().head(20), height=240)
 
+
+
+def _continue_ledger() -> None:
+    """Merge an uploaded ledger (the CLI's ``--ledger`` file or an earlier session's download)."""
+    upload = st.session_state.get("ledger_upload")
+    if upload is None:
+        return
+    try:
+        other = state.read_ledger_upload(upload.getvalue(), upload.name)
+    except ValueError as exc:
+        st.session_state.ledger_message = ("error", str(exc))
+        return
+    added = ledger.merge(other)
+    if other.budget is not None:  # the file's budget (a merge never loosens it)
+        st.session_state["p:budget"] = ledger.budget
+    if other.delta_budget is not None:
+        st.session_state["p:delta_budget"] = ledger.delta_budget
+    st.session_state.ledger_message = ("success", f"Continued the ledger {upload.name}: {added} "
+                                       f"release(s) added. {ledger.summary()}")
+
+
 st.subheader("Ledger of this session")
 if ledger.entries:
-    st.caption(ledger.summary())
+    st.caption(md_escape(ledger.summary()))
     st.dataframe(pd.DataFrame([asdict(e) for e in ledger.entries]), hide_index=True)
 else:
-    st.caption("Nothing downloaded yet.")
+    st.caption("Nothing released yet.")
+st.caption("The ledger lives only in this session: download it to keep it, and upload it (or the "
+           "file of the CLI's `--ledger`, the same format) to continue its totals.")
+l1, l2 = st.columns(2)
+l1.download_button("Download ledger (JSON)", ledger.to_json(), "dp-ledger.json", "application/json",
+                   key="dl_ledger")
+l2.file_uploader("Continue a ledger (JSON)", type=["json"], key="ledger_upload",
+                 on_change=_continue_ledger)
+if message := st.session_state.pop("ledger_message", None):
+    (st.error if message[0] == "error" else st.success)(md_escape(message[1]))

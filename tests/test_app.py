@@ -122,15 +122,115 @@ def test_release_download_carries_csv_and_matching_card():
     assert "random_state" not in pending["card"] and "seed" not in card["parameters"]
     labels = [b.label for b in at.get("download_button")]
     assert "Download CSV" in labels and "Download release card" in labels
-    # a download is recorded in the session ledger (once per release, whatever the file)
+    # the shown release was charged once, whatever is downloaded afterwards
     at.get("download_button")[0].click().run()
     at.get("download_button")[1].click().run()
     ledger = at.session_state.ledger
     assert len(ledger.entries) == 1 and ledger.total_epsilon == pytest.approx(2.0)
-    # a second release pushes the total over a budget of 3: warned before download
-    at.number_input(key="p:budget").set_value(3.0).run()
-    at.button[0].click().run()
-    assert any("over your budget" in w.value for w in at.warning)
+    assert ledger.entries[0].sha256 == card["sha256"]
+
+
+@pytest.fixture
+def media(monkeypatch) -> dict[str, bytes]:
+    """The bytes behind every download button of an AppTest run, by media file id."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+    from streamlit.testing.v1 import app_test
+
+    files: dict[str, bytes] = {}
+
+    class Recording(MemoryMediaFileStorage):
+        def load_and_get_id(self, path_or_data, mimetype, kind, filename=None):
+            file_id = super().load_and_get_id(path_or_data, mimetype, kind, filename)
+            files[file_id] = self.get_file(file_id).content
+            return file_id
+
+    monkeypatch.setattr(app_test, "MemoryMediaFileStorage", Recording)
+    return files
+
+
+def download(at: AppTest, media: dict[str, bytes], label: str) -> bytes:
+    """What the download button ``label`` hands to the browser."""
+    button = next(b for b in at.get("download_button") if b.proto.label == label)
+    file_id = button.proto.url.rsplit("/", 1)[-1].split(".")[0]
+    return media[file_id]
+
+
+def _plain(markdown: str) -> str:
+    """Markdown from ``md_escape`` read as text."""
+    return markdown.replace("\\", "")
+
+
+def _draw(at: AppTest) -> AppTest:
+    next(b for b in at.button if b.label == "Draw release").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_shown_draw_is_charged_and_a_draw_past_the_budget_is_refused():
+    at = new_app()
+    goto(at, "release")
+    at.number_input(key="p:budget").set_value(1.5).run()
+    _draw(at)  # epsilon 1 (the default): shown, so charged without any download
+    ledger = at.session_state.ledger
+    shown = _pending(at)
+    assert [e.sha256 for e in ledger.entries] == [json.loads(shown["card"])["sha256"]]
+    assert ledger.total_epsilon == 1.0 and at.dataframe  # its rows are on the page
+    n_tables = len(at.dataframe)
+    # a second epsilon-1 draw would make 2 > 1.5: refused before anyone sees it, nothing charged
+    _draw(at)
+    assert any("Refused" in e.value and "over the budget 1.5" in _plain(e.value) for e in at.error)
+    assert "pending_release" not in at.session_state
+    assert not [b for b in at.get("download_button") if b.proto.label == "Download CSV"]
+    assert len(at.dataframe) == n_tables - 1  # the release preview is gone, the ledger table stays
+    assert len(at.session_state.ledger.entries) == 1 and at.session_state.ledger.total_epsilon == 1.0
+    # with room in the budget, the next draw is shown and charged
+    at.number_input(key="p:budget").set_value(2.0).run()
+    _draw(at)
+    assert at.session_state.ledger.total_epsilon == 2.0 and _pending(at)["csv"] != shown["csv"]
+
+
+def test_ledger_download_is_the_cli_file_and_an_upload_continues_it(tmp_path, media):
+    from dpcore.cli import main
+    from dpcore.ledger import Ledger
+
+    cli_ledger = tmp_path / "L.json"
+    assert main(["release", "local-gaussian", "digits", "--epsilon", "2", "--delta", "1e-6", "-o",
+                 str(tmp_path / "r.csv"), "--ledger", str(cli_ledger), "--budget", "4"]) == 0
+    at = new_app()
+    goto(at, "release")
+    _draw(at)  # epsilon 1
+    session_file = download(at, media, "Download ledger (JSON)")
+    raw = json.loads(session_file)
+    cli_raw = json.loads(cli_ledger.read_text())
+    assert raw.keys() == cli_raw.keys()  # the CLI's format
+    assert [e.keys() for e in raw["entries"]] == [e.keys() for e in cli_raw["entries"]]
+    assert Ledger.from_json(session_file).entries == at.session_state.ledger.entries
+    assert raw["total_epsilon"] == 1.0 and raw["budget"]["epsilon"] == 10.0
+    # upload the CLI's ledger: its entries and its budget (4) continue in this session
+    at.get("file_uploader")[0].set_value(("L.json", cli_ledger.read_bytes(), "application/json")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    ledger = at.session_state.ledger
+    assert ledger.total_epsilon == 3.0 and len(ledger.entries) == 2 and ledger.budget == 4.0
+    assert at.number_input(key="p:budget").value == 4.0
+    assert any("Continued the ledger" in m.value for m in at.success)
+    # the round trip: the downloaded file is the session ledger, and the CLI continues it
+    merged = tmp_path / "merged.json"
+    merged.write_bytes(download(at, media, "Download ledger (JSON)"))
+    assert Ledger.load(merged).entries == ledger.entries
+    assert main(["release", "local-gaussian", "digits", "--epsilon", "1.5", "-o", str(tmp_path / "s.csv"),
+                 "--ledger", str(merged)]) == 2  # 3 + 1.5 > 4, the uploaded budget
+    _draw(at)  # 3 + 1 meets the budget exactly: allowed
+    assert at.session_state.ledger.total_epsilon == 4.0 and not at.error
+    _draw(at)  # the app enforces the uploaded budget too
+    assert any("over the budget 4" in _plain(e.value) for e in at.error)
+    ledger = at.session_state.ledger
+    at.number_input(key="p:budget").set_value(3.5).run()  # below what was spent: said so
+    assert any("already past its budget for replace" in _plain(w.value) for w in at.warning)
+    # a file that is not a ledger is refused with a message, the ledger unchanged
+    at.get("file_uploader")[0].set_value(("bad.json", b'{"entries": [{"epsilon": NaN}]}',
+                                          "application/json")).run()
+    assert any("not a dpcore ledger" in _plain(e.value) for e in at.error)
+    assert at.session_state.ledger.entries == ledger.entries
 
 
 def test_not_private_settings_cannot_be_downloaded():
@@ -140,7 +240,7 @@ def test_not_private_settings_cannot_be_downloaded():
     goto(at, "release")
     at.button[0].click().run()
     assert any("NOT PRIVATE" in e.value for e in at.error)
-    assert not at.get("download_button")
+    assert not [b for b in at.get("download_button") if b.key != "dl_ledger"]  # the ledger is always offered
 
 
 def test_two_downloads_with_same_settings_differ():

@@ -425,7 +425,7 @@ def test_release_download_matches_card_and_slider(explore_page):
     slider_eps = float(slider_value(page, eps))
     assert slider_eps == 2.0
     goto(page, "Release")
-    expect(page.locator('[data-testid="stDownloadButton"]')).to_have_count(0)
+    expect(page.get_by_role("button", name="Download CSV")).to_have_count(0)
     rerun(page, page.get_by_role("button", name="Draw release").click)
     expect(page.get_by_text("epsilon = 2,").first).to_be_visible()
     screenshot(page, "release-drawn")
@@ -438,7 +438,7 @@ def test_release_download_matches_card_and_slider(explore_page):
     assert card["mechanism"] == "local-gaussian" and card["n_rows"] == 1797
     assert "seed" not in card["parameters"] and "random_state" not in json.dumps(card)
     # the download was recorded once in the session ledger
-    expect(page.get_by_text("Nothing downloaded yet.")).to_have_count(0)
+    expect(page.get_by_text("Nothing released yet.")).to_have_count(0)
     expect(page.get_by_text("1 release(s); total epsilon = 2")).to_be_visible()
 
 
@@ -449,7 +449,7 @@ def test_not_private_release_offers_no_download(explore_page):
     goto(page, "Release")
     rerun(page, page.get_by_role("button", name="Draw release").click)
     expect(page.locator('[data-testid="stAlert"]').filter(has_text="NOT PRIVATE").first).to_be_visible()
-    expect(page.locator('[data-testid="stDownloadButton"]')).to_have_count(0)
+    expect(page.get_by_role("button", name="Download release card")).to_have_count(0)
     expect(page.get_by_role("button", name="Download CSV")).to_have_count(0)
     screenshot(page, "release-not-private")
 

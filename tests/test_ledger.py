@@ -1,16 +1,38 @@
-"""Tests of dpcore.ledger: basic-composition totals, budget checks and the ledger file."""
+"""Tests of dpcore.ledger: basic-composition totals, budget checks and the ledger file; the locked
+transaction under concurrent processes, SIGKILL at every step and failing writes; the CLI's output
+refusals and signal handling."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import math
+import multiprocessing
+import os
+import signal
+import stat
+import sys
+import time
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dpcore import ledger as ledger_mod
+from dpcore import release as release_mod
+from dpcore.cli import main
 from dpcore.exceptions import DataValidationError
-from dpcore.ledger import Ledger, LedgerEntry
+from dpcore.ledger import (
+    BudgetExceededError,
+    Ledger,
+    LedgerEntry,
+    LedgerTransaction,
+    check_budget,
+    ledger_transaction,
+    lock_path,
+)
 from dpcore.mechanisms import LocalGaussian
 
 
@@ -126,5 +148,471 @@ def test_summary_mentions_totals_and_mixed_relations():
     assert f"{0.75:.4g}" in text
     assert "different neighbouring relations" not in text
     ledger.add(LedgerEntry(mechanism="jl-laplace", epsilon=1.0, delta=0.0, neighbouring="element"))
-    assert "different neighbouring relations" in ledger.summary()
+    text = ledger.summary()
+    assert "different neighbouring relations" in text and "checked against the budget separately" in text
+    assert "replace-one: epsilon = 0.75" in text and "element: epsilon = 1" in text
     assert math.isclose(ledger.total_epsilon, 1.75)
+
+
+# ------------------------------------------------------------------------- per-relation totals
+def _entry(eps: float, rel: str = "replace-one", delta: float = 0.0, tag: str = "") -> LedgerEntry:
+    return LedgerEntry(mechanism="m", epsilon=eps, delta=delta, neighbouring=rel,
+                       sha256=hashlib.sha256(f"{eps}{rel}{delta}{tag}".encode()).hexdigest())
+
+
+def test_totals_are_kept_and_checked_per_relation():
+    """No sum across relations: each relation's total meets the budget on its own."""
+    ledger = Ledger([_entry(0.6), _entry(0.9, "element"), _entry(0.1, "replace-one", 1e-6)])
+    totals = ledger.totals()
+    assert set(totals) == {"replace-one", "element"}
+    assert (totals["replace-one"].epsilon, totals["replace-one"].delta, totals["replace-one"].releases) \
+        == (pytest.approx(0.7), 1e-6, 2)
+    assert (totals["element"].epsilon, totals["element"].releases) == (0.9, 1)
+    # budget 1: replace-one has 0.3 left, element 0.1, a fresh relation all of it
+    assert not ledger.would_exceed(0.3, 1.0)
+    assert ledger.would_exceed(0.31, 1.0)
+    assert not ledger.would_exceed(0.1, 1.0, neighbouring="element")
+    assert ledger.would_exceed(0.11, 1.0, neighbouring="element")
+    assert not ledger.would_exceed(1.0, 1.0, neighbouring="row-l2")
+    # delta budgets per relation too
+    assert ledger.would_exceed(0.0, None, delta=1e-6, delta_budget=1.5e-6)
+    assert not ledger.would_exceed(0.0, None, delta=1e-6, delta_budget=1.5e-6, neighbouring="element")
+    with pytest.raises(BudgetExceededError, match="element total to epsilon = 1.1, over the budget 1"):
+        ledger.check(_entry(0.2, "element"), 1.0)
+    # the file carries the per-relation totals next to the old keys
+    raw = ledger.to_dict()
+    assert raw["totals_by_neighbouring"]["element"] == {"epsilon": 0.9, "delta": 0.0, "releases": 1}
+    assert raw["total_epsilon"] == pytest.approx(1.6)  # kept for version-1 readers
+
+
+# ------------------------------------------------------------------------- budgets
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, -1.0, 0.0, True, "1", None])
+def test_budget_must_be_a_finite_positive_number(bad):
+    with pytest.raises(ValueError, match="finite positive number"):
+        check_budget(bad)
+    if bad is not None:
+        with pytest.raises(ValueError):
+            Ledger(budget=bad)
+        with pytest.raises(ValueError):
+            Ledger().would_exceed(0.1, bad)
+
+
+def test_delta_budget_is_a_number_in_0_1(tmp_path):
+    assert Ledger(delta_budget=0.0).would_exceed(0.1, None, delta=1e-9)  # 0: pure DP only
+    assert not Ledger(delta_budget=0.0).would_exceed(0.1, None, delta=0.0)
+    for bad in (1.5, -1e-9, math.nan):
+        with pytest.raises(ValueError, match="delta budget"):
+            Ledger(delta_budget=bad)
+        with pytest.raises(ValueError):  # refused before the lock file is even created
+            with ledger_transaction(tmp_path / "L.json", delta_budget=bad):
+                pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stored_budget_is_used_and_a_nan_budget_in_a_file_is_refused(tmp_path):
+    path = tmp_path / "L.json"
+    with ledger_transaction(path, budget=1.0, delta_budget=1e-5) as tx:
+        tx.check(_entry(0.75))
+        tx.commit()
+    stored = Ledger.load(path)
+    assert (stored.budget, stored.delta_budget) == (1.0, 1e-5)
+    with ledger_transaction(path) as tx:  # no budget given: the stored one holds
+        with pytest.raises(BudgetExceededError):
+            tx.check(_entry(0.5, tag="2"))
+    raw = json.loads(path.read_text())
+    text = json.dumps(raw)
+    assert '"budget": {"epsilon": 1.0' in text
+    for bad in ("NaN", '"x"', "-1", "1e999", "true"):
+        path.write_text(text.replace('"budget": {"epsilon": 1.0', f'"budget": {{"epsilon": {bad}'))
+        with pytest.raises(DataValidationError, match="not a dpcore ledger"):
+            Ledger.load(path)
+
+
+def test_version_1_file_is_read_and_version_2_stays_readable_by_the_version_1_loader(tmp_path):
+    v1 = {"composition": "basic", "total_epsilon": 1.5, "total_delta": 0.0,
+          "entries": [{"mechanism": "x", "epsilon": 1.5, "delta": 0.0, "neighbouring": "replace-one",
+                       "dataset": "d", "created_utc": "2026-01-01T00:00:00+00:00", "sha256": "ab"}]}
+    path = tmp_path / "L.json"
+    path.write_text(json.dumps(v1))
+    ledger = Ledger.load(path)
+    assert ledger.total_epsilon == 1.5 and ledger.budget is None
+    ledger.add(_entry(0.5, "element"))
+    ledger.budget = 2.0
+    ledger.save(path)
+    raw = json.loads(path.read_text())
+    # what the version-1 loader did: LedgerEntry(**e) for every entry, nothing else
+    assert [LedgerEntry(**e) for e in raw["entries"]] == ledger.entries
+    assert raw["format"] == "dpcore-ledger" and raw["version"] == 2 and raw["budget"]["epsilon"] == 2.0
+    assert Ledger.from_json(ledger.to_json()) == ledger
+
+
+# ------------------------------------------------------------------------- paths
+def test_symlinks_and_non_regular_files_are_refused(tmp_path):
+    real = tmp_path / "real.json"
+    Ledger([_entry(1.0)]).save(real)
+    before = real.read_bytes()
+    link, dangling = tmp_path / "link.json", tmp_path / "dangling.json"
+    link.symlink_to(real)
+    dangling.symlink_to(tmp_path / "nowhere.json")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    for path, what in ((link, "symbolic link"), (dangling, "symbolic link"), (fifo, "not a regular"),
+                       (folder, "not a regular")):
+        with pytest.raises(DataValidationError, match=what):
+            Ledger.load(path)
+        with pytest.raises(DataValidationError, match=what):
+            Ledger([_entry(2.0)]).save(path)
+        with pytest.raises(DataValidationError, match=what):
+            with ledger_transaction(path, budget=5.0):
+                pass
+    assert not (tmp_path / "nowhere.json").exists()  # the dangling link was not followed
+    assert real.read_bytes() == before
+    # a lock file that is a link is refused too
+    lock_path(real).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(DataValidationError, match="lock file .* symbolic link"):
+        with ledger_transaction(real):
+            pass
+    with pytest.raises(DataValidationError, match="does not exist"):
+        Ledger.load(tmp_path / "nodir" / "L.json")
+
+
+# ------------------------------------------------------------------------- transaction, failures
+def test_transaction_commit_revert_and_no_commit(tmp_path):
+    path = tmp_path / "L.json"
+    Ledger([_entry(0.5)]).save(path)
+    before = path.read_bytes()
+    with ledger_transaction(path, budget=1.0) as tx:
+        tx.check(_entry(0.25))
+    assert path.read_bytes() == before  # reserved, never committed: the file is untouched
+    with pytest.raises(RuntimeError, match="reservation"):
+        with ledger_transaction(path, budget=1.0) as tx:
+            tx.commit(_entry(0.1))
+    with pytest.raises(RuntimeError, match="reserved epsilon"):
+        with ledger_transaction(path, budget=1.0) as tx:
+            tx.check(_entry(0.1))
+            tx.commit(_entry(0.2))
+    with ledger_transaction(path, budget=1.0) as tx:
+        tx.check(_entry(0.5, tag="b"))
+        tx.commit()
+        assert Ledger.load(path).entries == [_entry(0.5), _entry(0.5, tag="b")]
+        tx.revert()
+    assert Ledger.load(path).entries == [_entry(0.5)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.json", "L.json.lock"]
+
+
+@pytest.mark.parametrize("failing", ["write", "fsync", "replace"])
+def test_failing_write_leaves_the_old_ledger_intact(tmp_path, monkeypatch, failing):
+    path = tmp_path / "L.json"
+    Ledger(_entries([0.1] * 3000)).save(path)  # a long ledger, as in the report
+    os.chmod(path, 0o600)
+    before = path.read_bytes()
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if failing == "write":  # the temporary file cannot be written (ulimit -f, full disk)
+        real_fdopen = os.fdopen
+        monkeypatch.setattr(ledger_mod.os, "fdopen",
+                            lambda fd, mode: _ShortWriter(fd) if "w" in mode else real_fdopen(fd, mode))
+    else:
+        monkeypatch.setattr(ledger_mod.os, failing, disk_full)
+    with pytest.raises(OSError):
+        with ledger_transaction(path, budget=1e6) as tx:
+            tx.check(_entry(1.0))
+            tx.commit()
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert len(Ledger.load(path).entries) == 3000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.json", "L.json.lock"]  # no temporary
+    # a successful write keeps the file's permissions
+    with ledger_transaction(path, budget=1e6) as tx:
+        tx.check(_entry(1.0))
+        tx.commit()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and len(Ledger.load(path).entries) == 3001
+
+
+class _ShortWriter:
+    """A file object whose write stops after 100 bytes with "file too large"."""
+
+    def __init__(self, fd: int) -> None:
+        self.fh = open(fd, "wb")  # noqa: SIM115 - closed in __exit__
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+    def fileno(self) -> int:
+        return self.fh.fileno()
+
+    def write(self, data: bytes) -> int:
+        self.fh.write(data[:100])
+        raise OSError(errno.EFBIG, "File too large")
+
+
+def test_stale_temporary_ledgers_are_removed_under_the_lock(tmp_path):
+    path = tmp_path / "L.json"
+    Ledger([_entry(0.5)]).save(path)
+    stale = tmp_path / ".L.json.0123456789ab.tmp"
+    stale.write_text('{"entries": [')
+    with ledger_transaction(path) as tx:
+        assert tx.ledger.entries == [_entry(0.5)]
+    assert not stale.exists()
+
+
+# ------------------------------------------------------------------------- processes
+BASE = ["release", "local-gaussian", "breast-cancer", "--delta", "1e-6"]
+
+
+def _child(argv: list[str], patch: str | None, stderr_file: str) -> None:
+    """Run the CLI in a forked process, after ``patch``; exits with its status."""
+    code = 99
+    try:
+        sys.stderr = open(stderr_file, "w")  # noqa: SIM115 - the process ends below
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        _PATCHES[patch]() if patch else None
+        code = main(argv)
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _wrap(owner, name: str, before=None, after=None) -> None:
+    real = getattr(owner, name)
+
+    def wrapped(*args, **kwargs):
+        if before:
+            before()
+        result = real(*args, **kwargs)
+        if after:
+            after()
+        return result
+    setattr(owner, name, wrapped)
+
+
+def _half_write_then(action):
+    """Patch: the release's temporary files get half their bytes, then ``action`` (a signal)."""
+    def patch() -> None:
+        import builtins
+
+        real_open = builtins.open
+
+        class HalfWriter:
+            def __init__(self, fh) -> None:
+                self.fh = fh
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc) -> None:
+                self.fh.close()
+
+            def write(self, data: bytes) -> None:
+                self.fh.write(data[: len(data) // 2])
+                self.fh.flush()
+                action()
+
+        def fake_open(path, mode="r", *args, **kwargs):
+            fh = real_open(path, mode, *args, **kwargs)
+            return HalfWriter(fh) if "x" in mode else fh
+        release_mod.open = fake_open  # shadows the builtin inside dpcore.release only
+    return patch
+
+
+def _kill_on_replace_call(n: int):
+    def patch() -> None:
+        calls = []
+        real = os.replace
+
+        def replace(a, b):
+            calls.append(b)
+            if len(calls) == n:
+                _kill_self()
+            return real(a, b)
+        os.replace = replace
+    return patch
+
+
+def _slow_check() -> None:
+    # widens the window between the budget check and the record: without the lock, every
+    # process would pass the check before any of them records
+    _wrap(LedgerTransaction, "check", after=lambda: time.sleep(0.3))
+
+
+_PATCHES = {
+    "slow-check": _slow_check,
+    "before-lock": lambda: setattr(ledger_mod.fcntl, "flock", lambda *a: _kill_self()),
+    "after-reserve": lambda: _wrap(LedgerTransaction, "check", after=_kill_self),
+    "during-write": _half_write_then(_kill_self),
+    "during-ledger-write": lambda: setattr(ledger_mod.os, "fsync", lambda fd: _kill_self()),
+    "before-commit": lambda: _wrap(LedgerTransaction, "commit", before=_kill_self),
+    "after-commit": lambda: _wrap(release_mod.StagedFiles, "publish", before=_kill_self),
+    "during-publish": _kill_on_replace_call(3),  # ledger, CSV, then killed before the card
+    "sigterm-during-write": _half_write_then(lambda: os.kill(os.getpid(), signal.SIGTERM)),
+    "sigint-during-write": _half_write_then(lambda: os.kill(os.getpid(), signal.SIGINT)),
+}
+
+
+def _spawn(argv: list[str], patch: str | None, stderr_file: Path) -> multiprocessing.Process:
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, patch, str(stderr_file)))
+    proc.start()
+    return proc
+
+
+def _published(folder: Path) -> dict[str, str]:
+    """sha256 of every released CSV in ``folder`` (visible ``r*.csv`` files)."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("r*.csv")}
+
+
+@pytest.mark.parametrize(("budget", "n_ok"), [("1", 1), ("2.5", 2)])
+def test_concurrent_processes_cannot_overrun_the_budget(tmp_path, budget, n_ok):
+    ledger = tmp_path / "L.json"
+    procs = [_spawn([*BASE, "--epsilon", "1", "-o", str(tmp_path / f"r{i}.csv"), "--ledger", str(ledger),
+                     "--budget", budget], "slow-check", tmp_path / f"err{i}") for i in range(4)]
+    for proc in procs:
+        proc.join(120)
+    codes = [proc.exitcode for proc in procs]
+    assert sorted(codes) == [0] * n_ok + [2] * (4 - n_ok), codes
+    for i, code in enumerate(codes):
+        err = (tmp_path / f"err{i}").read_text()
+        assert (code == 0) == ("over the budget" not in err), err
+    saved = Ledger.load(ledger)
+    assert len(saved.entries) == n_ok and saved.total_epsilon == n_ok
+    # the ledger records exactly the releases on disk
+    assert sorted(e.sha256 for e in saved.entries) == sorted(_published(tmp_path).values())
+    assert len(_published(tmp_path)) == n_ok
+
+
+KILL_STEPS = ["before-lock", "after-reserve", "during-write", "during-ledger-write", "before-commit",
+              "after-commit", "during-publish"]
+
+
+@pytest.mark.parametrize("step", KILL_STEPS)
+def test_sigkill_at_every_step_leaves_a_valid_consistent_ledger(tmp_path, step):
+    ledger = tmp_path / "L.json"
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(tmp_path / "r0.csv"), "--ledger", str(ledger),
+                 "--budget", "2"]) == 0
+    before = ledger.read_bytes()
+    proc = _spawn([*BASE, "--epsilon", "0.5", "-o", str(tmp_path / "r1.csv"), "--ledger", str(ledger)],
+                  step, tmp_path / "err")
+    proc.join(120)
+    assert proc.exitcode == -signal.SIGKILL
+    saved = Ledger.load(ledger)  # valid JSON, a valid ledger
+    recorded = {e.sha256 for e in saved.entries}
+    published = _published(tmp_path)
+    assert set(published.values()) <= recorded  # every release on disk is paid for
+    if step in ("after-commit", "during-publish"):  # committed: recorded (over-count if unpublished)
+        assert len(saved.entries) == 2
+        assert ("r1.csv" in published) == (step == "during-publish")
+    else:  # before the commit: the old ledger byte for byte, and nothing published
+        assert ledger.read_bytes() == before and set(published) == {"r0.csv"}
+    # nothing visible is left over: only hidden temporaries, which are never taken for outputs
+    visible = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert set(visible) <= {"L.json", "L.json.lock", "err", "r0.csv", "r0.card.json", "r1.csv"}
+    assert all(p.name.endswith(".tmp") for p in tmp_path.iterdir() if p.name.startswith("."))
+    # the lock died with the process: the next run goes through, and the budget still holds
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(tmp_path / "r2.csv"), "--ledger", str(ledger)]) == 0
+    after = Ledger.load(ledger)
+    assert len(after.entries) == len(saved.entries) + 1 and after.budget == 2.0
+    assert set(_published(tmp_path).values()) <= {e.sha256 for e in after.entries}
+    assert not list(tmp_path.glob(".L.json.*.tmp"))  # stale temporary ledgers removed
+
+
+@pytest.mark.parametrize(("step", "signum"), [("sigterm-during-write", signal.SIGTERM),
+                                              ("sigint-during-write", signal.SIGINT)])
+def test_sigterm_and_sigint_remove_temporaries_and_exit_with_one_line(tmp_path, step, signum):
+    ledger = tmp_path / "L.json"
+    out = tmp_path / "r0.csv"
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(out), "--ledger", str(ledger)]) == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    proc = _spawn([*BASE, "--epsilon", "0.5", "-o", str(out), "--ledger", str(ledger)], step,
+                  tmp_path / "err")
+    proc.join(120)
+    assert proc.exitcode == 128 + signum
+    lines = (tmp_path / "err").read_text().strip().splitlines()
+    assert lines == [f"dpcore: interrupted by {signal.Signals(signum).name}; nothing was written"]
+    # the previous release, its card and the ledger are exactly as they were; no temporary is left
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name != "err"} == before
+
+
+# ------------------------------------------------------------------------- CLI outputs
+def _snapshot(folder: Path) -> dict[str, tuple[int, bytes | None]]:
+    return {p.name: (p.lstat().st_mode, p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+            for p in folder.iterdir()}
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", ["input", "input-link", "ledger", "lock", "bounds", "categories",
+                                  "dev-null", "fifo", "folder", "card-folder"])
+def test_cli_refuses_outputs_that_would_destroy_a_file(tmp_path, capsys, case):
+    src = tmp_path / "in.csv"
+    src.write_text("a,b\n" + "\n".join(f"{i % 5},{i % 3}" for i in range(40)) + "\n")
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps({"a": [0, 4], "b": [0, 2]}))
+    ledger = tmp_path / "L.json"
+    Ledger([_entry(0.5)]).save(ledger)
+    lock_path(ledger).write_bytes(b"")
+    os.mkfifo(tmp_path / "f.csv")
+    (tmp_path / "dir.csv").mkdir()
+    (tmp_path / "c.card.json").mkdir()
+    (tmp_path / "alias.csv").symlink_to(src)
+    categories = tmp_path / "cats.json"
+    categories.write_text("{}")
+    out = {"input": src, "input-link": tmp_path / "alias.csv", "ledger": ledger, "lock": lock_path(ledger),
+           "bounds": bounds, "categories": categories, "dev-null": Path(os.devnull),
+           "fifo": tmp_path / "f.csv", "folder": tmp_path / "dir.csv",
+           "card-folder": tmp_path / "c.csv"}[case]
+    before = _snapshot(tmp_path)
+    code, err = _cli(capsys, "release", "local-gaussian", str(src), "--label", "", "--bounds", str(bounds),
+                     "--categories", str(categories), "-o", str(out), "--ledger", str(ledger),
+                     "--budget", "5")
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpcore: error: --output"), err
+    assert _snapshot(tmp_path) == before  # nothing written, nothing replaced
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_cli_ledger_write_failure_leaves_every_previous_file(tmp_path, capsys, monkeypatch):
+    ledger = tmp_path / "L.json"
+    out = tmp_path / "r.csv"
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(out), "--ledger", str(ledger)]) == 0
+    before = _snapshot(tmp_path)
+
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ledger_mod.os, "fsync", disk_full)
+    code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(out), "--ledger", str(ledger))
+    assert code == 2 and err.strip() == "dpcore: error: [Errno 28] No space left on device"
+    assert _snapshot(tmp_path) == before  # the old release, its card and the ledger are untouched
+
+
+def test_cli_budget_options(tmp_path, capsys):
+    ledger = tmp_path / "L.json"
+    for flag, value, needle in (("--budget", "nan", "epsilon budget must be a finite positive"),
+                                ("--budget", "inf", "finite positive"), ("--budget", "-1", "finite positive"),
+                                ("--budget", "0", "finite positive"), ("--delta-budget", "2", "[0, 1]"),
+                                ("--delta-budget", "nan", "[0, 1]")):
+        code, err = _cli(capsys, *BASE, "-o", str(tmp_path / "r.csv"), "--ledger", str(ledger), flag, value)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    code, err = _cli(capsys, *BASE, "-o", str(tmp_path / "r.csv"), "--delta-budget", "1e-5")
+    assert code == 2 and "--ledger" in err
+    assert list(tmp_path.iterdir()) == []
+    # the delta budget is enforced: 1e-6 + 1e-6 > 1.5e-6
+    ok = [*BASE, "--epsilon", "0.1", "--ledger", str(ledger), "--delta-budget", "1.5e-6"]
+    assert main([*ok, "-o", str(tmp_path / "r1.csv")]) == 0
+    code, err = _cli(capsys, *ok, "-o", str(tmp_path / "r2.csv"))
+    assert code == 2 and "over the delta budget" in err and not (tmp_path / "r2.csv").exists()
