@@ -21,6 +21,7 @@ refuses data-derived bounds unless ``--data-bounds`` is given (then the card rec
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -29,8 +30,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset
-from dpcore.exceptions import NotPrivateError
+from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset, read_regular_file
+from dpcore.exceptions import DataValidationError, NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.release import release_paths
@@ -44,8 +45,39 @@ class CLIError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that reports errors as :class:`CLIError` and never accepts an
+    abbreviated option (``--eps`` for ``--epsilon``): a typo must not silently pick a parameter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # type: ignore[override]
         raise CLIError(message)
+
+
+def escape_controls(text: str, keep: str = "") -> str:
+    """``text`` with every control, format and separator character (terminal escape codes,
+    bidirectional overrides, NUL, line breaks not in ``keep``) shown as a Python escape
+    (``\\x1b``, ``\\u202e``), so user-supplied names cannot drive the terminal or fake lines."""
+    if text.isprintable() and not keep:
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep or ch == " "
+                   else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+class _EscapingStream:
+    """Wraps ``sys.stdout`` / ``sys.stderr`` for the duration of a command: everything the CLI
+    prints goes through :func:`escape_controls` (line breaks kept)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        return self._raw.write(escape_controls(text, keep="\n"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
@@ -154,9 +186,10 @@ def _load_categories(path: str | None) -> dict[str, list[Any]] | None:
     if not path:
         return None
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CLIError(f"cannot read the categories file {path}: {exc.strerror or exc}") from None
+        raw = json.loads(read_regular_file(path, "categories file").decode("utf-8"))
+    except DataValidationError as exc:
+        raise CLIError(str(exc).replace("categories file not found", "cannot read the categories "
+                                        "file (not found)")) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CLIError(f"the categories file {path} is not valid JSON ({exc}); expected "
                        '{"column": ["cat1", "cat2", ...]}') from None
@@ -303,6 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     exactly one ``dpcore: error: ...`` line on stderr for bad input or parameters; 1 with one
     line for an unexpected internal error.
     """
+    with contextlib.redirect_stdout(_EscapingStream(sys.stdout)), \
+            contextlib.redirect_stderr(_EscapingStream(sys.stderr)):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

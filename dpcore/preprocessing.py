@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcore.exceptions import PrivacyLeakWarning
+from dpcore.limits import check_n_classes
 
 if TYPE_CHECKING:
     from dpcore.data import Dataset
@@ -312,6 +313,8 @@ def prepare_input(
             notes.append("the class list was taken from the data (assumed public)")
         else:
             cls = np.asarray(classes)
+        check_n_classes(len(cls), label_name)
+        if classes is not None:
             unknown = ~np.isin(y_arr, cls)
             if unknown.any():
                 raise ValueError(
@@ -365,7 +368,9 @@ def _sorted(values: np.ndarray) -> bool:
 
 
 def _index_of(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
-    lookup = {v: i for i, v in enumerate(classes.tolist())}
-    return np.array([lookup[v] for v in y.tolist()], dtype=int)
+    """Index of each label in ``classes`` (every label is in it): one hash pass, linear time."""
+    import pandas as pd
+
+    return pd.Index(classes).get_indexer(y).astype(int)
 
 

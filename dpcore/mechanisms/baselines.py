@@ -441,6 +441,7 @@ class PCAIdentity(_IdentityLaplaceBase):
               low_open=True),
         _LABEL_SPLIT,
     )
+    peak_square_matrices = 3  # covariance of the public split, eigenvectors, workspace
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -542,6 +543,7 @@ class MODIPS(Mechanism):
     guarantee_kind = "pure"
     space = "features"
     baseline = True
+    peak_square_matrices = 3  # second moment, its noise, the repaired covariance (per class)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,

@@ -304,6 +304,7 @@ class PCAGauss(Mechanism):
     neighbouring = "replace-one"
     guarantee_kind = "pure"
     space = "projected"
+    peak_square_matrices = 4  # covariance, its noise, eigenvectors, repair (d x d)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
