@@ -223,10 +223,12 @@ def _describe_data(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return
-    print(f"{ds.name}: {ds.n_samples} rows x {ds.n_features} features, task {ds.task}, "
-          f"label {ds.label_name or '(none)'}"
+    esc = escape_controls  # names come from the file: a newline or escape code must not show raw
+    print(f"{esc(ds.name)}: {ds.n_samples} rows x {ds.n_features} features, task {ds.task}, "
+          f"label {esc(ds.label_name or '(none)')}"
           + (f" ({len(ds.classes)} classes)" if ds.classes is not None else ""))
-    print(f"  features: {', '.join(ds.feature_names[:10])}{', ...' if ds.n_features > 10 else ''}")
+    print(f"  features: {', '.join(map(esc, ds.feature_names[:10]))}"
+          f"{', ...' if ds.n_features > 10 else ''}")
     n_data = len(info["data_bound_columns"])
     print(f"  bounds source: {ds.bounds_source}"
           + (f" ({n_data} column(s) from the data: the guarantee would NOT hold)" if n_data else ""))
@@ -313,6 +315,13 @@ def _cmd_accounting(args: argparse.Namespace) -> None:
 _QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 
 
+def _message(exc: BaseException | str) -> str:
+    """A user-facing error or warning as one line: every line break and control character of
+    the message (which may quote column or file names) escaped by :func:`escape_controls`."""
+    text = str(exc).strip()
+    return escape_controls(text) if text else type(exc).__name__
+
+
 def _one_line(exc: BaseException | str) -> str:
     text = str(exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
@@ -348,7 +357,7 @@ def _main(argv: list[str] | None) -> int:
         try:
             _run(parser.parse_args(argv))
         except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError) as exc:
-            print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+            print(f"{PROG}: error: {_message(exc)}", file=sys.stderr)
             return 2
         except Exception as exc:
             if os.environ.get("DPCORE_DEBUG"):
@@ -358,7 +367,7 @@ def _main(argv: list[str] | None) -> int:
             return 1
     seen: set[str] = set()
     for w in caught:
-        msg = _one_line(str(w.message))
+        msg = _message(str(w.message))
         if msg not in seen and not issubclass(w.category, _QUIET_WARNINGS):
             seen.add(msg)
             print(f"{PROG}: warning: {msg}", file=sys.stderr)
