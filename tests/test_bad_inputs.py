@@ -461,6 +461,12 @@ HOSTILE_API = [
     (DPMix, {"n_mixtures": 0}, "n_mixtures"),
     (DPMix, {"n_mixtures": -5}, "n_mixtures"),
     (RONGauss, {"epsilon": math.nan}, "epsilon"),
+    # issue 17: no non-finite noise scale or cell is ever published; memory estimated before work
+    (JLLaplace, {"epsilon": 1e-310}, "epsilon = 1e-310 gives an infinite noise scale"),
+    (RONGauss, {"epsilon": 1e-320}, "epsilon = 9.99989e-321 gives an infinite noise scale"),
+    (PCAGauss, {"epsilon": 1e-300}, "epsilon = 1e-300"),
+    (DPMix, {"epsilon": 1e-310}, "epsilon = 1e-310 needs sigma_x > 1e12"),
+    (DPMix, {"n_mixtures": 10**9, "ell": 4}, "n_mixtures = 1,000,000,000 needs about"),
 ]
 
 
@@ -495,6 +501,15 @@ HOSTILE_CLI = [
     ("local-gaussian", ["--n-samples", "0"], "n_samples"),
     ("ron-gauss", ["--n-samples", str(10**12)], "n_samples"),
     ("local-gaussian", ["--n-samples", "1.5"], "n-samples"),
+    # issue 17
+    ("jl-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
+    ("identity-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
+    ("modips", ["--epsilon", "1e-300"], "epsilon = 1e-300"),
+    ("dpmix", ["--epsilon", "1e-320"], "needs sigma_x > 1e12"),
+    ("dpmix", ["--ell", "4", "--n-mixtures", "1000000000"], "n_mixtures = 1,000,000,000 needs about"),
+    ("local-gaussian", ["--eps", "1"], "unrecognized arguments: --eps"),
+    ("local-gaussian", ["--del", "1e-5"], "unrecognized arguments: --del"),
+    ("pca-gauss", ["--n-comp", "2"], "unrecognized arguments: --n-comp"),
 ]
 
 

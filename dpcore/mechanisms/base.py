@@ -64,6 +64,8 @@ class Mechanism:
     #: d x d float64 matrices held at once (second moment, its noise, eigenvectors...), for
     #: :meth:`peak_bytes`; 0 for mechanisms that never form one
     peak_square_matrices: ClassVar[int] = 0
+    #: n x d float64 working arrays held at once (clipped/scaled input, noise, products...)
+    peak_row_copies: ClassVar[int] = 4
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -196,11 +198,12 @@ class Mechanism:
     ) -> float:
         """Estimated peak memory of one release, in bytes, from public shapes and parameters only.
 
-        Counted in float64 (8 bytes) cells: the clipped input and one working copy (``2 n d``),
-        the released table (``m (d + C + 1)`` with ``m = n_mixtures or n_released or n`` rows,
-        ``C`` classes as one-hot label columns) and :attr:`peak_square_matrices` ``d x d``
-        matrices (one set per class for per-class models). An upper estimate meant to refuse
-        hopeless requests early (``--n-mixtures 1e9``, PCA on 100k columns), not an exact figure.
+        Counted in float64 (8 bytes) cells: :attr:`peak_row_copies` ``n x d`` working arrays
+        (clipped input, noise, products), the released table (``m (d + C + 1)`` with
+        ``m = n_mixtures or n_released or n`` rows, ``C`` classes as one-hot label columns) and
+        :attr:`peak_square_matrices` ``d x d`` matrices (one set per class for per-class models).
+        An upper estimate (``tests/test_limits.py`` checks it against tracemalloc) meant to
+        refuse hopeless requests early (``--n-mixtures 1e9``, PCA on 100k columns).
 
         Parameters
         ----------
@@ -216,7 +219,8 @@ class Mechanism:
         n, d = float(n_samples), float(n_features)
         m = float(params.get("n_mixtures") or n_released or n_samples)
         groups = 1 + (n_classes if cls.peak_square_matrices else 0)
-        cells = 2 * n * d + m * (d + n_classes + 1) + cls.peak_square_matrices * groups * d * d
+        cells = (cls.peak_row_copies * n * d + m * (d + n_classes + 1)
+                 + cls.peak_square_matrices * groups * d * d)
         return 8.0 * cells
 
     # ------------------------------------------------------------------ helpers for subclasses

@@ -544,6 +544,7 @@ class MODIPS(Mechanism):
     space = "features"
     baseline = True
     peak_square_matrices = 3  # second moment, its noise, the repaired covariance (per class)
+    peak_row_copies = 8  # scaled rows, per-class copies, synthetic rows and their draws
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
