@@ -39,7 +39,7 @@ if st.button("Draw release", type="primary"):
     with st.spinner("Drawing the release..."):
         result = draw_release(name, params, ds, seed=None)
     if result.error:
-        st.error(result.error)
+        st.error(md_escape(result.error))
         st.session_state.pop("pending_release", None)
     else:
         rel = result.release
@@ -92,7 +92,7 @@ if pending:
 
 st.subheader("Ledger of this session")
 if ledger.entries:
-    st.caption(ledger.summary())
+    st.caption(md_escape(ledger.summary()))
     st.dataframe(pd.DataFrame([asdict(e) for e in ledger.entries]), hide_index=True)
 else:
     st.caption("Nothing downloaded yet.")
