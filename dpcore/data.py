@@ -279,7 +279,7 @@ def read_table(
         raise DataValidationError(_too_large(display, len(raw), max_bytes))
     if len(raw) > cap:
         raise limits.ResourceLimitError(_over_cap(display, len(raw), cap, "is"))
-    if not raw.strip():
+    if not raw or raw.isspace():
         raise DataValidationError(f"{display} is empty: it holds no header and no rows")
     if filename.endswith(".npz"):
         return _read_npz(raw, display, cap)
@@ -287,7 +287,7 @@ def read_table(
         return _read_parquet(raw, display, cap)
     if filename.endswith(".gz"):
         raw = _gunzip(raw, display, cap)
-        if not raw.strip():
+        if not raw or raw.isspace():
             raise DataValidationError(f"{display} is empty once decompressed")
     else:
         _refuse_other_formats(raw, display)
@@ -432,23 +432,30 @@ _OTHER_DELIMITERS = ("|", ":", "^", "~", " ")
 
 
 def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
+    # an upper bound of the cells before anything is decoded or parsed (a bomb of short lines is
+    # refused here, in one pass over the bytes); quoted line breaks only over-count
+    n_lines = max(raw.count(b"\n"), raw.count(b"\r")) + 1
+    first = next(iter(raw[: 1 << 20].lstrip().splitlines()), b"")
+    limits.check_cells(n_lines, max(first.count(d) for d in (b",", b";", b"\t")) + 1, filename)
     text = _decode(raw, filename)
-    if not text.strip():
+    if not text or text.isspace():
         raise DataValidationError(f"{filename} is empty: it holds no header and no rows")
+    head = text[: 1 << 20]  # sniffing and the header never copy the whole text
+    del text
     try:
-        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+        dialect = csv.Sniffer().sniff(head[:4096], delimiters=",;\t")
         sep = dialect.delimiter
     except csv.Error:
         sep = ","
     try:
-        header = next(csv.reader(io.StringIO(text), delimiter=sep))
+        header = next(csv.reader(io.StringIO(head), delimiter=sep))
     except (csv.Error, StopIteration) as exc:
         raise DataValidationError(f"{filename} has an unreadable header line ({exc})") from None
     _check_column_names([h.strip() for h in header], filename)
-    # an upper bound of the cells before pandas allocates them (quoted newlines only over-count)
-    limits.check_cells(text.count("\n") + 1, len(header), filename)
-    try:
-        frame = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True)
+    limits.check_cells(n_lines, len(header), filename)
+    encoding = "utf-16" if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8-sig"
+    try:  # from the bytes: a StringIO of the text would hold 4 bytes per character
+        frame = pd.read_csv(io.BytesIO(raw), sep=sep, skipinitialspace=True, encoding=encoding)
     except pd.errors.EmptyDataError:
         raise DataValidationError(f"{filename} has no data") from None
     except pd.errors.ParserError as exc:
@@ -463,7 +470,7 @@ def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
             f"{filename} has a header but no data rows; add the rows (one per record) below it"
         )
     if frame.shape[1] == 1:
-        _check_one_column(frame, text, filename)
+        _check_one_column(frame, head, filename)
     return frame
 
 
