@@ -100,8 +100,17 @@ def as_2d_float(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
     ValueError
         Not numeric, not 2-D, fewer than ``min_rows`` rows or no columns.
     """
+    kinds = {dt.kind for dt in (getattr(X, "dtypes", None) if hasattr(X, "dtypes") else
+                                [getattr(X, "dtype", np.dtype(float))])}
+    if kinds & set("Mm"):
+        raise ValueError(f"{name} holds dates/times or durations, not numbers: convert them to "
+                         "floats (a timestamp, a duration in seconds) first")
     try:
-        arr = np.asarray(X, dtype=float)
+        with warnings.catch_warnings():  # complex -> float would drop the imaginary part silently
+            warnings.simplefilter("error", np.exceptions.ComplexWarning)
+            arr = np.asarray(X, dtype=float)
+    except np.exceptions.ComplexWarning:
+        raise ValueError(f"{name} holds complex numbers; give real numbers only") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be numeric: {exc}") from None
     if arr.ndim != 2:

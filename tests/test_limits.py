@@ -220,3 +220,12 @@ def test_cli_messages_never_print_raw_control_characters(tmp_path, capsys):
     code = main(["describe", str(good), "--label", "y", "--task", "classification", "--bounds", str(bounds)])
     err = capsys.readouterr().err
     assert code == 2 and "\x1b" not in err and "\\x1b]0;pwned\\x07" in err, err
+
+
+@pytest.mark.parametrize(("X", "fragment"), [
+    (np.ones((4, 2)) * (1 + 2j), "holds complex numbers"),
+    (np.arange(8).reshape(4, 2).astype("datetime64[s]"), "holds dates/times"),
+])
+def test_api_refuses_complex_and_datetime_arrays(X, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        LocalGaussian(bounds=(0, 10)).release(X)
