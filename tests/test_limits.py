@@ -32,7 +32,7 @@ SHAPES = [(3000, 40, "classification"), (300, 150, "classification"), (2000, 30,
           (1500, 20, "regression")]
 
 
-def _mechanism(name: str, task: str) -> tuple[object, str]:
+def _mechanism(name: str, task: str, n_features: int) -> tuple[object, str]:
     cls = MECHANISMS[name]
     task = task if task in cls.tasks else cls.tasks[0]
     kw: dict = {"bounds": (0, 1), "task": task}
@@ -40,6 +40,8 @@ def _mechanism(name: str, task: str) -> tuple[object, str]:
         kw["classes"] = np.arange(5)
     if task == "regression":
         kw["label_bounds"] = (0, 5)
+    if "public_data" in cls.extra_args:  # a separate public table (never rows of the private one)
+        kw["public_data"] = np.random.default_rng(9).uniform(0, 1, (100, n_features))
     mech = cls(**kw)
     if name == "dpmix":
         mech.set_params(ell=4)
@@ -54,7 +56,7 @@ def test_peak_estimate_bounds_what_a_release_allocates(name, n, d, task):
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, (n, d))
     y = rng.integers(0, 5, n)
-    mech, task = _mechanism(name, task)
+    mech, task = _mechanism(name, task, d)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mech.release(X[:50], None if task == "unsupervised" else y[:50])  # lazy imports, caches
@@ -132,7 +134,7 @@ def test_class_limit_and_linear_label_encoding(monkeypatch):
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_no_mechanism_publishes_a_non_finite_release(name):
     """epsilon = 1e-310 once gave NaN/inf tables with exit 0 for 6 of 9 mechanisms."""
-    mech, task = _mechanism(name, "classification")
+    mech, task = _mechanism(name, "classification", 6)
     if not any(p.name == "epsilon" for p in type(mech).params):
         pytest.skip("no epsilon parameter")
     rng = np.random.default_rng(5)
