@@ -232,11 +232,11 @@ def _load_classes(value: str | None) -> list[Any] | None:
     if not value:
         return None
     path = Path(value)
-    if value.lower().endswith(".json") or path.is_file():
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise CLIError(f"cannot read the classes file {value}: {exc.strerror or exc}") from None
+    if value.lower().endswith(".json") or path.exists():
+        try:  # a regular file only: a FIFO or device named here must not hang or fill the memory
+            raw = json.loads(read_regular_file(path, "classes file").decode("utf-8"))
+        except DataValidationError as exc:
+            raise CLIError(f"cannot read the classes file {value}: {exc}") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CLIError(f"the classes file {value} is not valid JSON ({exc}); expected a list "
                            "such as [0, 1] or [\"no\", \"yes\"]") from None

@@ -198,7 +198,8 @@ def test_special_files_are_refused_without_opening_them(kind, fifo, tmp_path, ca
     out.mkdir()
     for role, argv in (("input", [str(path)]),
                        ("bounds", [str(good), "--bounds", str(path)]),
-                       ("categories", [str(good), "--categories", str(path)])):
+                       ("categories", [str(good), "--categories", str(path)]),
+                       ("classes", [str(good), "--classes", str(path)])):
         capsys.readouterr()
         code = main(["release", "local-gaussian", *argv, "-o", str(out / "r.csv"), "--label", "y",
                      "--task", "classification", "--data-bounds"])
