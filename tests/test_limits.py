@@ -232,3 +232,21 @@ def test_cli_messages_never_print_raw_control_characters(tmp_path, capsys):
 def test_api_refuses_complex_and_datetime_arrays(X, fragment):
     with pytest.raises(ValueError, match=fragment):
         LocalGaussian(bounds=(0, 10)).release(X)
+
+
+def test_the_load_tests_hostile_uploads_are_refused_under_the_app_cap():
+    """``benchmarks/load_test.py --hostile-uploads`` sends these; the app's per-session cap (its
+    upload limit, counted after decompression) refuses each before the table is allocated."""
+    from benchmarks.load_test import hostile_payloads
+
+    cap = 50 << 20
+    for name, _, data in hostile_payloads():
+        assert len(data) < 2 << 20  # small uploads...
+        tracemalloc.start()
+        try:
+            with pytest.raises(limits.ResourceLimitError, match="expands to more than 50 MB"):
+                read_table(data, name, max_bytes=cap)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 2 * cap, f"{name}: {peak / 2**20:.0f} MiB traced"  # ...that stay small
