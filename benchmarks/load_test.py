@@ -227,7 +227,8 @@ async def run_hostile_uploader(browser, url: str, duration: float, move_timeout:
         stop_at = time.monotonic() + duration
         i = 0
         while time.monotonic() < stop_at:
-            name, mime, data = payloads[i % len(payloads)]
+            base, mime, data = payloads[i % len(payloads)]
+            name = f"{i}-{base}"  # a new file each time: the uploader never sees a repeat
             before = tracker.finished_ok
             t0 = time.perf_counter()
             await page.locator('input[type="file"]').set_input_files(
