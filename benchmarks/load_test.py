@@ -34,11 +34,17 @@ Measured per N:
   (must be 0);
 - peak server RSS: ``VmHWM`` of the server process (/proc), plus its CPU time.
 
+``--hostile-uploads`` (browser mode): one more session uploads decompression bombs on the Data page
+the whole time (:func:`hostile_payloads`: a 1.5 MB gzip of 1 GiB, an ``.npz`` header declaring
+745 GiB, 8 million Parquet rows in 70 KB), so the slider latency of the others shows what a hostile
+upload costs them (issue 17); the refusals are counted and timed.
+
 Usage::
 
     python benchmarks/load_test.py                     # browser mode, N = 5 and N = 20, 60 s each
     python benchmarks/load_test.py --mode ws --sessions 5 20 50
     python benchmarks/load_test.py --mode both --sessions 5 --duration 20 --max-iterations 20
+    python benchmarks/load_test.py --sessions 2 --duration 60 --hostile-uploads
 
 Loopback only; it stops by itself (time and iteration bounds, per-move timeouts, a hard deadline)
 and always stops the server. The browser mode needs ``playwright`` (Python package) and Chromium at
@@ -168,6 +174,77 @@ async def run_session(browser, url: str, duration: float, max_iterations: int,
             res.errors.append("session not connected at the end")
     except Exception as exc:  # a timeout or a crash of this session is an error, not a crash of the test
         res.errors.append(describe(exc))
+    finally:
+        await context.close()
+    return res
+
+
+def hostile_payloads() -> list[tuple[str, str, bytes]]:
+    """Small uploads that expand enormously (issue 17): (name, MIME type, bytes), made in memory.
+
+    A 1.5 MB gzip of 1 GiB of CSV, an ``.npz`` whose ``X`` header declares 745 GiB, a Parquet file
+    of 8 million rows in about 70 KB. The app refuses each from its decompressed size (its cap is
+    the upload limit) or its header, before allocating the table.
+    """
+    import io
+    import zipfile
+    import zlib
+
+    import numpy as np
+    import pandas as pd
+
+    co = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"0,0,0\n" * (1 << 20)
+    gz = b"".join([co.compress(b"a,b,y\n")] + [co.compress(chunk) for _ in range(170)] + [co.flush()])
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (1_000_000, 100_000)})
+    npz = io.BytesIO()
+    with zipfile.ZipFile(npz, "w") as zf:
+        zf.writestr("X.npy", header.getvalue() + bytes(16))
+    pq = io.BytesIO()
+    pd.DataFrame({"a": np.zeros(8_000_000, dtype=np.int64)}).to_parquet(pq, compression="zstd")
+    return [("bomb.csv.gz", "application/gzip", gz), ("bomb.npz", "application/octet-stream", npz.getvalue()),
+            ("bomb.parquet", "application/octet-stream", pq.getvalue())]
+
+
+async def run_hostile_uploader(browser, url: str, duration: float, move_timeout: float,
+                               open_timeout: float) -> SessionResult:
+    """One more session that uploads :func:`hostile_payloads` in turn on the Data page for
+    ``duration`` seconds; ``latencies`` are upload -> the app's refusal on screen."""
+    res = SessionResult()
+    payloads = hostile_payloads()
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(move_timeout * 1000)
+    page = await context.new_page()
+    tracker = RunTracker(page)
+    try:
+        await page.goto(url + "/", timeout=open_timeout * 1000)  # the Data page is the default page
+        await page.wait_for_function(IDLE_JS, timeout=open_timeout * 1000)
+        await page.locator('[data-testid="stRadio"] label').filter(has_text="Upload a file").click()
+        await page.locator('input[type="file"]').wait_for(state="attached", timeout=open_timeout * 1000)
+        res.opened = True
+        stop_at = time.monotonic() + duration
+        i = 0
+        while time.monotonic() < stop_at:
+            base, mime, data = payloads[i % len(payloads)]
+            name = f"{i}-{base}"  # a new file each time: the uploader never sees a repeat
+            before = tracker.finished_ok
+            t0 = time.perf_counter()
+            await page.locator('input[type="file"]').set_input_files(
+                files=[{"name": name, "mimeType": mime, "buffer": data}])
+            await wait_for(lambda b=before: tracker.finished_ok > b and tracker.idle, move_timeout,
+                           f"the run after uploading {name}")
+            alert = page.locator('[data-testid="stAlert"]').filter(has_text=name)
+            await alert.first.wait_for(timeout=move_timeout * 1000)
+            res.latencies.append(time.perf_counter() - t0)
+            i += 1
+            res.moves = i
+            if await page.locator('[data-testid="stException"]').count():
+                res.errors.append(f"the app shows an exception after {name}")
+        res.held = not tracker.closed
+    except Exception as exc:
+        res.errors.append(f"hostile uploader: {describe(exc)}")
     finally:
         await context.close()
     return res
@@ -335,7 +412,10 @@ async def session_starter(mode: str, url: str, args) -> AsyncIterator[Callable[[
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         try:
-            yield lambda: run_session(browser, url, *bounds)
+            start = lambda: run_session(browser, url, *bounds)  # noqa: E731
+            start.hostile = lambda: run_hostile_uploader(  # type: ignore[attr-defined]
+                browser, url, args.duration, args.move_timeout, args.open_timeout)
+            yield start
         finally:
             await browser.close()
 
@@ -349,6 +429,8 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
         async with session_starter(mode, srv.url, args) as start_session:
             t_start = time.monotonic()
             tasks = [asyncio.create_task(start_session()) for _ in range(n)]
+            if args.hostile_uploads and mode == "browser":
+                tasks.append(asyncio.create_task(start_session.hostile()))
             hard_deadline = t_start + args.open_timeout + args.duration + args.move_timeout + 60
             while not all(t.done() for t in tasks):
                 sampled_peak = max(sampled_peak, proc_status_kb(proc.pid, "VmRSS") or 0)
@@ -366,9 +448,12 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
             elapsed = time.monotonic() - t_start
         peak_kb = max(proc_status_kb(proc.pid, "VmHWM") or 0, sampled_peak)
         cpu = (proc_cpu_seconds(proc.pid) or 0.0) - cpu0
+    hostile = results[n:]  # the uploader, if any: its uploads are not slider moves
+    results = results[:n]
     lat = sorted(x for r in results for x in r.latencies)
     server = lat if mode == "ws" else sorted(x for r in results for x in r.server)
-    errors = [e for r in results for e in r.errors]
+    errors = [e for r in results + hostile for e in r.errors]
+    refusals = sorted(x for r in hostile for x in r.latencies)
     return {
         "mode": mode,
         "sessions": n,
@@ -388,6 +473,8 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
         "server_cpu_s": cpu,
         "client_cpu_s": time.process_time() - client_cpu0,  # this process: all of the ws clients
         "elapsed_s": elapsed,
+        "hostile_uploads": len(refusals),
+        "hostile_refusal_max_s": refusals[-1] if refusals else float("nan"),
     }
 
 
@@ -418,6 +505,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--open-timeout", type=float, default=120.0, help="seconds to open a session")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    ap.add_argument("--hostile-uploads", action="store_true",
+                    help="browser mode: one more session uploads decompression bombs meanwhile")
     return ap.parse_args(argv)
 
 
@@ -448,6 +537,11 @@ def main(argv: list[str] | None = None) -> int:
               f"<= {args.max_iterations} moves per session; {os.cpu_count()} CPUs, load average at start "
               f"{load[0]:.1f}.\n")
         print(markdown_table(rows))
+        for r in rows:
+            if r.get("hostile_uploads"):
+                print(f"\nN = {r['sessions']}: meanwhile {r['hostile_uploads']} hostile uploads (gzip, "
+                      f".npz and Parquet bombs) were refused, the slowest in "
+                      f"{r['hostile_refusal_max_s']:.2f} s.")
     if args.json:
         args.json.write_text(json.dumps([r for rows in tables.values() for r in rows], indent=2))
     return 1 if any(r["errors"] for rows in tables.values() for r in rows) else 0

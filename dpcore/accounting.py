@@ -1371,6 +1371,9 @@ def dpmix_calibrate_sigma(*, epsilon, delta, ell, n, n_mixtures, d_x, d_y, ratio
     c0 = target**2 / (8.0 * T * q * q * L)
     if q < 1.0:
         c0 = min(c0, 2.0 * target * math.log(1.0 / q) / L)
+    if not c0 > 0.0:  # epsilon so small that the starting guess underflows
+        raise ValueError(f"epsilon = {target:g} needs sigma_x > 1e12 (an infinite noise scale in "
+                         "practice); use a larger epsilon")
     x0 = float(np.clip(0.5 * math.log(c1 / c0), lo_lim + 3.0, hi_lim - 3.0))
     xs = np.clip(x0 + np.array([-1.0, -0.3, -0.1, 0.0, 0.1, 0.3, 1.0]), lo_lim, hi_lim)
     es = eps_at(xs)

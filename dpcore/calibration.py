@@ -15,6 +15,8 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
+from dpcore.exceptions import NonFiniteNoiseError
+
 __all__ = [
     "EpsilonSplit",
     "analytic_gaussian_sigma",
@@ -101,7 +103,18 @@ def laplace_scale(sensitivity: float, epsilon: float) -> float:
     if sensitivity < 0 or not np.isfinite(sensitivity):
         raise ValueError(f"sensitivity must be finite and >= 0, got {sensitivity}")
     eps = check_epsilon(epsilon)
-    return 0.0 if math.isinf(eps) else float(sensitivity) / eps
+    if math.isinf(eps):
+        return 0.0
+    return _finite_scale(float(sensitivity) / eps, eps)
+
+
+def _finite_scale(scale: float, epsilon: float, delta: float | None = None) -> float:
+    """``scale``, or a ValueError naming the parameters when it is not a finite float64."""
+    if not math.isfinite(scale):
+        named = f"epsilon = {epsilon:g}" + ("" if delta is None else f", delta = {delta:g}")
+        raise NonFiniteNoiseError(f"{named} gives an infinite noise scale (it overflows float64); "
+                                  "use a larger epsilon")
+    return scale
 
 
 def classic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
@@ -113,7 +126,7 @@ def classic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> 
     dlt = check_delta(delta)
     if eps >= 1:
         raise ValueError(f"the classic Gaussian mechanism needs epsilon < 1, got {eps}")
-    return float(sensitivity) * math.sqrt(2 * math.log(1.25 / dlt)) / eps
+    return _finite_scale(float(sensitivity) * math.sqrt(2 * math.log(1.25 / dlt)) / eps, eps, dlt)
 
 
 def gaussian_delta(sigma: float | np.ndarray, sensitivity: float, epsilon: float) -> np.ndarray:
@@ -171,8 +184,13 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     lo, hi = math.log(sensitivity) - 10.0, math.log(sensitivity) + 5.0
     while excess(lo) < 0:
         lo -= 10.0
+        if lo < -700.0:  # sigma below 1e-304: not representable as a useful noise scale
+            raise ValueError(f"epsilon = {eps:g}, delta = {dlt:g} give a noise scale below float64 "
+                             "precision; use a smaller epsilon or delta")
     while excess(hi) > 0:
         hi += 5.0
+        if hi > 700.0:  # math.exp overflows just above 709
+            _finite_scale(math.inf, eps, dlt)
     from scipy import optimize  # deferred: importing scipy.optimize costs ~0.6 s at app start
 
     root = optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500)

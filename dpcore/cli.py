@@ -28,6 +28,7 @@ SIGINT and SIGTERM remove the temporary files of an unfinished release and end w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -40,8 +41,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset, read_table
-from dpcore.exceptions import NotPrivateError
+from dpcore.data import (
+    Dataset,
+    bundled_datasets,
+    load_bounds_file,
+    load_dataset,
+    read_regular_file,
+    read_table,
+)
+from dpcore.exceptions import DataValidationError, NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction, lock_path
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.release import Release, release_paths
@@ -55,8 +63,39 @@ class CLIError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that reports errors as :class:`CLIError` and never accepts an
+    abbreviated option (``--eps`` for ``--epsilon``): a typo must not silently pick a parameter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # type: ignore[override]
         raise CLIError(message)
+
+
+def escape_controls(text: str, keep: str = "") -> str:
+    """``text`` with every control, format and separator character (terminal escape codes,
+    bidirectional overrides, NUL, line breaks not in ``keep``) shown as a Python escape
+    (``\\x1b``, ``\\u202e``), so user-supplied names cannot drive the terminal or fake lines."""
+    if text.isprintable() and not keep:
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep or ch == " "
+                   else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+class _EscapingStream:
+    """Wraps ``sys.stdout`` / ``sys.stderr`` for the duration of a command: everything the CLI
+    prints goes through :func:`escape_controls` (line breaks kept)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        return self._raw.write(escape_controls(text, keep="\n"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
@@ -191,9 +230,10 @@ def _load_categories(path: str | None) -> dict[str, list[Any]] | None:
     if not path:
         return None
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CLIError(f"cannot read the categories file {path}: {exc.strerror or exc}") from None
+        raw = json.loads(read_regular_file(path, "categories file").decode("utf-8"))
+    except DataValidationError as exc:
+        raise CLIError(str(exc).replace("categories file not found", "cannot read the categories "
+                                        "file (not found)")) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CLIError(f"the categories file {path} is not valid JSON ({exc}); expected "
                        '{"column": ["cat1", "cat2", ...]}') from None
@@ -217,11 +257,11 @@ def _load_classes(value: str | None) -> list[Any] | None:
     if not value:
         return None
     path = Path(value)
-    if value.lower().endswith(".json") or path.is_file():
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise CLIError(f"cannot read the classes file {value}: {exc.strerror or exc}") from None
+    if value.lower().endswith(".json") or path.exists():
+        try:  # a regular file only: a FIFO or device named here must not hang or fill the memory
+            raw = json.loads(read_regular_file(path, "classes file").decode("utf-8"))
+        except DataValidationError as exc:
+            raise CLIError(f"cannot read the classes file {value}: {exc}") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CLIError(f"the classes file {value} is not valid JSON ({exc}); expected a list "
                            "such as [0, 1] or [\"no\", \"yes\"]") from None
@@ -251,10 +291,12 @@ def _describe_data(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return
-    print(f"{ds.name}: {ds.n_samples} rows x {ds.n_features} features, task {ds.task}, "
-          f"label {ds.label_name or '(none)'}"
+    esc = escape_controls  # names come from the file: a newline or escape code must not show raw
+    print(f"{esc(ds.name)}: {ds.n_samples} rows x {ds.n_features} features, task {ds.task}, "
+          f"label {esc(ds.label_name or '(none)')}"
           + (f" ({len(ds.classes)} classes)" if ds.classes is not None else ""))
-    print(f"  features: {', '.join(ds.feature_names[:10])}{', ...' if ds.n_features > 10 else ''}")
+    print(f"  features: {', '.join(map(esc, ds.feature_names[:10]))}"
+          f"{', ...' if ds.n_features > 10 else ''}")
     n_data = len(info["data_bound_columns"])
     print(f"  bounds source: {ds.bounds_source}"
           + (f" ({n_data} column(s) from the data: the guarantee would NOT hold)" if n_data else ""))
@@ -424,6 +466,13 @@ def _cmd_accounting(args: argparse.Namespace) -> None:
 _QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 
 
+def _message(exc: BaseException | str) -> str:
+    """A user-facing error or warning as one line: every line break and control character of
+    the message (which may quote column or file names) escaped by :func:`escape_controls`."""
+    text = str(exc).strip()
+    return escape_controls(text) if text else type(exc).__name__
+
+
 def _one_line(exc: BaseException | str) -> str:
     text = str(exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
@@ -476,6 +525,12 @@ def main(argv: list[str] | None = None) -> int:
     line for an unexpected internal error; 128 + the signal number (130 for Ctrl-C, 143 for
     SIGTERM) with one line when interrupted, the files of the unfinished release removed.
     """
+    with contextlib.redirect_stdout(_EscapingStream(sys.stdout)), \
+            contextlib.redirect_stderr(_EscapingStream(sys.stderr)):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     with warnings.catch_warnings(record=True) as caught, _interruptible():
         warnings.simplefilter("always")
@@ -487,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: interrupted by {signal.Signals(signum).name}; {status}", file=sys.stderr)
             return 128 + signum
         except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError) as exc:
-            print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+            print(f"{PROG}: error: {_message(exc)}", file=sys.stderr)
             return 2
         except Exception as exc:
             if os.environ.get("DPCORE_DEBUG"):
@@ -497,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     seen: set[str] = set()
     for w in caught:
-        msg = _one_line(str(w.message))
+        msg = _message(str(w.message))
         if msg not in seen and not issubclass(w.category, _QUIET_WARNINGS):
             seen.add(msg)
             print(f"{PROG}: warning: {msg}", file=sys.stderr)

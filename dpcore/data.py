@@ -17,8 +17,13 @@ import gzip
 import hashlib
 import io
 import json
+import math
+import numbers
+import os
 import re
+import stat
 import warnings
+import zipfile
 import zlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpcore import limits
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 
 TASKS = ("unsupervised", "classification", "regression")
@@ -37,14 +43,16 @@ __all__ = [
     "bundled_datasets",
     "load_bounds_file",
     "load_dataset",
+    "read_regular_file",
     "read_table",
     "sample_data_dir",
 ]
 
 SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".npz", ".txt", ".tsv")
 
-#: A ``.gz`` input may expand to at most this many bytes (a decompression bomb is refused early).
-MAX_DECOMPRESSED_BYTES = 1 << 30
+#: An input may expand to at most this many bytes once decompressed (gzip, ``.npz`` members,
+#: Parquet); ``None``: :func:`dpcore.limits.max_input_bytes` (``DPCORE_MAX_INPUT_BYTES``, 1 GiB).
+MAX_DECOMPRESSED_BYTES: int | None = None
 #: Largest magnitude accepted for a feature bound: beyond it the sensitivities (squared widths
 #: summed over columns and rows) overflow float64 and the noise calibration breaks down.
 MAX_ABS_BOUND = 1e100
@@ -144,6 +152,10 @@ class Dataset:
     classes_source: str | None = None
     missing: str = "error"
     data_sides: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.classes is not None:  # before any per-class work (issue 17: 100k-class labels)
+            limits.check_n_classes(len(self.classes), self.label_name)
 
     @property
     def n_samples(self) -> int:
@@ -274,50 +286,108 @@ def read_table(
     Parameters
     ----------
     max_bytes : int, optional
-        Refuse inputs larger than this (the app passes its upload limit).
+        Refuse inputs larger than this, counted before *and after* decompression (the app passes
+        its per-session upload limit). Whatever it is, every input is also held to
+        :func:`dpcore.limits.max_input_bytes` decompressed bytes and
+        :func:`dpcore.limits.max_cells` rows x columns, checked before the table is allocated
+        (from the gzip stream, the ``.npz`` member headers, the Parquet footer, the CSV's lines).
 
     Raises
     ------
     DataValidationError
         Every problem with the file itself, as one line naming the problem and what to do: empty
-        file, over ``max_bytes``, another format saved as ``.csv`` (ZIP/xlsx, gzip, Parquet,
-        binary), undecodable bytes, ragged rows, empty or duplicate column names, unreadable
-        Parquet/``.npz``.
+        file, not a regular file (FIFO, device), over ``max_bytes`` or a resource limit
+        (:class:`~dpcore.limits.ResourceLimitError`), another format saved as ``.csv``
+        (ZIP/xlsx, gzip, Parquet, binary), undecodable bytes, ragged rows, empty or duplicate
+        column names, complex values, unreadable Parquet/``.npz``.
     """
+    cap = _input_cap(max_bytes)
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if not path.exists():
-            raise DataValidationError(f"file not found: {path}")
-        if path.is_dir():
-            raise DataValidationError(f"{path} is a folder, not a data file")
         filename = filename or path.name
-        if max_bytes is not None and path.stat().st_size > max_bytes:
-            raise DataValidationError(_too_large(filename, path.stat().st_size, max_bytes))
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise DataValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raw = read_regular_file(path, "input file", max_bytes=max_bytes, display=filename)
     elif isinstance(source, (bytes, bytearray, memoryview)):
         raw = bytes(source)
     else:
-        raw = source.read()
+        raw = source.read(cap + 1)
     display = filename or "upload.csv"
     filename = display.lower()
     if max_bytes is not None and len(raw) > max_bytes:
         raise DataValidationError(_too_large(display, len(raw), max_bytes))
-    if not raw.strip():
+    if len(raw) > cap:
+        raise limits.ResourceLimitError(_over_cap(display, len(raw), cap, "is"))
+    if not raw or raw.isspace():
         raise DataValidationError(f"{display} is empty: it holds no header and no rows")
     if filename.endswith(".npz"):
-        return _read_npz(raw, display)
+        return _read_npz(raw, display, cap)
     if filename.endswith((".parquet", ".pq")):
-        return _read_parquet(raw, display)
+        return _read_parquet(raw, display, cap)
     if filename.endswith(".gz"):
-        raw = _gunzip(raw, display)
-        if not raw.strip():
+        raw = _gunzip(raw, display, cap)
+        if not raw or raw.isspace():
             raise DataValidationError(f"{display} is empty once decompressed")
     else:
         _refuse_other_formats(raw, display)
     return _read_csv(raw, display)
+
+
+def read_regular_file(
+    path: str | Path, what: str = "file", *, max_bytes: int | None = None, display: str | None = None,
+) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``max_bytes`` (and
+    :func:`dpcore.limits.max_input_bytes`) bytes.
+
+    A FIFO, socket or device (``/dev/zero``) is refused from its ``stat`` before it is opened,
+    so it can neither hang the reader nor fill the memory; a file that grows while it is read
+    is cut at the limit and refused.
+
+    Raises
+    ------
+    DataValidationError
+        Missing path, a folder, not a regular file, too large, unreadable (the OS reason).
+    """
+    path = Path(path)
+    shown = display or str(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise DataValidationError(f"{what} not found: {path}") from None
+    except OSError as exc:
+        raise DataValidationError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DataValidationError(f"{path} is a folder, not a data file" if what == "input file"
+                                  else f"the {what} {path} is a folder, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else
+                "a character device" if stat.S_ISCHR(info.st_mode) else
+                "a block device" if stat.S_ISBLK(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise DataValidationError(f"the {what} {path} is {kind}, not a regular file; give the path "
+                                  "of a file on disk")
+    cap = _input_cap(max_bytes)
+    if max_bytes is not None and info.st_size > max_bytes:
+        raise DataValidationError(_too_large(shown, info.st_size, max_bytes))
+    if info.st_size > cap:
+        raise limits.ResourceLimitError(_over_cap(shown, info.st_size, cap, "is"))
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(cap + 1)
+    except OSError as exc:
+        raise DataValidationError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+    if len(raw) > cap:
+        raise limits.ResourceLimitError(_over_cap(shown, len(raw), cap, "grew to"))
+    return raw
+
+
+def _input_cap(max_bytes: int | None) -> int:
+    """Decompressed-size limit of one input: the smallest of ``max_bytes``,
+    :data:`MAX_DECOMPRESSED_BYTES` and :func:`dpcore.limits.max_input_bytes`."""
+    caps = [limits.max_input_bytes()]
+    if MAX_DECOMPRESSED_BYTES is not None:
+        caps.append(MAX_DECOMPRESSED_BYTES)
+    if max_bytes is not None:
+        caps.append(max_bytes)
+    return int(min(caps))
 
 
 def _too_large(name: str, size: int, limit: int) -> str:
@@ -325,9 +395,20 @@ def _too_large(name: str, size: int, limit: int) -> str:
             "use a smaller file (fewer rows or columns) or the dpcore command line")
 
 
-def _gunzip(raw: bytes, filename: str) -> bytes:
-    """Decompress gzip bytes, refusing truncated/corrupt data and decompression bombs."""
-    limit = MAX_DECOMPRESSED_BYTES
+def _over_cap(name: str, size: int, limit: int, verb: str) -> str:
+    return (f"{name} {verb} {limits.format_bytes(size)}, over the input limit of "
+            f"{limits.format_bytes(limit)} (DPCORE_MAX_INPUT_BYTES): use a smaller file")
+
+
+def _expands(name: str, limit: int) -> str:
+    return (f"{name} expands to more than {limit / 2**20:g} MB when decompressed; refusing it "
+            "(a decompression bomb or a table far too large for this tool)")
+
+
+def _gunzip(raw: bytes, filename: str, limit: int | None = None) -> bytes:
+    """Decompress gzip bytes, refusing truncated/corrupt data and decompression bombs (at most
+    ``limit`` decompressed bytes are ever held)."""
+    limit = _input_cap(None) if limit is None else limit
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
             out = fh.read(limit + 1)
@@ -337,10 +418,7 @@ def _gunzip(raw: bytes, filename: str) -> bytes:
             f"{filename} is not a valid gzip file ({reason}); re-compress it or give the plain .csv"
         ) from None
     if len(out) > limit:
-        raise DataValidationError(
-            f"{filename} expands to more than {limit / 2**20:g} MB when decompressed; refusing it "
-            "(a decompression bomb or a table far too large for this tool)"
-        )
+        raise limits.ResourceLimitError(_expands(filename, limit))
     return out
 
 
@@ -391,21 +469,30 @@ _OTHER_DELIMITERS = ("|", ":", "^", "~", " ")
 
 
 def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
+    # an upper bound of the cells before anything is decoded or parsed (a bomb of short lines is
+    # refused here, in one pass over the bytes); quoted line breaks only over-count
+    n_lines = max(raw.count(b"\n"), raw.count(b"\r")) + 1
+    first = next(iter(raw[: 1 << 20].lstrip().splitlines()), b"")
+    limits.check_cells(n_lines, max(first.count(d) for d in (b",", b";", b"\t")) + 1, filename)
     text = _decode(raw, filename)
-    if not text.strip():
+    if not text or text.isspace():
         raise DataValidationError(f"{filename} is empty: it holds no header and no rows")
+    head = text[: 1 << 20]  # sniffing and the header never copy the whole text
+    del text
     try:
-        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+        dialect = csv.Sniffer().sniff(head[:4096], delimiters=",;\t")
         sep = dialect.delimiter
     except csv.Error:
         sep = ","
     try:
-        header = next(csv.reader(io.StringIO(text), delimiter=sep))
+        header = next(csv.reader(io.StringIO(head), delimiter=sep))
     except (csv.Error, StopIteration) as exc:
         raise DataValidationError(f"{filename} has an unreadable header line ({exc})") from None
     _check_column_names([h.strip() for h in header], filename)
-    try:
-        frame = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True)
+    limits.check_cells(n_lines, len(header), filename)
+    encoding = "utf-16" if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8-sig"
+    try:  # from the bytes: a StringIO of the text would hold 4 bytes per character
+        frame = pd.read_csv(io.BytesIO(raw), sep=sep, skipinitialspace=True, encoding=encoding)
     except pd.errors.EmptyDataError:
         raise DataValidationError(f"{filename} has no data") from None
     except pd.errors.ParserError as exc:
@@ -420,7 +507,7 @@ def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
             f"{filename} has a header but no data rows; add the rows (one per record) below it"
         )
     if frame.shape[1] == 1:
-        _check_one_column(frame, text, filename)
+        _check_one_column(frame, head, filename)
     return frame
 
 
@@ -454,7 +541,9 @@ def _check_one_column(frame: pd.DataFrame, text: str, filename: str) -> None:
             )
 
 
-def _read_parquet(raw: bytes, filename: str) -> pd.DataFrame:
+def _read_parquet(raw: bytes, filename: str, cap: int | None = None) -> pd.DataFrame:
+    """A Parquet table; its footer's row count, column count and uncompressed size are checked
+    against the limits before any column is read."""
     if not raw.startswith(b"PAR1"):
         raise DataValidationError(
             f"{filename} is not a Parquet file (Parquet files start with 'PAR1'); if it is a CSV, "
@@ -464,22 +553,86 @@ def _read_parquet(raw: bytes, filename: str) -> pd.DataFrame:
         raise DataValidationError(
             f"{filename} is a truncated or corrupt Parquet file (no footer); export it again"
         )
+    import pyarrow.parquet as pq  # deferred: pyarrow is heavy and only Parquet needs it
+
+    cap = _input_cap(None) if cap is None else cap
+    try:
+        meta = pq.ParquetFile(io.BytesIO(raw)).metadata
+        n_rows, n_cols = int(meta.num_rows), int(meta.num_columns)
+        unpacked = sum(int(meta.row_group(i).total_byte_size) for i in range(meta.num_row_groups))
+    except Exception as exc:  # pyarrow raises many types
+        raise DataValidationError(f"{filename} is not a readable Parquet file: {_first_line(exc)}") from None
+    limits.check_cells(n_rows, n_cols, filename)
+    if max(unpacked, 8 * n_rows * n_cols) > cap:
+        raise limits.ResourceLimitError(_expands(filename, cap))
     try:
         frame = pd.read_parquet(io.BytesIO(raw))
     except Exception as exc:  # pyarrow raises many types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataValidationError(f"{filename} is not a readable Parquet file: {first}") from None
-    _check_column_names(list(map(str, frame.columns)), filename)
+        raise DataValidationError(f"{filename} is not a readable Parquet file: {_first_line(exc)}") from None
+    # integer (or other non-string) column names, e.g. from a frame saved without a header
+    frame.columns = [str(c) for c in frame.columns]
+    _check_column_names(list(frame.columns), filename)
     if frame.shape[0] == 0:
         raise DataValidationError(f"{filename} has columns but no rows")
+    _refuse_complex(frame, filename)
     return frame
 
 
-def _read_npz(raw: bytes, filename: str) -> pd.DataFrame:
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _npz_headers(raw: bytes, filename: str, cap: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Shape and dtype of every ``.npy`` member of an ``.npz`` archive, read from the member
+    headers (a few hundred bytes each) and checked against the limits before any array is loaded.
+
+    Archives that cannot be inspected are left to ``np.load`` for its error message.
+    """
+    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(raw))
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return out
+    total = 0
+    with zf:
+        for info in zf.infolist():
+            total += info.file_size
+            if total > cap:
+                raise limits.ResourceLimitError(_expands(filename, cap))
+            if not info.filename.endswith(".npy"):
+                continue
+            try:
+                with zf.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    reader = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                              else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = reader(fh)
+            except Exception:  # a corrupt member: np.load names the problem
+                continue
+            out[info.filename[:-4]] = (tuple(int(v) for v in shape), dtype)
+    declared = 0
+    for name, (shape, dtype) in out.items():
+        if dtype.kind == "c":
+            raise DataValidationError(
+                f"{filename}: array {name!r} holds complex numbers ({dtype}); store real numbers only "
+                "(the imaginary part would be silently dropped)"
+            )
+        declared += math.prod(shape) * (dtype.itemsize or 1)
+        if declared > cap:
+            raise limits.ResourceLimitError(_expands(filename, cap))
+    if "X" in out and len(out["X"][0]) >= 1:
+        shape = out["X"][0]
+        limits.check_cells(shape[0], math.prod(shape[1:]), f"{filename} (array X)")
+    return out
+
+
+def _read_npz(raw: bytes, filename: str, cap: int | None = None) -> pd.DataFrame:
     if not raw.startswith(b"PK"):
         raise DataValidationError(
             f"{filename} is not a NumPy .npz archive (save one with numpy.savez(path, X=..., y=...))"
         )
+    _npz_headers(raw, filename, _input_cap(None) if cap is None else cap)
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
@@ -491,8 +644,7 @@ def _read_npz(raw: bytes, filename: str) -> pd.DataFrame:
             ) from None
         raise DataValidationError(f"{filename} is not a readable .npz file: {exc}") from None
     except Exception as exc:  # zipfile / numpy format errors of many types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataValidationError(f"{filename} is not a readable .npz file: {first}") from None
+        raise DataValidationError(f"{filename} is not a readable .npz file: {_first_line(exc)}") from None
     if "X" not in arrays:
         raise DataValidationError(
             f"{filename} must contain an array named 'X' (and optionally 'y', 'feature_names'); "
@@ -520,8 +672,27 @@ def _read_npz(raw: bytes, filename: str) -> pd.DataFrame:
                 f"{filename}: y must hold one label per row of X; y has shape {arrays['y'].shape}, "
                 f"X has {X.shape[0]} rows"
             )
-        frame["label"] = y
+        if NPZ_LABEL in frame.columns:
+            raise DataValidationError(
+                f"{filename}: feature_names has a feature named {NPZ_LABEL!r}, the name the label y "
+                f"gets: rename that feature (it would collide with y's column {NPZ_LABEL!r})"
+            )
+        frame[NPZ_LABEL] = y
     return frame
+
+
+#: Column name the label array ``y`` of an ``.npz`` archive gets.
+NPZ_LABEL = "label"
+
+
+def _refuse_complex(frame: pd.DataFrame, filename: str) -> None:
+    """Complex columns would lose their imaginary part silently when cast to float."""
+    cplx = [str(c) for c in frame.columns if frame[c].dtype.kind == "c"]
+    if cplx:
+        raise DataValidationError(
+            f"{filename}: column(s) {cplx[:5]} hold complex numbers; store real numbers only (the "
+            "imaginary part would be silently dropped)"
+        )
 
 
 def _check_column_names(names: list[str], filename: str) -> None:
@@ -565,32 +736,102 @@ def _check_bound_magnitude(bounds: np.ndarray, names: list[str]) -> None:
 def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
     """Read public bounds from JSON (``{"col": [lo, hi], ...}``) or CSV (``column,lo,hi``).
 
+    Each entry must be exactly two finite numbers with ``lo < hi``: JSON numbers (not strings,
+    not booleans, no third value) or, in CSV, two plain decimal numbers. The file must be a
+    regular file (a FIFO or device is refused before it is opened).
+
     Raises
     ------
     DataValidationError
-        Unreadable file or malformed entries.
+        Unreadable file, malformed entries (the column is named), a column listed twice.
     """
     path = Path(path)
+    raw = read_regular_file(path, "bounds file")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise DataValidationError(f"cannot read bounds file {path}: {exc}") from None
-    try:
-        if path.suffix.lower() == ".json":
-            raw = json.loads(text)
-            raw = raw.get("bounds", raw) if isinstance(raw, dict) else raw
-            items = raw.items()
-        else:
-            rows = [r for r in csv.reader(io.StringIO(text)) if r]
-            if rows and rows[0][0].strip().lower() in {"column", "name", "feature"}:
-                rows = rows[1:]
-            items = ((r[0].strip(), (r[1], r[2])) for r in rows)
-        return {str(k): (float(v[0]), float(v[1])) for k, v in items}
-    except (ValueError, IndexError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataValidationError(f"the bounds file {path} is not UTF-8 text") from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        except json.JSONDecodeError as exc:
+            raise DataValidationError(
+                f"bounds file {path} is not valid JSON ({exc}); it must map each column to [lo, hi]"
+            ) from None
+        data = data.get("bounds", data) if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            raise DataValidationError(
+                f"bounds file {path} must map each column to [lo, hi] (JSON object), got a "
+                f"{type(data).__name__}"
+            )
+        return {str(k): bound_pair(k, v, f"bounds file {path}") for k, v in data.items()}
+    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    if rows and rows[0] and rows[0][0].strip().lower() in {"column", "name", "feature"}:
+        rows = rows[1:]
+    out: dict[str, tuple[float, float]] = {}
+    for i, r in enumerate(rows, start=1):
+        if len(r) != 3:
+            raise DataValidationError(
+                f"bounds file {path}: row {i} has {len(r)} field(s); each row must be 'column,lo,hi'"
+            )
+        name = r[0].strip()
+        if name in out:
+            raise DataValidationError(f"bounds file {path} lists column {name!r} twice")
+        out[name] = bound_pair(name, [_csv_number(v) for v in r[1:]], f"bounds file {path}")
+    return out
+
+
+_NUMBER_RE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _csv_number(text: str) -> Any:
+    """A plain decimal number from a CSV cell, else the text (which :func:`bound_pair` refuses)."""
+    text = text.strip()
+    return float(text) if _NUMBER_RE.fullmatch(text) else text
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DataValidationError(f"the bounds file lists column {k!r} twice")
+        out[k] = v
+    return out
+
+
+def bound_pair(
+    column: Any, value: Any, origin: str = "bounds", *, strict: bool = True,
+) -> tuple[float, float]:
+    """``value`` as public bounds ``(lo, hi)`` of ``column``: exactly two real, finite numbers
+    (bool, strings and complex refused) with ``lo < hi`` (``lo <= hi`` if not ``strict``).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the column and what is wrong.
+    """
+    where = f"{origin}: bounds for column {column!r}"
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+        raise DataValidationError(f"{where} must be a pair [lo, hi] of numbers, got {value!r:.60}")
+    items = list(value)
+    if len(items) != 2:
         raise DataValidationError(
-            f"bounds file {path} must map each column to [lo, hi] (JSON) or hold rows "
-            f"'column,lo,hi' (CSV): {exc}"
-        ) from None
+            f"{where} must be exactly two numbers [lo, hi], got {len(items)} value(s): {items!r:.60}"
+        )
+    for v in items:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            what = ("a boolean" if isinstance(v, (bool, np.bool_)) else
+                    "a complex number" if isinstance(v, numbers.Complex) else
+                    f"a {type(v).__name__}")
+            raise DataValidationError(f"{where} must be numbers, got {what} ({v!r:.40})")
+    lo, hi = float(items[0]), float(items[1])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise DataValidationError(f"{where} must be finite numbers, got [{lo:g}, {hi:g}]")
+    if lo > hi or (strict and lo == hi):
+        raise DataValidationError(
+            f"{where} must have lo {'<' if strict else '<='} hi, got [{lo:g}, {hi:g}]"
+        )
+    return lo, hi
 
 
 def _resolve_bounds(
@@ -629,17 +870,7 @@ def _resolve_bounds(
     missing = []
     for j, c in enumerate(cols):
         if c in given:
-            try:
-                lo, hi = (float(v) for v in given[c])
-            except (TypeError, ValueError):
-                raise DataValidationError(
-                    f"bounds for column {c!r} must be a pair [lo, hi] of numbers, got {given[c]!r}"
-                ) from None
-            if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
-                raise DataValidationError(
-                    f"bounds for column {c!r} must be finite with lo <= hi, got [{lo:g}, {hi:g}]"
-                )
-            out[j] = lo, hi
+            out[j] = bound_pair(c, given[c], "bounds", strict=c in user)
             per_col[j] = "user" if c in user else ("metadata" if c in (meta_bounds or {}) else source)
         else:
             missing.append(j)
@@ -965,10 +1196,12 @@ def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) 
     unknown = sorted(set(categories) - set(frame.columns))
     if unknown:
         raise DataValidationError(f"categories given for unknown column(s) {unknown}")
+    _refuse_complex(frame, "the table")
     # booleans count as numeric in pandas; everything else non-numeric needs a public category list
     nonnumeric = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     missing = [c for c in nonnumeric if c not in categories]
     for c in missing:
+        _explain_non_numeric_type(frame[c], c)
         _explain_text_in_numeric(frame[c], c)
     if missing:
         raise DataValidationError(
@@ -997,7 +1230,62 @@ def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) 
             parts.append(onehot)
         else:
             parts.append(frame[[c]].astype(float))
-    return pd.concat(parts, axis=1) if parts else frame
+    out = pd.concat(parts, axis=1) if parts else frame
+    _check_onehot_collisions(list(out.columns), list(frame.columns), categories)
+    return out
+
+
+def _check_onehot_collisions(names: list[str], original: list[str], categories: dict[str, Any]) -> None:
+    """A one-hot name ``col=value`` equal to another column (or to another one-hot name) would
+    give two columns of the same name, with the wrong bounds for one of them."""
+    seen: dict[str, str] = {}
+    for c in original:
+        made = [(f"{c}={v}", f"the one-hot column {f'{c}={v}'!r} (from {c!r})") for v in categories[c]] \
+            if c in categories else [(c, f"the column {c!r}")]
+        for name, desc in made:
+            if name in seen:
+                raise DataValidationError(
+                    f"{seen[name]} and {desc} have the same name {name!r}: rename one of them"
+                    + (" (or remove the duplicated category)" if seen[name] == desc else "")
+                )
+            seen[name] = desc
+    if len(set(names)) != len(names):  # pragma: no cover - the loop above finds every duplicate
+        raise DataValidationError("one-hot encoding produced duplicate column names")
+
+
+def _explain_non_numeric_type(col: pd.Series, name: str) -> None:
+    """Dates, times, durations, decimals and other typed values named as such (not as 'text')."""
+    kind = col.dtype.kind
+    what = None
+    if kind == "M" or isinstance(col.dtype, pd.DatetimeTZDtype):
+        what = f"dates/times ({col.dtype})"
+    elif kind == "m":
+        what = f"durations ({col.dtype})"
+    elif isinstance(col.dtype, pd.PeriodDtype):
+        what = f"periods ({col.dtype})"
+    elif kind == "O":
+        present = col.dropna()
+        types = {type(v) for v in present.iloc[:1000]}
+        if types and not types <= {str}:
+            import datetime
+            import decimal
+
+            names = sorted({t.__name__ for t in types if t is not str})
+            if types & {decimal.Decimal}:
+                what = "decimal.Decimal values"
+            elif any(issubclass(t, (datetime.date, datetime.time, datetime.timedelta)) for t in types):
+                what = f"dates/times ({', '.join(names)})"
+            elif any(issubclass(t, complex) for t in types):
+                what = "complex numbers (store real numbers only)"
+            elif any(issubclass(t, (bytes, bytearray)) for t in types):
+                what = "binary values (bytes)"
+            else:
+                what = f"values of type {', '.join(names)}"
+    if what is not None:
+        raise DataValidationError(
+            f"column {name!r} holds {what}, not numbers: convert it to floats (a date to a "
+            "timestamp, a duration to seconds) or drop it"
+        )
 
 
 def _explain_text_in_numeric(col: pd.Series, name: str) -> None:

@@ -20,3 +20,10 @@ class DataValidationError(ValueError):
 class NotPrivateError(ValueError):
     """An operation that needs a private release (download, save, CLI) got a NOT PRIVATE one
     (epsilon = infinity, zero noise) or a seeded exploration preview."""
+
+
+class NonFiniteNoiseError(ValueError):
+    """A noise scale (or a released value) would not be a finite float64: nothing is released.
+
+    The message names the parameters that caused it (``epsilon = 1e-310 gives an infinite noise
+    scale``)."""

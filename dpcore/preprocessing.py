@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcore.exceptions import PrivacyLeakWarning
+from dpcore.limits import check_n_classes
 
 if TYPE_CHECKING:
     from dpcore.data import Dataset
@@ -112,8 +113,17 @@ def as_2d_float(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
     ValueError
         Not numeric, not 2-D, fewer than ``min_rows`` rows or no columns.
     """
+    kinds = {dt.kind for dt in (getattr(X, "dtypes", None) if hasattr(X, "dtypes") else
+                                [getattr(X, "dtype", np.dtype(float))])}
+    if kinds & set("Mm"):
+        raise ValueError(f"{name} holds dates/times or durations, not numbers: convert them to "
+                         "floats (a timestamp, a duration in seconds) first")
     try:
-        arr = np.asarray(X, dtype=float)
+        with warnings.catch_warnings():  # complex -> float would drop the imaginary part silently
+            warnings.simplefilter("error", np.exceptions.ComplexWarning)
+            arr = np.asarray(X, dtype=float)
+    except np.exceptions.ComplexWarning:
+        raise ValueError(f"{name} holds complex numbers; give real numbers only") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be numeric: {exc}") from None
     if arr.ndim != 2:
@@ -335,6 +345,8 @@ def prepare_input(
             notes.append("the class list was read from the private data: the guarantee does NOT hold")
         else:
             cls = np.asarray(classes)
+        check_n_classes(len(cls), label_name)
+        if classes is not None:
             unknown = ~np.isin(y_arr, cls)
             if unknown.any():
                 raise ValueError(
@@ -438,7 +450,9 @@ def _sorted(values: np.ndarray) -> bool:
 
 
 def _index_of(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
-    lookup = {v: i for i, v in enumerate(classes.tolist())}
-    return np.array([lookup[v] for v in y.tolist()], dtype=int)
+    """Index of each label in ``classes`` (every label is in it): one hash pass, linear time."""
+    import pandas as pd
+
+    return pd.Index(classes).get_indexer(y).astype(int)
 
 

@@ -8,6 +8,7 @@ import streamlit as st
 from app import state
 from app.controls import initial, stored_params
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
+from app.markdown import md_escape
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT, spreadsheet_safe_csv
 from dpcore.utility import evaluate_non_private, utility_sweep
@@ -16,7 +17,7 @@ st.title("Compare mechanisms")
 ds = state.dataset()
 names = state.mechanism_names(ds.task)
 st.markdown(
-    f"Utility against ε for several mechanisms on *{st.session_state.dataset_label}* "
+    f"Utility against ε for several mechanisms on *{md_escape(st.session_state.dataset_label)}* "
     f"(task: {ds.task}), trained on the release and tested on the same real held-out rows. Each "
     "mechanism uses the parameters last set for it on the Explore page (defaults otherwise)."
 )
@@ -64,7 +65,7 @@ if run and todo:
                                progress=progress, baseline=baseline)
             results[result_key(name)] = df.assign(mechanism=name)
         except ValueError as exc:
-            st.warning(f"{name} was not evaluated: {exc}")
+            st.warning(md_escape(f"{name} was not evaluated: {exc}"))
             results[result_key(name)] = pd.DataFrame()
     bar.empty()
 

@@ -107,7 +107,7 @@ c1, c2, c3, c4 = st.columns(4)
 c1.metric("rows", f"{ds.n_samples:,}")
 c2.metric("features", ds.n_features)
 c3.metric("task", ds.task)
-c4.metric("label", ds.label_name or "—")
+c4.metric("label", md_escape(ds.label_name) if ds.label_name else "—")
 if ds.n_dropped:
     st.info(f"{ds.n_dropped} rows with missing/infinite values were dropped: the guarantee covers "
             "the cleaned table.")

@@ -12,6 +12,7 @@ from app.figures.distances import (
     recovery_histogram_figure,
     variance_vs_k_figure,
 )
+from app.markdown import md_escape
 from app.notices import supported_by
 from app.runner import distance_sweep, draw_release
 from dpcore.distances import distance_experiment, optimal_k
@@ -50,7 +51,7 @@ with left:
 key = ("distances", ds.fingerprint, name, repr(sorted(params.items())), seed, n_pairs)
 res = state.memo(key, lambda: draw_release(name, params, train, int(seed)))
 if res.error:
-    right.error(res.error)
+    right.error(md_escape(res.error))
     st.stop()
 exp = state.memo(key + ("exp",), lambda: distance_experiment(res.release, train.X, n_pairs, int(seed)))
 summary = exp.summary()

@@ -11,6 +11,7 @@ from app import state
 from app.controls import initial, mechanism_controls
 from app.figures.common import noise_table, release_scatter_figure
 from app.figures.images import image_grid_figure
+from app.markdown import md_escape
 from app.runner import draw_release, kmeans_agreement, real_in_release_space, two_d_view
 from dpcore.mechanisms import get_mechanism
 
@@ -39,7 +40,7 @@ with st.spinner("Drawing the preview release..."):
 
 with right:
     if result.error:
-        st.error(result.error)
+        st.error(md_escape(result.error))
         st.stop()
     release = result.release
     g = release.guarantee
@@ -60,7 +61,7 @@ with right:
         st.warning(f"The nominal ε = {nominal:g} is **not** what this calibration guarantees: "
                    f"the actual guarantee is ε = {g.epsilon:.4g}.")
     for w in release.details.get("warnings", []):
-        st.warning(w)
+        st.warning(md_escape(w))
     st.markdown("**Noise added** (sensitivity → scale)")
     st.dataframe(noise_table(release.noise), hide_index=True)
     clipped = release.diagnostics.get("n_clipped_entries", 0)

@@ -10,6 +10,7 @@ from app import state
 from app.controls import mechanism_controls
 from app.figures.common import noise_table
 from app.figures.privacy import epsilon_at_order_figure, epsilon_vs_sigma_figure
+from app.markdown import md_escape
 from app.notices import supported_by
 from dpcore import accounting
 from dpcore.mechanisms import get_mechanism
@@ -32,7 +33,7 @@ if "rdp" not in mech.capabilities:
     key = ("privacy", ds.fingerprint, name, repr(sorted(params.items())))
     res = state.memo(key, lambda: draw_release(name, params, train, 0))
     if res.error:
-        st.error(res.error)
+        st.error(md_escape(res.error))
     else:
         st.info(res.release.guarantee.plain_language(), icon="🛡️")
         st.dataframe(noise_table(res.release.noise), hide_index=True)
@@ -65,7 +66,7 @@ try:
         for b in ("tight", "paper")
     }
 except ValueError as exc:
-    right.error(str(exc))
+    right.error(md_escape(exc))
     st.stop()
 
 with right:

@@ -54,7 +54,7 @@ if st.button("Draw release", type="primary"):
     with st.spinner("Drawing the release..."):
         result = draw_release(name, params, ds, seed=None)
     if result.error:
-        st.error(result.error)
+        st.error(md_escape(result.error))
     elif not result.release.downloadable:
         st.session_state.pending_release = {"release": result.release}
     else:

@@ -7,6 +7,7 @@ import streamlit as st
 from app import state
 from app.controls import initial, mechanism_controls
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
+from app.markdown import md_escape
 from dpcore.mechanisms import get_mechanism
 from dpcore.release import spreadsheet_safe_csv
 from dpcore.utility import utility_sweep
@@ -21,9 +22,9 @@ metric_text = {
     "unsupervised": "clustering: silhouette of the release (the papers' metric), silhouette of the "
                     "real rows under the release's K-means, and ARI against K-means on real data",
 }[ds.task]
-st.markdown(f"**{mech.title}** on *{st.session_state.dataset_label}*: {metric_text}. Each point is "
-            "the mean over trials with a 95% interval; the dashed line is the same model trained on "
-            "the real training rows (non-private).")
+st.markdown(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*: {metric_text}. "
+            "Each point is the mean over trials with a 95% interval; the dashed line is the same model "
+            "trained on the real training rows (non-private).")
 
 with st.expander("Mechanism parameters (shared with Explore)"):
     params = mechanism_controls(mech, ds)
@@ -63,7 +64,7 @@ if st.button("Run sweep", type="primary", disabled=not grid):
             random_state=0, progress=progress,
         )
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md_escape(exc))
     bar.empty()
 
 df = cache.get(key)

@@ -35,6 +35,7 @@ from dpcore import data as dpdata
 from dpcore.cli import main
 from dpcore.data import Dataset, load_bounds_file, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+from dpcore.limits import ResourceLimitError
 from dpcore.mechanisms import DPMix, DPPro, JLLaplace, LocalGaussian, PCAGauss, RONGauss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +66,12 @@ def _bounds_for(entry: dict[str, Any]) -> Any:
     if "bounds_file" in entry:
         return load_bounds_file(BAD / entry["bounds_file"])
     return None
+
+
+def _env(entry: dict[str, Any], monkeypatch) -> None:
+    """Lower the resource limits as the entry asks (``"env"``), for this test only."""
+    for key, value in entry.get("env", {}).items():
+        monkeypatch.setenv(key, value)
 
 
 def _one_line(message: str) -> None:
@@ -118,11 +125,12 @@ def test_generator_rebuilds_the_committed_files():
 def _load(entry: dict[str, Any], source: Any = None, **kw: Any) -> Dataset:
     return load_dataset(BAD / entry["file"] if source is None else source,
                         label=entry.get("label") or "", task=entry.get("task"),
-                        classes=entry.get("classes"), **kw)
+                        classes=entry.get("classes"), categories=entry.get("categories"), **kw)
 
 
 @pytest.mark.parametrize("entry", [e for e in CORPUS if e["expect"] == "error"], ids=_ids)
-def test_library_raises_a_clear_validation_error(entry):
+def test_library_raises_a_clear_validation_error(entry, monkeypatch):
+    _env(entry, monkeypatch)
     if entry["stage"] == "bounds":
         data = {"file": entry["data"], "label": entry["label"], "task": entry.get("task"),
                 "classes": entry.get("classes")}
@@ -149,11 +157,13 @@ def test_library_raises_a_clear_validation_error(entry):
     message = str(info.value)
     assert entry["fragment"] in message, message
     _one_line(message)
-    assert type(info.value) is DataValidationError  # not a raw pandas/numpy/zipfile error
+    # not a raw pandas/numpy/zipfile error
+    assert type(info.value) in (DataValidationError, ResourceLimitError), type(info.value)
 
 
 @pytest.mark.parametrize("entry", [e for e in CORPUS if e["expect"].startswith("ok")], ids=_ids)
-def test_library_loads_the_usable_inputs(entry):
+def test_library_loads_the_usable_inputs(entry, monkeypatch):
+    _env(entry, monkeypatch)
     bounds = _bounds_for(entry)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -278,7 +288,20 @@ def _data_args(entry: dict[str, Any], tmp_path: Path) -> list[str]:
         path = tmp_path / "bounds.json"
         path.write_text(json.dumps(entry["bounds"]))
         args += ["--bounds", str(path)]
+    if "categories" in entry:
+        path = tmp_path / "categories.json"
+        path.write_text(json.dumps(entry["categories"]))
+        args += ["--categories", str(path)]
     return args
+
+
+def _assert_escaped(entry: dict[str, Any], *outputs: str) -> None:
+    """No control or format character of a hostile name reaches the terminal raw."""
+    text = "".join(outputs)
+    raw = [ch for ch in text if not ch.isprintable() and ch not in "\n "]
+    assert not raw, raw
+    if entry.get("escaped"):
+        assert "\\x1b" in text and "\\u202e" in text, text
 
 
 def _input(entry: dict[str, Any]) -> str:
@@ -286,8 +309,10 @@ def _input(entry: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize("entry", CORPUS, ids=_ids)
-def test_cli_describe_file(entry, tmp_path, capsys):
+def test_cli_describe_file(entry, tmp_path, capsys, monkeypatch):
+    _env(entry, monkeypatch)
     code, out, err = _cli_full(capsys, "describe", _input(entry), *_data_args(entry, tmp_path))
+    _assert_escaped(entry, out, err)
     if entry["expect"] == "error":
         _assert_cli_error(code, err, entry["fragment"])
     else:
@@ -297,6 +322,10 @@ def test_cli_describe_file(entry, tmp_path, capsys):
             warnings.simplefilter("ignore", PrivacyLeakWarning)
             ds = _load(entry, bounds=_bounds_for(entry))
         assert f"{ds.n_samples} rows x {ds.n_features} features" in out
+        for name in ds.feature_names:  # every name is listed, control characters escaped
+            shown = "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode()
+                            for ch in name)
+            assert ds.n_features > 10 or shown in out, (shown, out)
         assert f"bounds source: {'user' if entry['expect'] == 'ok' else 'data'}" in out
 
 
@@ -322,7 +351,8 @@ def test_cli_internal_error_is_one_line_with_status_1(monkeypatch, capsys, tmp_p
 
 
 @pytest.mark.parametrize("entry", CORPUS, ids=_ids)
-def test_cli_release_writes_all_or_nothing(entry, tmp_path, capsys):
+def test_cli_release_writes_all_or_nothing(entry, tmp_path, capsys, monkeypatch):
+    _env(entry, monkeypatch)
     out = tmp_path / "out"
     out.mkdir()
     target = out / "release.csv"
@@ -331,6 +361,7 @@ def test_cli_release_writes_all_or_nothing(entry, tmp_path, capsys):
         args.append("--data-bounds")
     code, err = _cli(capsys, "release", "local-gaussian", _input(entry), "-o", str(target),
                      "--epsilon", "1", "--delta", "1e-5", *args)
+    _assert_escaped(entry, err)
     if entry["expect"] == "error":
         _assert_cli_error(code, err, entry["fragment"])
         assert not list(out.iterdir()), "a failed release wrote files"
@@ -433,6 +464,12 @@ HOSTILE_API = [
     (DPMix, {"n_mixtures": 0}, "n_mixtures"),
     (DPMix, {"n_mixtures": -5}, "n_mixtures"),
     (RONGauss, {"epsilon": math.nan}, "epsilon"),
+    # issue 17: no non-finite noise scale or cell is ever published; memory estimated before work
+    (JLLaplace, {"epsilon": 1e-310}, "epsilon = 1e-310 gives an infinite noise scale"),
+    (RONGauss, {"epsilon": 1e-320}, "epsilon = 9.99989e-321 gives an infinite noise scale"),
+    (PCAGauss, {"epsilon": 1e-310}, "epsilon = 1e-310"),
+    (DPMix, {"epsilon": 1e-310}, "epsilon = 1e-310 needs sigma_x > 1e12"),
+    (DPMix, {"n_mixtures": 10**9, "ell": 4}, "n_mixtures = 1,000,000,000 needs about"),
 ]
 
 
@@ -467,6 +504,15 @@ HOSTILE_CLI = [
     ("local-gaussian", ["--n-samples", "0"], "n_samples"),
     ("ron-gauss", ["--n-samples", str(10**12)], "n_samples"),
     ("local-gaussian", ["--n-samples", "1.5"], "n-samples"),
+    # issue 17
+    ("jl-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
+    ("identity-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
+    ("modips", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
+    ("dpmix", ["--epsilon", "1e-320"], "needs sigma_x > 1e12"),
+    ("dpmix", ["--ell", "4", "--n-mixtures", "1000000000"], "n_mixtures = 1,000,000,000 needs about"),
+    ("local-gaussian", ["--eps", "1"], "unrecognized arguments: --eps"),
+    ("local-gaussian", ["--del", "1e-5"], "unrecognized arguments: --del"),
+    ("pca-gauss", ["--n-comp", "2"], "unrecognized arguments: --n-comp"),
 ]
 
 
@@ -629,6 +675,10 @@ def _use_table(at, entry: dict[str, Any]):
     at.selectbox(key="upload_task").select(entry.get("task") or "(choose)").run()
     if entry.get("classes"):
         at.text_input(key="upload_classes").input(",".join(str(c) for c in entry["classes"])).run()
+    elif any(w.key == "upload_classes" for w in at.text_input):  # no list: read from the data
+        at.text_input(key="upload_classes").input("").run()
+    for column, cats in entry.get("categories", {}).items():
+        at.text_input(key=f"cats:{column}").input(", ".join(cats)).run()
     buttons = [b for b in at.button if b.label == "Use this table"]
     assert buttons, [e.value for e in at.error]
     buttons[0].click().run()
@@ -637,7 +687,8 @@ def _use_table(at, entry: dict[str, Any]):
 
 
 @pytest.mark.parametrize("entry", [e for e in TABLES if e.get("app", True)], ids=_ids)
-def test_app_upload_gives_a_clear_error_and_keeps_the_session(upload_app, entry):
+def test_app_upload_gives_a_clear_error_and_keeps_the_session(upload_app, entry, monkeypatch):
+    _env(entry, monkeypatch)
     at = upload_app
     before = at.session_state.dataset
     _upload(at, entry["file"], (BAD / entry["file"]).read_bytes())

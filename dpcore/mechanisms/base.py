@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcore.calibration import check_random_state
+from dpcore.exceptions import NonFiniteNoiseError
+from dpcore.limits import check_memory
 from dpcore.preprocessing import PreparedInput, prepare_input
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import Param, validate_params
@@ -59,6 +61,11 @@ class Mechanism:
     capabilities: ClassVar[frozenset[str]] = frozenset()
     #: True for the papers' comparison baselines (Compare page)
     baseline: ClassVar[bool] = False
+    #: d x d float64 matrices held at once (second moment, its noise, eigenvectors...), for
+    #: :meth:`peak_bytes`; 0 for mechanisms that never form one
+    peak_square_matrices: ClassVar[int] = 0
+    #: n x d float64 working arrays held at once (clipped/scaled input, noise, products...)
+    peak_row_copies: ClassVar[int] = 4
     #: constructor arguments beyond the schema and COMMON_ARGS (e.g. ``public_data``)
     extra_args: ClassVar[tuple[str, ...]] = ()
 
@@ -156,8 +163,25 @@ class Mechanism:
         )
         if n_samples is not None:
             n_samples = _check_n_samples(n_samples)
+        n, d = data.X.shape
+        n_classes = 0 if data.classes is None else len(data.classes)
+        check_memory(_peak_description(self.name, n, d, n_classes, values, n_samples),
+                     self.peak_bytes(n, d, values, n_classes=n_classes, n_released=n_samples))
         rng = check_random_state(self.random_state)
-        rel = self._release(data, values, rng, n_samples)
+        try:
+            rel = self._release(data, values, rng, n_samples)
+        except NonFiniteNoiseError as exc:
+            named = _privacy_parameters(values)
+            if str(exc).startswith(named):
+                raise
+            raise NonFiniteNoiseError(f"{named} gives an infinite noise scale: the part {exc}") from None
+        except (ArithmeticError, np.linalg.LinAlgError) as exc:  # overflow inside the noisy algebra
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise NonFiniteNoiseError(
+                f"{self.name} failed in floating-point arithmetic with {_privacy_parameters(values)} "
+                f"({type(exc).__name__}: {first}); nothing is released: use a larger epsilon"
+            ) from None
+        check_finite_release(rel, values)
         rel.seeded = self.random_state is not None
         rel.details.setdefault("warnings", []).extend(data.warnings)
         rel.diagnostics.update(data.diagnostics)
@@ -168,6 +192,38 @@ class Mechanism:
         n_samples: int | None,
     ) -> Release:
         raise NotImplementedError
+
+    @classmethod
+    def peak_bytes(
+        cls, n_samples: int, n_features: int, params: dict[str, Any], *, n_classes: int = 0,
+        n_released: int | None = None,
+    ) -> float:
+        """Estimated peak memory of one release, in bytes, from public shapes and parameters only.
+
+        Counted in float64 (8 bytes) cells: :attr:`peak_row_copies` ``n x d`` working arrays
+        (clipped input, noise, products), the released table (``m (d + C + 1)`` with
+        ``m = n_mixtures or n_released or n`` rows, ``C`` classes as one-hot label columns) and
+        :attr:`peak_square_matrices` ``d x d`` matrices (one set per class for per-class models).
+        An upper estimate (``tests/test_limits.py`` checks it against tracemalloc) meant to
+        refuse hopeless requests early (``--n-mixtures 1e9``, PCA on 100k columns).
+
+        Parameters
+        ----------
+        n_samples, n_features : int
+            Shape ``(n, d)`` of the private input.
+        params : dict
+            Validated schema parameters.
+        n_classes : int
+            Size of the public class list (0 without one).
+        n_released : int, optional
+            ``n_samples`` asked of :meth:`release`.
+        """
+        n, d = float(n_samples), float(n_features)
+        m = float(params.get("n_mixtures") or n_released or n_samples)
+        groups = 1 + (n_classes if cls.peak_square_matrices else 0)
+        cells = (cls.peak_row_copies * n * d + m * (d + n_classes + 1)
+                 + cls.peak_square_matrices * groups * d * d)
+        return 8.0 * cells
 
     # ------------------------------------------------------------------ helpers for subclasses
     def _new_release(
@@ -204,6 +260,64 @@ class Mechanism:
             space=self.space,
             **kwargs,
         )
+
+
+def _peak_description(name: str, n: int, d: int, n_classes: int, params: dict[str, Any],
+                      n_released: int | None) -> str:
+    """``dpmix on 30 rows x 3 features with n_mixtures = 1,000,000,000`` (the figure's drivers)."""
+    drivers = {k: v for k, v in params.items()
+               if k in ("n_mixtures", "n_components", "ell") and v is not None}
+    if n_released is not None:
+        drivers["n_samples"] = n_released
+    shown = ", ".join(f"{k} = {v:,}" for k, v in drivers.items())
+    return (f"{name} on {n:,} rows x {d:,} features" + (f" ({n_classes:,} classes)" if n_classes else "")
+            + (f" with {shown}" if shown else ""))
+
+
+def _privacy_parameters(params: dict[str, Any]) -> str:
+    """``epsilon = 1e-310, delta = 1e-05`` (the given privacy parameters, for messages)."""
+    given = ", ".join(f"{k} = {params[k]:g}" for k in ("epsilon", "delta", "sigma_x", "sigma_y")
+                      if isinstance(params.get(k), (int, float)) and not isinstance(params.get(k), bool))
+    return given or "these parameters"
+
+
+def check_finite_release(release: Release, params: dict[str, Any]) -> None:
+    """Refuse to publish a release with a non-finite noise scale or a NaN/inf value.
+
+    Applied by :meth:`Mechanism.release` to every mechanism's output (issue 17: epsilon = 1e-310
+    made several mechanisms write NaN/inf tables with a noise scale of "inf" on the card).
+
+    Raises
+    ------
+    NonFiniteNoiseError
+        A ``ValueError`` naming the privacy parameters (``epsilon = 1e-310``) and the statistic
+        or cell count.
+    """
+    named = _privacy_parameters(params)
+    for rec in release.noise:
+        for what, value in (("noise scale", rec.scale), ("sensitivity", rec.sensitivity)):
+            try:
+                finite = np.isfinite(np.asarray(value, dtype=float)).all()
+            except (TypeError, ValueError):
+                continue
+            if not finite:
+                raise NonFiniteNoiseError(
+                    f"{named} gives an infinite {what} for {rec.statistic} ({value}); nothing is "
+                    "released: use a larger epsilon (float64 cannot represent this noise)"
+                )
+    for what, arr in (("released table", release.data), ("released labels", release.labels),
+                      *((f"public array {k}", v) for k, v in release.transform_arrays.items())):
+        if arr is None:
+            continue
+        arr = np.asarray(arr)
+        if arr.dtype.kind not in "fc":
+            continue
+        bad = int(np.count_nonzero(~np.isfinite(arr)))
+        if bad:
+            raise NonFiniteNoiseError(
+                f"{named} gives a {what} with {bad:,} NaN/inf value(s); nothing is released: the "
+                "noise overflows float64 arithmetic, use a larger epsilon"
+            )
 
 
 def _check_n_samples(n_samples: Any, limit: int = 10_000_000) -> int:

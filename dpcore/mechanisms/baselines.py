@@ -449,6 +449,7 @@ class PCAIdentity(_IdentityLaplaceBase):
               "features); empty = 2 ln d / ln ln d.", low=1, optional=True),
         _LABEL_SPLIT,
     )
+    peak_square_matrices = 3  # covariance of the public split, eigenvectors, workspace
     extra_args = ("public_data",)
 
     def _release(
@@ -543,6 +544,8 @@ class MODIPS(Mechanism):
     guarantee_kind = "pure"
     space = "features"
     baseline = True
+    peak_square_matrices = 3  # second moment, its noise, the repaired covariance (per class)
+    peak_row_copies = 8  # scaled rows, per-class copies, synthetic rows and their draws
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,

@@ -470,6 +470,7 @@ class DPMix(Mechanism):
     guarantee_kind = "approx"
     space = "mixtures"
     capabilities = frozenset({"rdp", "images"})
+    peak_row_copies = 6  # scaled rows Z, mixture blocks, noise blocks (measured)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,

@@ -164,6 +164,7 @@ class DPPro(Mechanism):
     guarantee_kind = "approx"
     space = "projected"
     capabilities = frozenset({"distances"})
+    peak_row_copies = 8  # rescaled rows, projection, noise, per-class work (measured)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,

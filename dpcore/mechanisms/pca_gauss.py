@@ -330,6 +330,7 @@ class PCAGauss(Mechanism):
     neighbouring = "replace-one"
     guarantee_kind = "pure"
     space = "projected"
+    peak_square_matrices = 4  # covariance, its noise, eigenvectors, repair (d x d)
     extra_args = ("public_data",)
 
     def _release(

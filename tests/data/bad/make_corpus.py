@@ -7,6 +7,7 @@ the tests generate it in a temporary folder (it is 50 MB).
 
 from __future__ import annotations
 
+import decimal
 import gzip
 import io
 import zipfile
@@ -153,6 +154,33 @@ def build() -> dict[str, bytes]:
     f["npz_y_mismatch.npz"] = buf.getvalue()
     f["npz_garbage.npz"] = b"this is not a numpy archive\n" * 4
 
+    # issue 17: strict public-bounds files (used with far_outside_bounds.csv)
+    f["bounds_string_09.json"] = b'{"a": "09", "b": [0, 10], "c": [0, 10]}\n'
+    f["bounds_three_values.json"] = b'{"a": [0, 10, 99], "b": [0, 10], "c": [0, 10]}\n'
+    f["bounds_booleans.json"] = b'{"a": [false, true], "b": [0, 10], "c": [0, 10]}\n'
+    f["bounds_equal.json"] = b'{"a": [5, 5], "b": [0, 10], "c": [0, 10]}\n'
+    f["bounds_duplicate_column.json"] = b'{"a": [0, 10], "b": [0, 10], "c": [0, 10], "a": [0, 1]}\n'
+    f["bounds_extra_field.csv"] = b"column,lo,hi\na,0,10,99\nb,0,10\nc,0,10\n"
+    f["bounds_text_number.csv"] = b"column,lo,hi\na,0,ten\nb,0,10\nc,0,10\n"
+
+    # issue 17: name collisions, complex values, typed columns, class and size limits
+    rows = _rows(30)
+    f["onehot_collision.csv"] = _csv(["c", "c=a", "b", "y"],
+                                     [[["a", "b"][i % 2], r[0], r[1], r[3]] for i, r in enumerate(rows)]
+                                     ).encode()
+    f["ansi_names.csv"] = _csv(["a\x1b[2J\x1b[31mRED", "b\u202eevil", "c", "y"], _rows(30)).encode()
+    f["many_classes.csv"] = _csv(["a", "b", "y"], [[r[0], r[1], f"id{i:05d}"] for i, r in
+                                                   enumerate(_rows(1200, 2, label=False))]).encode()
+    f["gzip_bomb.csv.gz"] = gzip.compress(b"a,b,y\n" + b"0,0,0\n" * (11 << 20), mtime=0)
+    f["cells_over_limit.csv"] = _csv(["a", "b", "c", "y"], _rows(40)).encode()
+    buf = io.BytesIO()
+    np.savez(buf, X=np.ones((6, 2)), y=np.arange(6) % 2, feature_names=np.array(["label", "b"]))
+    f["npz_label_collision.npz"] = buf.getvalue()
+    buf = io.BytesIO()
+    np.savez(buf, X=np.ones((6, 2)) * (1 + 2j), y=np.arange(6) % 2)
+    f["npz_complex.npz"] = buf.getvalue()
+    f["npz_header_bomb.npz"] = _npz_header_bomb()
+
     # Parquet
     frame = pd.read_csv(io.StringIO(GOOD))
     buf = io.BytesIO()
@@ -160,7 +188,37 @@ def build() -> dict[str, bytes]:
     full = buf.getvalue()
     f["truncated.parquet"] = full[: len(full) // 2]
     f["csv_named.parquet"] = GOOD.encode()
+    rng = np.random.default_rng(3)
+    typed = pd.DataFrame({"a": rng.uniform(0, 10, 30), "y": np.arange(30) % 2})
+    buf = io.BytesIO()
+    typed.assign(when=pd.date_range("2020-01-01", periods=30, unit="s")).to_parquet(buf, index=False)
+    f["datetime_column.parquet"] = buf.getvalue()
+    buf = io.BytesIO()
+    typed.assign(amount=[decimal.Decimal("1.25")] * 30).to_parquet(buf, index=False)
+    f["decimal_column.parquet"] = buf.getvalue()
+    buf = io.BytesIO()
+    numbered = pd.DataFrame(rng.uniform(0, 10, (30, 3)))  # integer column names 0, 1, 2
+    numbered[3] = np.arange(30) % 2
+    numbered.to_parquet(buf, index=False)
+    f["int_column_names.parquet"] = buf.getvalue()
+    buf = io.BytesIO()
+    pd.DataFrame({"a": np.zeros(8_000_000, dtype=np.int64), "y": np.zeros(8_000_000, dtype=np.int64)}
+                 ).to_parquet(buf, index=False, compression="zstd")
+    f["parquet_bomb.parquet"] = buf.getvalue()
     return f
+
+
+def _npz_header_bomb() -> bytes:
+    """An ``.npz`` whose ``X.npy`` header declares 10^6 x 10^5 float64 (745 GiB) but holds 16 bytes
+    of data: refused from the header, before numpy allocates anything."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (1_000_000, 100_000)})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        info = zipfile.ZipInfo("X.npy", date_time=(2020, 1, 1, 0, 0, 0))
+        zf.writestr(info, b"\x93NUMPY\x01\x00" + header.getvalue()[8:] + bytes(16))
+    return buf.getvalue()
 
 
 def main() -> None:
