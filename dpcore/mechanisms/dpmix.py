@@ -447,8 +447,8 @@ class DPMix(Mechanism):
         Param("epsilon", "float", 10.0, EPSILON.help + " Ignored when sigma_x is given.",
               low=0.0, low_open=True, log=True, privacy=True, allow_inf=True),
         Param("delta", "float", None, "Failure probability of (epsilon, delta)-DP, in (0, 1); "
-              "empty = min(1e-5, n^-1.5), well below 1/n (the paper used 1/n).", low=0.0, high=1.0, low_open=True,
-              high_open=True, log=True, privacy=True, optional=True),
+              "empty = min(1e-5, n^-1.5), well below 1/n (the paper used 1/n).", low=0.0, high=1.0,
+              low_open=True, high_open=True, log=True, privacy=True, optional=True),
         Param("ell", "int", 16, "Mixture degree: number of distinct random rows averaged in each "
               "released row (1 <= ell <= n).", low=1, log=True, privacy=True),
         Param("n_mixtures", "int", None, "Number T of released mixtures (empty = n).", low=1,
