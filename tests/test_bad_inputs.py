@@ -40,6 +40,7 @@ from dpcore.mechanisms import DPMix, DPPro, JLLaplace, LocalGaussian, PCAGauss, 
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ROOT / "tests" / "data" / "bad"
+CLASS_ARGS = ("--task", "classification", "--classes", "0,1")
 MANIFEST = json.loads((BAD / "MANIFEST.json").read_text(encoding="utf-8"))
 ENTRIES: list[dict[str, Any]] = MANIFEST["entries"]
 NOT_CORPUS = {"MANIFEST.json", "README.md", "make_corpus.py", "__pycache__"}
@@ -200,7 +201,8 @@ def test_constant_columns_get_zero_width_bounds_and_still_release():
 
 
 def test_nan_inf_rows_can_be_dropped_explicitly():
-    ds = load_dataset(BAD / "nan_inf.csv", label="y", task="classification", classes=[0, 1], drop_nonfinite=True,
+    ds = load_dataset(BAD / "nan_inf.csv", label="y", task="classification", classes=[0, 1],
+                      drop_nonfinite=True,
                       bounds={"a": (0, 10), "b": (0, 10), "c": (0, 10)})
     assert ds.n_dropped == 3 and ds.n_samples == 17
 
@@ -344,7 +346,8 @@ def test_cli_internal_error_is_one_line_with_status_1(monkeypatch, capsys, tmp_p
     monkeypatch.setattr(LocalGaussian, "release", boom)
     monkeypatch.delenv("DPCORE_DEBUG", raising=False)
     code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
-                     str(tmp_path / "r.csv"), "--data-bounds", "--label", "y", "--task", "classification", "--classes", "0,1")
+                     str(tmp_path / "r.csv"), "--data-bounds", "--label", "y",
+                     *CLASS_ARGS)
     assert code == 1 and err.strip().splitlines() == [
         "dpcore: internal error (RuntimeError): unexpected (DPCORE_DEBUG=1 shows the traceback)"]
     assert not list(tmp_path.iterdir())
@@ -389,7 +392,8 @@ def _is_number(text: str) -> bool:
 
 def test_cli_refuses_an_output_folder_that_does_not_exist(tmp_path, capsys):
     code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
-                     str(tmp_path / "missing" / "r.csv"), "--data-bounds", "--label", "y", "--task", "classification", "--classes", "0,1")
+                     str(tmp_path / "missing" / "r.csv"), "--data-bounds", "--label", "y",
+                     *CLASS_ARGS)
     _assert_cli_error(code, err, "does not exist")
     assert not (tmp_path / "missing").exists()
 
@@ -409,7 +413,8 @@ def test_cli_removes_a_half_written_release(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
-                     str(out / "r.csv"), "--data-bounds", "--label", "y", "--task", "classification", "--classes", "0,1")
+                     str(out / "r.csv"), "--data-bounds", "--label", "y",
+                     *CLASS_ARGS)
     _assert_cli_error(code, err, "No space left on device")
     assert not list(out.iterdir())
 
@@ -522,7 +527,8 @@ def test_cli_rejects_hostile_parameters(mech, extra, fragment, tmp_path, capsys)
     out = tmp_path / "out"
     out.mkdir()
     code, err = _cli(capsys, "release", mech, str(BAD / "far_outside_bounds.csv"), "-o",
-                     str(out / "r.csv"), "--label", "y", "--task", "classification", "--classes", "0,1", "--bounds",
+                     str(out / "r.csv"), "--label", "y", *CLASS_ARGS,
+                     "--bounds",
                      str(BAD / "far_outside_bounds.bounds.json"), *extra)
     _assert_cli_error(code, err, fragment)
     assert not list(out.iterdir())
@@ -533,7 +539,8 @@ def test_cli_hostile_parameter_baseline_succeeds(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     code, err = _cli(capsys, "release", "dpmix", str(BAD / "far_outside_bounds.csv"), "-o",
-                     str(out / "r.csv"), "--label", "y", "--task", "classification", "--classes", "0,1", "--bounds",
+                     str(out / "r.csv"), "--label", "y", *CLASS_ARGS,
+                     "--bounds",
                      str(BAD / "far_outside_bounds.bounds.json"), "--ell", "4", "--n-mixtures", "50")
     assert code == 0, err
     assert (out / "r.csv").exists() and (out / "r.card.json").exists()
