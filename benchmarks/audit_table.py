@@ -400,18 +400,18 @@ def _rp_gaussian(cls: type, runs: int, seed: int, bad: bool) -> Samples:
 
 
 def _pca_identity(cls: type, runs: int, seed: int, bad: bool) -> Samples:
-    # replace-one on [-1, 1]^2, p = 1: private rows at the corners -1 and +1. The public split
-    # (10% of the rows, both corners) puts W along (1, 1)/sqrt 2, for which this pair is worst case.
+    # replace-one on [-1, 1]^2, p = 1: private rows at the corners -1 and +1. The public rows (a
+    # separate table at both corners) put W along (1, 1)/sqrt 2, for which this pair is worst case.
     d = 2
     a, b = -np.ones(d), np.ones(d)
+    public = np.vstack([a, b, a, b])
     with _patch("dpcore.mechanisms.baselines", ("laplace_scale",), bad):
-        rel = cls(epsilon=EPS, n_components=1, bounds=(-1.0, 1.0), random_state=seed).release(
-            _two_blocks(a, b, runs))
+        rel = cls(epsilon=EPS, n_components=1, bounds=(-1.0, 1.0), public_data=public,
+                  random_state=seed).release(_two_blocks(a, b, runs))
     rec = rel.noise[0]
-    priv = rel.diagnostics["private_rows"]
     c0, c1 = rel.transform(a[None, :])[0], rel.transform(b[None, :])[0]
     s = laplace_llr(rel.data, c0, c1, rec.scale)
-    return Samples(s[priv < runs], s[priv >= runs], rel.guarantee.epsilon, 0.0, rel.guarantee.kind,
+    return Samples(s[:runs], s[runs:], rel.guarantee.epsilon, 0.0, rel.guarantee.kind,
                    rel.guarantee.neighbouring, laplace_ceiling(c0, c1, rec.scale),
                    {"sensitivity attained": math.isclose(rec.sensitivity, float(np.abs(c1 - c0).sum()),
                                                           rel_tol=1e-9)})
@@ -436,7 +436,8 @@ def _modips(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     after = before.copy()
     after[0] = 1.0
     X, y = _class_data(before, after, half)
-    kw = dict(bounds=(-1.0, 1.0), classes=np.arange(2 * half), task="classification")
+    kw = dict(bounds=(-1.0, 1.0), classes=np.arange(2 * half), task="classification",
+              label_privacy="within-class")
     s0, s1 = [], []
     for r in range(math.ceil(runs / half)):
         with _patch("dpcore.mechanisms.baselines", ("laplace_scale",), bad):
@@ -478,7 +479,7 @@ def _ron_gauss(cls: type, runs: int, seed: int, bad: bool) -> Samples:
         after = before.copy()
         after[0] = w
         X, y = _class_data(before, after, half)
-        kw.update(classes=np.arange(2 * half), task="classification")
+        kw.update(classes=np.arange(2 * half), task="classification", label_privacy="within-class")
         exact = cls(epsilon=math.inf, **kw).release(np.vstack([before, after]),
                                                    np.repeat([0, half], n_c))
         with _patch("dpcore.mechanisms.ron_gauss", ("laplace_scale",), bad):
@@ -574,8 +575,8 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
     AuditSpec("local-gaussian", "dpcore.mechanisms.local_gaussian", "LocalGaussian", "replace-one",
               "d = 2, [0, 1]^2, analytic", "projection of a released row on (1, 1)",
               "rows of one release", 1_000_000, 200_000, _local_gaussian),
-    AuditSpec("ron-gauss", "dpcore.mechanisms.ron_gauss", "RONGauss", "replace-one",
-              f"Alg. 5, d = 2, p = 1, n_c = {RON_N_C}, sound", "LLR of noisy class mean + second "
+    AuditSpec("ron-gauss", "dpcore.mechanisms.ron_gauss", "RONGauss", "replace-one-within-class",
+              f"Alg. 5 (within-class), d = 2, p = 1, n_c = {RON_N_C}, sound", "LLR of noisy class mean + second "
               "moment (diagnostics)", "classes of several releases", 3000, 400, _ron_gauss),
     AuditSpec("pca-gauss", "dpcore.mechanisms.pca_gauss", "PCAGauss", "replace-one",
               "Alg. 1, d = 4, p = 2, n = 10, tight", "LLR of the noisy top-2 eigenvalues "
@@ -598,10 +599,10 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
               "d = 4, k = 2", "LLR of a released row", "rows of one release", 1_000_000, 200_000,
               _identity_laplace),
     AuditSpec("pca-identity", "dpcore.mechanisms.baselines", "PCAIdentity", "replace-one",
-              "d = 2, p = 1, public_fraction = 0.1", "LLR of a released row", "private rows of one "
+              "d = 2, p = 1, public_data at both corners", "LLR of a released row", "private rows of one "
               "release", 1_000_000, 200_000, _pca_identity),
-    AuditSpec("modips", "dpcore.mechanisms.baselines", "MODIPS", "replace-one",
-              f"classification, d = 1, n_c = {MODIPS_N_C}", "LLR of noisy class mean + second moment "
+    AuditSpec("modips", "dpcore.mechanisms.baselines", "MODIPS", "replace-one-within-class",
+              f"classification (within-class), d = 1, n_c = {MODIPS_N_C}", "LLR of noisy class mean + second moment "
               "(diagnostics)", "classes of several releases", 4000, 600, _modips),
     AuditSpec("rp-gaussian", "dpcore.mechanisms.baselines", "RPGaussian", "replace-one",
               "d = 2, k = 1, analytic", "projection of a released row", "rows of one release",
