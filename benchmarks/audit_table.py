@@ -575,7 +575,8 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
     AuditSpec("local-gaussian", "dpcore.mechanisms.local_gaussian", "LocalGaussian", "replace-one",
               "d = 2, [0, 1]^2, analytic", "projection of a released row on (1, 1)",
               "rows of one release", 1_000_000, 200_000, _local_gaussian),
-    AuditSpec("ron-gauss", "dpcore.mechanisms.ron_gauss", "RONGauss", "replace-one-within-class",
+    AuditSpec("ron-gauss", "dpcore.mechanisms.ron_gauss", "RONGauss",
+              "replace-one-within-class",
               f"Alg. 5 (within-class), d = 2, p = 1, n_c = {RON_N_C}, sound", "LLR of noisy class mean + second "
               "moment (diagnostics)", "classes of several releases", 3000, 400, _ron_gauss),
     AuditSpec("pca-gauss", "dpcore.mechanisms.pca_gauss", "PCAGauss", "replace-one",
@@ -601,7 +602,8 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
     AuditSpec("pca-identity", "dpcore.mechanisms.baselines", "PCAIdentity", "replace-one",
               "d = 2, p = 1, public_data at both corners", "LLR of a released row", "private rows of one "
               "release", 1_000_000, 200_000, _pca_identity),
-    AuditSpec("modips", "dpcore.mechanisms.baselines", "MODIPS", "replace-one-within-class",
+    AuditSpec("modips", "dpcore.mechanisms.baselines", "MODIPS",
+              "replace-one-within-class",
               f"classification (within-class), d = 1, n_c = {MODIPS_N_C}", "LLR of noisy class mean + second moment "
               "(diagnostics)", "classes of several releases", 4000, 600, _modips),
     AuditSpec("rp-gaussian", "dpcore.mechanisms.baselines", "RPGaussian", "replace-one",
