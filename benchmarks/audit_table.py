@@ -577,7 +577,8 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
               "rows of one release", 1_000_000, 200_000, _local_gaussian),
     AuditSpec("ron-gauss", "dpcore.mechanisms.ron_gauss", "RONGauss",
               "replace-one-within-class",
-              f"Alg. 5 (within-class), d = 2, p = 1, n_c = {RON_N_C}, sound", "LLR of noisy class mean + second "
+              f"Alg. 5 (within-class), d = 2, p = 1, n_c = {RON_N_C}, sound",
+              "LLR of noisy class mean + second "
               "moment (diagnostics)", "classes of several releases", 3000, 400, _ron_gauss),
     AuditSpec("pca-gauss", "dpcore.mechanisms.pca_gauss", "PCAGauss", "replace-one",
               "Alg. 1, d = 4, p = 2, n = 10, tight", "LLR of the noisy top-2 eigenvalues "
@@ -604,7 +605,8 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
               "release", 1_000_000, 200_000, _pca_identity),
     AuditSpec("modips", "dpcore.mechanisms.baselines", "MODIPS",
               "replace-one-within-class",
-              f"classification (within-class), d = 1, n_c = {MODIPS_N_C}", "LLR of noisy class mean + second moment "
+              f"classification (within-class), d = 1, n_c = {MODIPS_N_C}",
+              "LLR of noisy class mean + second moment "
               "(diagnostics)", "classes of several releases", 4000, 600, _modips),
     AuditSpec("rp-gaussian", "dpcore.mechanisms.baselines", "RPGaussian", "replace-one",
               "d = 2, k = 1, analytic", "projection of a released row", "rows of one release",
