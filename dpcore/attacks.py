@@ -32,7 +32,10 @@ instantiation"):
      test of the released model's mean.
    * ``"closest-row"`` — for releases whose rows are not aligned with the input (dpmix mixtures,
      pca-identity's private rows): minus the distance from the target (mapped into the release's
-     space) to the closest released row.
+     space by its public transform) to the closest released row. Releases with no public map
+     (jl-laplace; PCA-Gauss Alg. 1, whose ``W`` is private — its default falls back to this
+     statistic) place the target where a noise-free run with the same seed on the candidate rows
+     puts it: exact for a data-independent projection, a weak guess for a data-dependent one.
 3. **The ROC curve and AUC** of the score (:func:`sklearn.metrics.roc_curve`), and the **empirical
    lower bound on epsilon** (:func:`epsilon_lower_bound`, the estimator the statistical audits in
    ``benchmarks/audit_table.py`` and ``tests/test_audit.py`` import from here): any
@@ -380,13 +383,6 @@ def _position_score(rel: Release, centres: np.ndarray, position: int) -> float:
     raise ValueError(f"no position test for {rec.distribution!r} noise")
 
 
-def _in_release_space(rel: Release, X: np.ndarray) -> np.ndarray:
-    try:
-        return rel.transform(X)
-    except ValueError:  # no public transform (jl-laplace): the rows themselves
-        return np.asarray(X, dtype=float)
-
-
 def _model_score(rel: Release, pair: MembershipPair, table: Dataset, label: Any) -> float:
     Z = np.asarray(rel.data, dtype=float)
     rows = np.ones(Z.shape[0], dtype=bool)
@@ -396,18 +392,20 @@ def _model_score(rel: Release, pair: MembershipPair, table: Dataset, label: Any)
             return 0.0
     same = np.ones(table.n_samples, dtype=bool) if label is None or table.y is None else table.y == label
     out = pair.table(table, member=False)
-    t_in, t_out = _in_release_space(rel, np.vstack([pair.x_in, pair.x_out]))
+    t_in, t_out = rel.transform(np.vstack([pair.x_in, pair.x_out]))
     u = t_in - t_out
     norm = float(np.linalg.norm(u))
     if norm == 0:
         return 0.0
-    m_out = _in_release_space(rel, out.X[same]).mean(axis=0)
+    m_out = rel.transform(out.X[same]).mean(axis=0)
     return float((Z[rows].mean(axis=0) - m_out) @ (u / norm))
 
 
-def _closest_row_score(rel: Release, pair: MembershipPair) -> float:
+def _closest_row_score(rel: Release, pair: MembershipPair, centres: np.ndarray | None) -> float:
+    """Minus the distance from the target in the release's space (its public transform, or else
+    the noise-free run on the candidate rows, ``centres[1]``) to the closest released row."""
     Z = np.asarray(rel.data, dtype=float)
-    t = _in_release_space(rel, pair.x_in[None, :])[0]
+    t = centres[1] if centres is not None else rel.transform(pair.x_in[None, :])[0]
     return -float(np.min(np.linalg.norm(Z - t, axis=1)))
 
 
@@ -519,6 +517,7 @@ def membership_game(
     cls = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
     if int(trials) < min_trials:
         raise ValueError(f"trials must be at least {min_trials}, got {trials}")
+    chosen = statistic
     statistic = statistic or attack_statistic(cls.name)
     if statistic not in STATISTIC_TEXT:
         raise ValueError(f"statistic must be one of {sorted(STATISTIC_TEXT)}, got {statistic!r}")
@@ -534,6 +533,18 @@ def membership_game(
         input_scale=None if proj is None else np.broadcast_to(proj["scale"], (train.n_features,)))
     if statistic == "position" and np.asarray(first.data).shape[0] != train.n_samples:
         raise ValueError(f"{cls.name} does not release one row per input row: use 'closest-row'")
+    try:
+        first.transform(train.X[:1])
+        public_map = True
+    except ValueError:
+        public_map = False
+    if statistic == "model" and not public_map and chosen is None:
+        statistic = "closest-row"  # e.g. PCA-Gauss Alg. 1, whose W is private
+    if statistic == "model" and not public_map:
+        raise ValueError(f"the {cls.name} release has no public map of real rows into its space, which "
+                         "the 'model' statistic needs: use 'closest-row'")
+    # the position test, and closest-row without a public map, read the noise-free candidate rows
+    needs_centres = statistic == "position" or not public_map
     label = None if train.y is None or train.task != "classification" else train.y[pair.position]
     tables = (pair.table(train, member=False), pair.table(train, member=True))
     probe = pair.probe(train)
@@ -551,13 +562,14 @@ def membership_game(
         for world in (0, 1):
             s = int(seeds[2 * t + world].generate_state(1)[0])
             rel = _release(cls, params, tables[world], s)
+            centres = np.asarray(_release(cls, params, probe, s, epsilon=math.inf).data,
+                                 float)[:2] if needs_centres else None
             if statistic == "position":
-                centres = np.asarray(_release(cls, params, probe, s, epsilon=math.inf).data, float)[:2]
                 score = _position_score(rel, centres, pair.position)
             elif statistic == "model":
                 score = _model_score(rel, pair, train, label)
             else:
-                score = _closest_row_score(rel, pair)
+                score = _closest_row_score(rel, pair, centres)
             scores[world].append(score)
         if progress is not None:
             progress(t + 1, int(trials), np.asarray(scores[0]), np.asarray(scores[1]))

@@ -73,8 +73,9 @@ results: dict = ss.setdefault("_attack_results", {})
 
 def game(resume: tuple[list[float], list[float]], **kwargs) -> attacks.AttackResult | None:
     try:
-        res = attacks.membership_game(name, params, train, target=target, trials=int(trials),
-                                      statistic=statistic, seed=0, resume=resume, **kwargs)
+        res = attacks.membership_game(  # the default statistic: the library's (it may fall back)
+            name, params, train, target=target, trials=int(trials),
+            statistic=None if statistic == default_stat else statistic, seed=0, resume=resume, **kwargs)
     except ValueError as exc:
         st.error(str(exc))
         return None
@@ -117,9 +118,13 @@ elif run or autorun:
     bar = st.progress(0.0, "Drawing releases...")
     step = max(1, int(trials) // 50)
 
+    t0 = ss["_attack_partial"]["t0"]
+
     def progress(done: int, total: int, s0, s1) -> None:
         if done % step == 0 or done == total:
-            bar.progress(done / total, f"{done} of {total} trials (2 releases each)")
+            left = (time.perf_counter() - t0) / done * (total - done)
+            bar.progress(done / total, f"{done} of {total} trials (2 releases each), about "
+                                       f"{left:.0f} s left — Stop keeps what is drawn")
 
     game(ss["_attack_partial"]["scores"], progress=progress, stop=lambda: bool(ss.get("_attack_stop")))
     bar.empty()

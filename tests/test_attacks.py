@@ -188,6 +188,20 @@ def test_benchmark_script_prints_the_table(capsys):
     assert "| identity-laplace (position) | 10 |" in out and "12 trials per world" in out
 
 
+def test_releases_without_a_public_map(small_digits):
+    # jl-laplace keeps P secret: closest-row places the target by the noise-free run on the
+    # candidate rows; at a huge epsilon the released target row is then the closest one
+    res = attacks.membership_game("jl-laplace", {"epsilon": 1e4}, small_digits, trials=20,
+                                  statistic="closest-row")
+    assert res.statistic == "closest-row" and res.auc == 1.0
+    # PCA-Gauss Alg. 1 (unsupervised) has a private W: the model test needs a map, the default
+    # falls back to closest-row, and asking for "model" explicitly is refused
+    unsup = replace(small_digits, y=None, task="unsupervised", label_name=None, classes=None)
+    assert attacks.membership_game("pca-gauss", {}, unsup, trials=10).statistic == "closest-row"
+    with pytest.raises(ValueError, match="no public map"):
+        attacks.membership_game("pca-gauss", {}, unsup, trials=10, statistic="model")
+
+
 def test_not_private_release_is_caught_on_real_rows(small_digits):
     # epsilon = inf: no noise, the released row at the position IS the target
     res = attacks.membership_game("local-gaussian", {"epsilon": math.inf}, small_digits, trials=100)
