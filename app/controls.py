@@ -127,7 +127,7 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
 
 def mechanism_controls(mech: type[Mechanism], ds: Dataset) -> dict[str, Any]:
     """All schema controls of ``mech``; returns the keyword arguments for its constructor."""
-    return {p.name: param_control(mech, p, ds) for p in mech.params}
+    return {**{p.name: param_control(mech, p, ds) for p in mech.params}, **public_args(mech)}
 
 
 def stored_params(mech: type[Mechanism]) -> dict[str, Any]:
@@ -145,4 +145,14 @@ def stored_params(mech: type[Mechanism]) -> dict[str, Any]:
             rest = (1 - float(value)) / (n_parts - 1)
             value = (float(value), *([rest] * (n_parts - 1)))
         out[p.name] = value
-    return out
+    return {**out, **public_args(mech)}
+
+
+def public_args(mech: type[Mechanism]) -> dict[str, Any]:
+    """``public_data`` for mechanisms that take it, from the Data page's public table (if any)."""
+    if "public_data" not in mech.extra_args:
+        return {}
+    from app.state import public_table  # deferred: app.state's users import this module
+
+    table = public_table()
+    return {} if table is None else {"public_data": table}

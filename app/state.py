@@ -8,6 +8,7 @@ parsing is cached across sessions with ``st.cache_data``.
 from __future__ import annotations
 
 import gc
+import hashlib
 import sys
 import tomllib
 import warnings
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpcore.data import Dataset, bundled_datasets, load_dataset
+from dpcore.data import Dataset, bundled_datasets, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
@@ -215,3 +216,44 @@ def read_ledger_upload(data: bytes, name: str) -> Ledger:
         raise DataValidationError(f"{name} is not a dpcore ledger file: larger than "
                                   f"{MAX_LEDGER_BYTES // 2**20} MB")
     return Ledger.from_json(data, name)
+
+
+class PublicTable:
+    """Public reference rows uploaded on the Data page (``public_data`` of PubPCA / pca-identity).
+
+    Kept apart from the private table; its short repr (the SHA-256 of the rows) keys the caches.
+    """
+
+    def __init__(self, X: np.ndarray, name: str, columns: list[str]) -> None:
+        self.X = np.ascontiguousarray(X, dtype=float)
+        self.name = name
+        self.columns = list(columns)
+        self.sha256 = hashlib.sha256(self.X.tobytes()).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"PublicTable({self.sha256[:16]}, {self.X.shape[0]} rows)"
+
+
+def public_table(ds: Dataset | None = None) -> PublicTable | None:
+    """The uploaded public rows, if they match the current dataset's columns."""
+    table = st.session_state.get("public_table")
+    ds = ds or dataset()
+    if table is None or table.columns != list(ds.feature_names):
+        return None
+    return table
+
+
+def load_public_table(raw: bytes, filename: str, ds: Dataset) -> PublicTable:
+    """Read an uploaded public table with the dataset's feature columns (the label, if present, is
+    dropped). Raises ``ValueError`` naming the columns when they do not match."""
+    frame = read_table(raw, filename, max_bytes=upload_limit_bytes())
+    frame = frame.drop(columns=[c for c in [ds.label_name] if c and c in frame.columns])
+    missing = [c for c in ds.feature_names if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the public table lacks the columns {missing[:5]}"
+                         f"{' ...' if len(missing) > 5 else ''} of the private table")
+    X = frame[ds.feature_names].to_numpy(dtype=float)
+    if not np.isfinite(X).all():
+        raise ValueError("the public table has missing or infinite values")
+    return PublicTable(X, filename, ds.feature_names)
+

@@ -153,6 +153,25 @@ if st.button("Apply these bounds as public"):
         st.session_state.data_warnings = state.data_bounds_warning(new_ds)
         st.rerun()
 
+st.subheader("Public reference table (optional)")
+st.markdown(
+    "PCA-Gauss with `pca_source = public` and the pca-identity baseline compute their basis from "
+    "**public** rows: a separate table with the same columns, e.g. a published sample or last "
+    "year's released data. It is never a part of the private table; the card records its SHA-256.")
+public_upload = st.file_uploader("Public table (CSV, Parquet or .npz)", key="public_upload",
+                                 type=["csv", "gz", "parquet", "pq", "npz", "txt", "tsv"])
+if public_upload is not None:
+    try:
+        st.session_state.public_table = state.memo(
+            ("public", public_upload.file_id, ds.fingerprint),
+            lambda: state.load_public_table(public_upload.getvalue(), public_upload.name, ds))
+    except ValueError as exc:
+        st.error(md_escape(str(exc).strip().splitlines()[0] if str(exc).strip() else "bad file"))
+current_public = state.public_table(ds)
+if current_public is not None:
+    st.caption(f"Public rows: {current_public.X.shape[0]:,} from "
+               f"{md_escape(current_public.name)} (sha256 {current_public.sha256[:16]}...)")
+
 st.subheader("Held-out split")
 st.slider("Fraction of rows held out as real test data (utility evaluation only)", 0.1, 0.5,
           key="p:test_size", step=0.05, **initial("p:test_size"))
