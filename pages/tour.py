@@ -12,6 +12,7 @@ import streamlit as st
 from app import state
 from app.controls import initial
 from app.figures.tour import dpmix_figure, odds_figure, qq_figure, snr_figure
+from app.markdown import md_escape
 from dpcore import teaching
 
 ATTACK_PAGE = Path(__file__).resolve().parent / "attack.py"
@@ -19,7 +20,7 @@ ATTACK_EPSILONS = (0.1, 1.0, 10.0)
 
 st.title("Teaching tour")
 ds = state.dataset()
-label = st.session_state.dataset_label
+label = md_escape(st.session_state.dataset_label)
 st.caption(f"Short guided scenarios on the chosen dataset (*{label}*; change it on the Data page). "
            "Each runs in about a second.")
 
