@@ -93,3 +93,75 @@ def test_dpmix_download_from_the_release_page_has_all_rows(served):
     assert card["parameters"]["n_mixtures"] is None and card["parameters"]["sigma_x"] is None
     # the nominal epsilon is what the card guarantees (calibrated, not a fixed sigma = 1)
     assert card["guarantee"]["epsilon"] == pytest.approx(card["parameters"]["epsilon"], rel=1e-6)
+
+
+def _spec(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def test_compare_defaults_exclude_mechanisms_that_cannot_be_evaluated_and_say_why():
+    at = new_app()
+    goto(at, "compare")
+    chosen = at.multiselect(key="p:compare_mechs").value
+    assert chosen and "jl-laplace" not in chosen
+    assert at.number_input(key="p:compare_trials").value >= 3
+    assert any("jl-laplace" in c.value and "secret" in c.value for c in at.caption)
+
+
+def test_compare_sweep_is_labelled_not_private_with_intervals_in_range_and_no_stale_controls(served):
+    at = new_app()
+    goto(at, "compare")
+    at.multiselect(key="p:compare_mechs").set_value(["local-gaussian", "modips", "jl-laplace"]).run()
+    at.multiselect(key="p:compare_eps").set_value([0.1, 50.0]).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    # after the sweep: no "To compute" caption, no Stop button
+    assert not any(c.value.startswith(("To compute", "Computing")) for c in at.caption)
+    assert [b.label for b in at.button] == ["Run sweep"]
+    # jl-laplace is not run as a classifier, and the page says why
+    assert any("jl-laplace was not evaluated" in w.value and "secret" in w.value for w in at.warning)
+    frame = at.dataframe[-2].value
+    assert set(frame["mechanism"]) == {"local-gaussian", "modips"}
+    acc = frame[frame["metric"].str.endswith("accuracy")]
+    assert (acc["lo"] >= 0).all() and (acc["hi"] <= 1).all() and (acc["n_trials"] == 3).all()
+    # at epsilon = 0.1 the results sit at the majority rate: marked, and no winner named
+    low = acc[acc["x"] == 0.1]
+    assert low["vs_chance"].str.startswith("not distinguishable").any()
+    best = at.dataframe[0].value.set_index("epsilon")
+    for eps, row in best.iterrows():
+        verdicts = acc[(acc["x"] == eps) & (acc["metric"] == acc["metric"].iloc[0])]
+        winner = verdicts[verdicts["mechanism"] == row["mechanism"]]
+        assert winner.empty or not winner["vs_chance"].iloc[0].startswith("not distinguishable")
+    # labelled NOT differentially private: page, plot, file name and inside the file
+    assert any("NOT differentially private" in w.value for w in at.warning)
+    assert "NOT differentially private" in json.dumps(_spec(at.get("plotly_chart")[0])["layout"])
+    data, filename = download(at, served, "Download all numbers")
+    assert "NOT-DP" in filename
+    assert data.decode().splitlines()[0].startswith("# ") and "NOT differentially private" in \
+        data.decode().splitlines()[0]
+    back = pd.read_csv(io.BytesIO(data), comment="#")
+    assert len(back) == len(frame) and back["privacy"].str.contains("NOT differentially").all()
+
+
+def test_utility_download_is_labelled_not_private(served):
+    at = new_app()
+    goto(at, "utility")
+    at.multiselect(key="p:utility_eps").set_value([1.0]).run()
+    at.slider(key="p:utility_trials").set_value(2).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("NOT differentially private" in c.value for c in at.caption)
+    data, filename = download(at, served, "Download the numbers")
+    assert filename == "utility-local-gaussian-NOT-DP.csv"
+    assert "NOT differentially private" in data.decode().splitlines()[0]
+    frame = pd.read_csv(io.BytesIO(data), comment="#")
+    assert set(frame["metric"]) == {"svm_accuracy", "logreg_accuracy"}
+    assert ((frame["lo"] >= 0) & (frame["hi"] <= 1)).all()
+
+
+def test_utility_page_says_why_jl_laplace_cannot_be_evaluated_on_a_classification_task():
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("jl-laplace").run()
+    goto(at, "utility")
+    assert any("secret" in w.value for w in at.warning)
+    assert not at.button  # nothing to run that would fail

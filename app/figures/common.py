@@ -41,6 +41,24 @@ def release_scatter_figure(real_2d: np.ndarray | None, released_2d: np.ndarray,
     return fig
 
 
+def log_ticks(lo: float, hi: float, steps: tuple[float, ...] = (1, 2, 5)) -> dict:
+    """Plotly axis settings for readable log ticks: ``steps`` per decade written out in full.
+
+    Plotly's default log labels read "0.1 2 5 1 2 5 10"; these read "0.1 0.2 0.5 1 2 5 10".
+    ``lo``, ``hi`` (> 0) are the data range; only ticks inside it (with one step of margin) are
+    kept, thinned to 1 and 10 steps when more than 12 would show.
+    """
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi <= 0:
+        return {}
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    values = [s * 10.0**e for e in decades for s in steps]
+    values = [v for v in values if lo / 2.5 <= v <= hi * 2.5]
+    if len(values) > 12:
+        values = [v for v in values if np.isclose(np.log10(v) % 1, 0) or np.isclose(np.log10(v) % 1, 1)]
+    return {"tickvals": values, "ticktext": [f"{v:g}" for v in values]}
+
+
 def noise_table(noise_records: list) -> list[dict]:
     """Rows for a table of noisy statistics (sensitivity, scale, distribution, source)."""
     return [

@@ -59,6 +59,8 @@ class Mechanism:
     capabilities: ClassVar[frozenset[str]] = frozenset()
     #: True for the papers' comparison baselines (Compare page)
     baseline: ClassVar[bool] = False
+    #: False when real rows cannot be mapped into the release's space (a secret projection)
+    public_transform: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -523,6 +523,7 @@ class JLLaplace(Mechanism):
     guarantee_kind = "pure"
     space = "projected"
     capabilities = frozenset({"distances"})
+    public_transform = False  # P is secret (section 3.1): Release.transform raises
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
