@@ -64,18 +64,18 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
     number box meaning "automatic".
     """
     key = f"{WIDGET_PREFIX}{mech.name}:{p.name}"
-    label = p.name.replace("_", " ") + (" 🔒" if p.privacy else "")
+    label = p.name.replace("_", " ") + (" :material/lock:" if p.privacy else "")
     common = {"key": key, "help": p.help, "disabled": disabled}
     if p.name == "epsilon":
         default = float(p.default)
         eps_grid = sorted({*EPSILON_GRID, default})  # the schema default is always a choice
-        return st.select_slider("ε (epsilon) 🔒", eps_grid, format_func=_fmt,
+        return st.select_slider("ε (epsilon) :material/lock:", eps_grid, format_func=_fmt,
                                 **initial(key, "value", default), **common)
     if p.name == "delta" or (p.kind == "float" and p.log and p.high == 1.0):
         values = sorted({*DELTA_GRID, *([] if p.default is None else [float(p.default)])})
         grid: list[float | None] = [None, *values] if p.optional else values
         default = p.default
-        return st.select_slider("δ (delta) 🔒" if p.name == "delta" else label, grid,
+        return st.select_slider("δ (delta) :material/lock:" if p.name == "delta" else label, grid,
                                 format_func=lambda v: "1/n" if v is None else f"{v:.0e}",
                                 **initial(key, "value", default), **common)
     if p.kind == "bool":

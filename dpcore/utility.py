@@ -80,6 +80,7 @@ __all__ = [
     "exploration_filename",
     "NOT_DP_NOTICE",
     "random_guess_rmse",
+    "release_class_labels",
     "real_reference",
     "regression_metrics",
     "utility_sweep",
@@ -466,6 +467,11 @@ def _release_labels(release: Any) -> np.ndarray | None:
         idx = np.argmax(labels, axis=1)
         return np.asarray(classes)[idx] if classes is not None else idx
     return labels
+
+
+def release_class_labels(release: Any) -> np.ndarray | None:
+    """One label per released row: soft or one-hot label columns decoded to their class."""
+    return _release_labels(release)
 
 
 def _map_to_release_space(release: Any, X: np.ndarray) -> np.ndarray | None:

@@ -84,7 +84,7 @@ else:
 
 ds = state.dataset()
 for msg in st.session_state.get("data_warnings", []) if ds.bounds_source == "data" else []:
-    st.warning(md_escape(msg), icon="⚠️")
+    st.warning(md_escape(msg), icon=":material/warning:")
 
 st.subheader("Preview")
 c1, c2, c3, c4 = st.columns(4)
@@ -107,7 +107,7 @@ st.markdown(
 if ds.bounds_source == "data":
     st.error("Some bounds below were computed from the private data: the release card will say "
              "`bounds_source: data` and that the guarantee does NOT hold. Enter public bounds.",
-             icon="🚨")
+             icon=":material/report:")
 else:
     st.success(f"Bounds source: **{ds.bounds_source}**.")
 origin = ds.meta.get("bounds_origin", {}) if ds.meta else {}

@@ -7,10 +7,12 @@ opened and counted.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -165,3 +167,75 @@ def test_utility_page_says_why_jl_laplace_cannot_be_evaluated_on_a_classificatio
     goto(at, "utility")
     assert any("secret" in w.value for w in at.warning)
     assert not at.button  # nothing to run that would fail
+
+
+def test_explore_scatter_has_axis_titles_with_units_and_a_class_legend():
+    at = new_app()
+    goto(at, "explore")
+    spec = _spec(at.get("plotly_chart")[0])
+    layout = spec["layout"]
+    assert "units" in layout["xaxis"]["title"]["text"] and "units" in layout["yaxis"]["title"]["text"]
+    legend = [t["name"] for t in spec["data"] if t.get("showlegend", True)]
+    assert sorted(legend, key=int) == [str(c) for c in range(10)]  # digits: one entry per class
+    assert layout["legend"]["title"]["text"] == "class"
+    # each class trace holds exactly the plotted released rows of that class
+    from app.runner import preview_rows
+    from dpcore.utility import release_class_labels
+
+    key = next(k for k in at.session_state._memo if k[0] == "explore" and len(k) == 6)
+    labels = release_class_labels(at.session_state._memo[key].release).astype(int)
+    plotted = labels[preview_rows(len(labels))]
+    for trace in spec["data"]:
+        if trace.get("showlegend", True):
+            assert len(_values(trace["x"])) == int(np.sum(plotted == int(trace["name"])))
+
+
+def _values(v) -> np.ndarray:
+    """A Plotly JSON array (a list or a typed array ``{"dtype", "bdata"}``) as numpy."""
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+    return np.asarray(v)
+
+def test_log_axes_read_as_plain_numbers_and_formulas_are_not_raw_ascii():
+    from app.figures.common import log_ticks
+    from app.figures.distances import best_k_text, variance_vs_k_figure
+
+    ticks = log_ticks(0.1, 10)
+    assert ticks["ticktext"][:7] == ["0.1", "0.2", "0.5", "1", "2", "5", "10"]
+    wide = log_ticks(1e-6, 1e9)["ticktext"]
+    assert wide == ["10<sup>-6</sup>", "10<sup>-4</sup>", "0.01", "1", "100", "10000", "10<sup>6</sup>",
+                    "10<sup>8</sup>"]
+    fig = variance_vs_k_figure([1, 2, 5, 10, 20], 4.0, 0.01, k_opt=0.1)
+    text = json.dumps(fig.to_plotly_json(), ensure_ascii=False)
+    assert "rho" not in text and "s2" not in text and "ρ²" in text and "σ⁴" in text
+    assert fig.layout.yaxis.ticktext and "k_opt" not in text
+    assert best_k_text(0.1) == "best k = 1 (formula: 0.1 < 1, the noise dominates at every k)"
+    assert best_k_text(7.4, [1, 2, 50]) == "best k ≈ 7"
+
+
+def test_page_icons_are_material_symbols_not_emoji():
+    import re
+
+    src = (Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py").read_text()
+    icons = re.findall(r'icon="([^"]*)"', src)
+    assert len(icons) >= 9 and all(i.startswith(":material/") for i in icons), icons
+    emoji = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF]")
+    for folder in ("app", "pages"):
+        for path in (Path(__file__).resolve().parents[1] / folder).rglob("*.py"):
+            if path.name != "release.py":
+                assert not emoji.search(path.read_text()), path
+
+
+def test_interval_bands_draw_no_stray_markers():
+    from app.figures.utility import utility_curve_figure
+
+    frame = pd.DataFrame({"param": "epsilon", "x": [0.1, 10.0], "metric": "svm_accuracy",
+                          "mean": [0.1, 0.7], "lo": [0.08, 0.66], "hi": [0.12, 0.76],
+                          "baseline": 0.98, "chance": 0.1,
+                          "vs_chance": ["not distinguishable from majority", "above majority"]})
+    fig = utility_curve_figure(frame, "svm_accuracy")
+    band = next(t for t in fig.data if t.fill == "toself")
+    assert band.mode == "lines"
+    curve = next(t for t in fig.data if t.mode == "lines+markers")
+    assert list(curve.marker.symbol) == ["circle-open", "circle"]
+    assert list(fig.layout.yaxis.range) == [0, 1.02]

@@ -452,3 +452,30 @@ def test_not_private_release_offers_no_download(explore_page):
     expect(page.locator('[data-testid="stDownloadButton"]')).to_have_count(0)
     expect(page.get_by_role("button", name="Download CSV")).to_have_count(0)
     screenshot(page, "release-not-private")
+
+
+def test_first_load_icons_legend_and_labelled_compare(page):
+    """Issue 16: Material icons (no emoji font needed), the Explore scatter's class legend and
+    axis titles, and a Compare sweep labelled NOT differentially private with no stale controls."""
+    nav_icons = page.locator('[data-testid="stSidebarNav"] [data-testid="stIconMaterial"]')
+    expect(nav_icons).to_have_count(len(nav_titles(page)))
+    goto(page, "Explore")
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    expect(chart.locator(".legendtext").filter(has_text="7")).to_have_count(1)
+    expect(chart.locator(".xtitle")).to_contain_text("units of the released columns")
+    screenshot(page, "ux-explore")
+    goto(page, "Compare")
+    mechs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Mechanisms")
+    assert "jl-laplace" not in mechs.inner_text()
+    expect(page.get_by_text("Not in the default selection: jl-laplace")).to_be_visible()
+    grid_box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="ε grid")
+    for chip in ("0.5", "1.0", "5.0"):  # a smaller grid: 0.1 and 10 remain
+        rerun(page, grid_box.get_by_role("button", name=f"Remove {chip}", exact=True).click)
+    rerun(page, page.get_by_role("button", name="Run sweep").click)
+    expect(page.locator('[data-testid="stAlert"]').filter(has_text="NOT differentially private")
+           .first).to_be_visible()
+    expect(page.get_by_text("To compute")).to_have_count(0)
+    expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+    data = download(page, "Download all numbers")
+    assert data.decode().startswith("# dp-explorer Compare: NOT differentially private")
+    screenshot(page, "ux-compare")

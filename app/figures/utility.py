@@ -100,7 +100,7 @@ def utility_curve_figure(
                 fig.add_trace(go.Scatter(
                     x=np.concatenate([band["x"].to_numpy(), band["x"].to_numpy()[::-1]]),
                     y=np.concatenate([band["hi"].to_numpy(), band["lo"].to_numpy()[::-1]]),
-                    fill="toself", fillcolor=_rgba(color, 0.18), line={"width": 0},
+                    mode="lines", fill="toself", fillcolor=_rgba(color, 0.18), line={"width": 0},
                     hoverinfo="skip", showlegend=False, name=name + " 95% interval",
                 ))
             verdict = (rows["vs_chance"].fillna("") if "vs_chance" in rows
