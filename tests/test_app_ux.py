@@ -239,3 +239,21 @@ def test_interval_bands_draw_no_stray_markers():
     curve = next(t for t in fig.data if t.mode == "lines+markers")
     assert list(curve.marker.symbol) == ["circle-open", "circle"]
     assert list(fig.layout.yaxis.range) == [0, 1.02]
+
+
+@pytest.mark.parametrize("mechanism", ["dpmix", "jl-laplace", "ron-gauss"])
+def test_no_page_cites_spec(mechanism):
+    """Users do not have SPEC.md: pages, tooltips, tables and figures cite the papers instead."""
+    from tests.test_app import PAGES
+
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+    for page in PAGES:
+        goto(at, page)
+        texts = [e.proto.__str__() for kind in ("markdown", "caption", "info", "warning", "error",
+                                                "success", "dataframe", "json")
+                 for e in at.get(kind)]
+        texts += [c.proto.spec for c in at.get("plotly_chart")]
+        texts += [str(w.help) for w in [*at.slider, *at.number_input, *at.select_slider,
+                                        *at.selectbox, *at.checkbox]]
+        assert not [t for t in texts if "SPEC" in t], page

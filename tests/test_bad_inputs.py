@@ -456,12 +456,12 @@ HOSTILE_CLI = [
     ("local-gaussian", ["--delta", "1"], "delta"),
     ("local-gaussian", ["--delta", "1.5"], "delta"),
     ("local-gaussian", ["--delta", "-0.1"], "delta"),
-    ("pca-gauss", ["--n-components", "3"], "n_components"),
-    ("ron-gauss", ["--n-components", "7"], "n_components"),
+    ("pca-gauss", ["--n-components", "3"], "--n-components"),
+    ("ron-gauss", ["--n-components", "7"], "--n-components"),
     ("dpmix", ["--ell", "31"], "ell"),
-    ("dpmix", ["--n-mixtures", "0"], "n_mixtures"),
-    ("local-gaussian", ["--n-samples", "0"], "n_samples"),
-    ("ron-gauss", ["--n-samples", str(10**12)], "n_samples"),
+    ("dpmix", ["--n-mixtures", "0"], "--n-mixtures"),
+    ("local-gaussian", ["--n-samples", "0"], "--n-samples"),
+    ("ron-gauss", ["--n-samples", str(10**12)], "--n-samples"),
     ("local-gaussian", ["--n-samples", "1.5"], "n-samples"),
 ]
 

@@ -33,7 +33,7 @@ __all__ = [
 
 BOUND_LABELS = {
     "paper": "paper (Theorem 1)",
-    "tight": "tight (SPEC 6.1)",
+    "tight": "tight (Wang–Balle–Kasiviswanathan 2019, Canonne–Kamath–Steinke 2020)",
 }
 _DASH = {"tight": "solid", "paper": "dash"}
 
