@@ -538,8 +538,21 @@ def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
         text = path.read_text()
     except OSError as exc:
         raise DataValidationError(f"cannot read bounds file {path}: {exc}") from None
+    return parse_bounds(text, str(path))
+
+
+def parse_bounds(text: str, filename: str = "bounds.csv") -> dict[str, tuple[float, float]]:
+    """The text of a bounds file (formats of :func:`load_bounds_file`; JSON when ``filename``
+    ends in ``.json``, else CSV rows ``column,lo,hi`` with an optional header) as
+    ``{column: (lo, hi)}``. Used for files uploaded to the app, which are never written to disk.
+
+    Raises
+    ------
+    DataValidationError
+        Malformed entries (the message names ``filename`` and the expected formats).
+    """
     try:
-        if path.suffix.lower() == ".json":
+        if filename.lower().endswith(".json"):
             raw = json.loads(text)
             raw = raw.get("bounds", raw) if isinstance(raw, dict) else raw
             items = raw.items()
@@ -551,7 +564,7 @@ def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
         return {str(k): (float(v[0]), float(v[1])) for k, v in items}
     except (ValueError, IndexError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise DataValidationError(
-            f"bounds file {path} must map each column to [lo, hi] (JSON) or hold rows "
+            f"bounds file {filename} must map each column to [lo, hi] (JSON) or hold rows "
             f"'column,lo,hi' (CSV): {exc}"
         ) from None
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 
 import pandas as pd
 import streamlit as st
 
 from app import state
+from app.card_text import card_in_words, equivalent_command
 from app.controls import initial, mechanism_controls
 from app.markdown import md_escape
 from app.runner import draw_release
@@ -70,8 +72,6 @@ if pending:
         card = pending["card"]
 
         def record() -> None:
-            import json
-
             entry = LedgerEntry.from_card(json.loads(card), ds.name)
             if all(e.sha256 != entry.sha256 for e in ledger.entries):
                 ledger.add(entry)
@@ -86,6 +86,21 @@ if pending:
                                f"{stem}.transform.npz", "application/octet-stream",
                                on_click=record, key="dl_npz")
         st.subheader("Release card")
+        card_dict = json.loads(card)
+        st.markdown(card_in_words(card_dict))
+        bundled = st.session_state.dataset_label.startswith("bundled:")
+        sources = set(ds.bounds_sources)
+        st.markdown("**The same settings from the command line** (each run draws fresh noise "
+                    "from OS entropy; there is no seed to give):")
+        st.code(equivalent_command(card_dict, ds.name, bundled=bundled, label=ds.label_name,
+                                   has_user_bounds="user" in sources, data_bounds="data" in sources,
+                                   output=f"{stem}.csv"), language="bash")
+        if not bundled and "user" in sources:
+            public = {c: [float(lo), float(hi)] for c, (lo, hi), src in
+                      zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True) if src != "data"}
+            st.download_button("Download bounds.json (the public bounds, for --bounds)",
+                               json.dumps(public, indent=1), "bounds.json", "application/json",
+                               key="dl_bounds")
         st.json(card, expanded=False)
         # the escaped table: Streamlit's own CSV export of this preview must not carry formulas
         st.dataframe(rel.to_csv_frame().head(20), height=240)

@@ -257,3 +257,118 @@ def test_no_page_cites_spec(mechanism):
         texts += [str(w.help) for w in [*at.slider, *at.number_input, *at.select_slider,
                                         *at.selectbox, *at.checkbox]]
         assert not [t for t in texts if "SPEC" in t], page
+
+
+def _run_shown_command(at, served, tmp_path) -> dict:
+    """Run the Release page's command line (in ``tmp_path``, with its bounds.json) -> its card."""
+    import shlex
+
+    words = shlex.split(at.code[0].value)
+    assert words[:2] == ["dpcore", "release"] and "seed" not in at.code[0].value
+    out = words.index("-o")
+    words[out + 1] = str(tmp_path / "cli.csv")
+    if "--bounds" in words:
+        data, filename = download(at, served, "Download bounds.json")
+        (tmp_path / filename).write_bytes(data)
+        words[words.index("--bounds") + 1] = str(tmp_path / filename)
+    assert cli_main(words[1:]) == 0
+    return json.loads((tmp_path / "cli.card.json").read_text())
+
+
+def test_release_page_shows_card_in_words_and_a_command_that_reproduces_the_settings(served, tmp_path):
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("ron-gauss").run()
+    goto(at, "explore")
+    at.select_slider(key="p:ron-gauss:epsilon").set_value(5.0).run()
+    at.number_input(key="p:ron-gauss:n_components").set_value(7).run()
+    at.checkbox(key="p:ron-gauss:reconstruct").check().run()
+    pending = _draw_on_release_page(at, "ron-gauss")
+    words = "\n".join(m.value for m in at.markdown)
+    for needle in ("**Guarantee.**", "**Assumed public**", "n = 1,797", "**Noise added**",
+                   "Laplace noise", "**The file.**"):
+        assert needle in words, needle
+    command = at.code[0].value
+    assert "--n-components 7" in command and "--epsilon 5" in command and "--reconstruct" in command
+    assert "--projection" not in command  # defaults are left out
+    cli_card = _run_shown_command(at, served, tmp_path)
+    app_card = json.loads(pending["card"])
+    assert cli_card["parameters"] == app_card["parameters"]
+    assert cli_card["guarantee"] == app_card["guarantee"]
+
+
+def test_upload_bulk_bounds_then_release_command_reproduces_it(served, tmp_path):
+    csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    # the chosen file is previewed at once, before "Use this table"
+    preview = at.dataframe[0]  # above the current dataset's preview
+    assert list(preview.value.columns) == ["a", "b", "y"] and len(preview.value) == 20
+    assert at.session_state.dataset.name == "digits"
+    at.selectbox(key="upload_label").select("y").run()
+    at.selectbox(key="upload_task").select("classification").run()
+    next(b for b in at.button if b.label == "Use this table").click().run()
+    ds = at.session_state.dataset
+    assert ds.name == "mine.csv" and ds.bounds_source == "data"
+    # "set these columns to [lo, hi]": pick the data-bound columns, set [0, 10]
+    next(b for b in at.button if b.label.startswith("Pick the 2 column(s)")).click().run()
+    at.number_input(key="bulk_lo").set_value(0.0).run()
+    at.number_input(key="bulk_hi").set_value(10.0).run()
+    at.button(key="bulk_set").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    ds = at.session_state.dataset
+    assert ds.bounds_sources == ["user", "user"] and ds.bounds.tolist() == [[0, 10], [0, 10]]
+    assert any("every column now has public bounds" in s.value for s in at.success)
+    goto(at, "explore")
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(2.0).run()
+    pending = _draw_on_release_page(at, "local-gaussian")
+    command = at.code[0].value
+    assert "mine.csv" in command and "--label y --task classification --bounds bounds.json" in command
+    (tmp_path / "mine.csv").write_text(csv)
+    import shlex
+    words = shlex.split(command)
+    words[words.index("mine.csv")] = str(tmp_path / "mine.csv")
+    at.code[0].proto.code_text = shlex.join(words)
+    cli_card = _run_shown_command(at, served, tmp_path)
+    assert cli_card["parameters"] == json.loads(pending["card"])["parameters"]
+    assert cli_card["bounds_source"] == "user"
+
+
+def test_bounds_file_import_on_the_data_page():
+    from app.state import apply_bounds_file
+
+    csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    at.selectbox(key="upload_label").select("y").run()
+    at.selectbox(key="upload_task").select("classification").run()
+    next(b for b in at.button if b.label == "Use this table").click().run()
+    ds = at.session_state.dataset
+    assert ds.name == "mine.csv"
+    uploaders = at.get("file_uploader")
+    bounds_uploader = next(u for u in uploaders if u.proto.id and "bounds_file" in u.proto.id)
+    bounds_uploader.set_value(("b.csv", b"column,lo,hi\na,0,6\n", "text/csv")).run()
+    next(b for b in at.button if b.label == "Apply the bounds file").click().run()
+    assert not at.exception
+    new = at.session_state.dataset
+    assert new.bounds_sources == ["user", "data"] and new.bounds[0].tolist() == [0, 6]
+    assert any("still have bounds from the data" in s.value for s in at.success)
+    # the CLI's JSON format too; a file naming an unknown column is refused whole
+    ok, _ = apply_bounds_file(ds, b'{"a": [0, 6], "b": [0, 4]}', "b.json")
+    assert ok.bounds_sources == ["user", "user"] and ok.bounds.tolist() == [[0, 6], [0, 4]]
+    bad, message = apply_bounds_file(ds, b'{"a": [0, 6], "typo": [0, 4]}', "b.json")
+    assert bad is None and "typo" in message
+    bad, message = apply_bounds_file(ds, b'{"a": [6, 0]}', "b.json")
+    assert bad is None and "lo <= hi" in message
+
+
+def test_upload_box_states_its_size_limit_in_words():
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    uploader = at.get("file_uploader")[0]
+    assert "up to 50 MB" in uploader.proto.label and "command line" in uploader.proto.help
+    assert uploader.proto.max_upload_size_mb == 50
