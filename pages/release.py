@@ -58,16 +58,16 @@ if pending:
     g = rel.guarantee
     if not rel.downloadable:
         st.error("This release is **NOT PRIVATE** (epsilon = ∞ or zero noise) and cannot be "
-                 "downloaded. Choose a finite ε.", icon="🚫")
+                 "downloaded. Choose a finite ε.", icon=":material/block:")
     else:
         if not g.holds:
             st.error("Bounds come from the private data: the card records that the guarantee "
-                     "does NOT hold.", icon="🚨")
-        st.success(g.plain_language(), icon="🛡️")
+                     "does NOT hold.", icon=":material/report:")
+        st.success(g.plain_language(), icon=":material/verified_user:")
         if ledger.would_exceed(g.epsilon, budget):
             st.warning(f"Downloading this release brings the total to ε = "
                        f"{ledger.total_epsilon + g.epsilon:.4g}, over your budget of {budget:g}.",
-                       icon="⚠️")
+                       icon=":material/warning:")
         stem = f"{ds.name}-{rel.mechanism}"
         card = pending["card"]
 

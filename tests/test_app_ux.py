@@ -222,8 +222,7 @@ def test_page_icons_are_material_symbols_not_emoji():
     emoji = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF]")
     for folder in ("app", "pages"):
         for path in (Path(__file__).resolve().parents[1] / folder).rglob("*.py"):
-            if path.name != "release.py":
-                assert not emoji.search(path.read_text()), path
+            assert not emoji.search(path.read_text()), path
 
 
 def test_interval_bands_draw_no_stray_markers():

@@ -117,8 +117,9 @@ def variance_vs_k_figure(ks: np.ndarray, rho2: float, noise_variance: float | np
         fig.add_trace(go.Scatter(x=ks, y=jl_claim7_variance(rho2, ks, s2), mode="lines",
                                  name="JL paper Claim 7 (wrong)", line={"color": "grey", "dash": "dash"}))
     _mark_k_opt(fig, k_opt, ks)
-    fig.update_layout(title=title or f"Variance of a recovered squared distance (median ρ² = "
-                      f"{rho2:.3g}, {noise} noise)", xaxis_title="projected dimension k",
+    heading = {"text": title or "Variance of a recovered squared distance",
+               "subtitle": {"text": f"median ρ² = {rho2:.3g}, {noise} noise"}}
+    fig.update_layout(title=heading, xaxis_title="projected dimension k",
                       yaxis_title="variance (squared-distance units²)", yaxis_type="log", **LAYOUT)
     return readable_log_axes(fig)
 

@@ -33,7 +33,7 @@ __all__ = [
 
 BOUND_LABELS = {
     "paper": "paper (Theorem 1)",
-    "tight": "tight (Wang–Balle–Kasiviswanathan 2019, Canonne–Kamath–Steinke 2020)",
+    "tight": "tight (Wang et al. 2019; Canonne et al. 2020)",
 }
 _DASH = {"tight": "solid", "paper": "dash"}
 

@@ -13,8 +13,9 @@ LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
 
 def snr_figure(res: dict[str, np.ndarray], epsilon: float) -> go.Figure:
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=res["p"], y=res["signal"], name="signal ‖Σ_p‖_F", mode="lines+markers"))
-    fig.add_trace(go.Scatter(x=res["p"], y=res["noise"], name="noise (expected ‖N‖_F)",
+    fig.add_trace(go.Scatter(x=res["p"], y=res["signal"], name="signal ‖Σ<sub>p</sub>‖<sub>F</sub>",
+                             mode="lines+markers"))
+    fig.add_trace(go.Scatter(x=res["p"], y=res["noise"], name="noise (expected ‖N‖<sub>F</sub>)",
                              mode="lines+markers"))
     fig.add_trace(go.Scatter(x=res["p"], y=res["snr"], name="SNR", mode="lines+markers", yaxis="y2",
                              line={"dash": "dot", "width": 3}))
