@@ -310,7 +310,7 @@ def test_opens_on_bundled_digits_and_every_page_renders(page):
 def test_upload_csv_with_public_bounds_then_release(page):
     csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
     rerun(page, page.get_by_text("Upload a file", exact=True).click)
-    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
     rerun(page, lambda: uploader.set_input_files(
         files=[{"name": "mine.csv", "mimeType": "text/csv", "buffer": csv.encode()}]))
     expect(page.get_by_text("60 rows × 3 columns")).to_be_visible()
@@ -353,7 +353,7 @@ def test_hostile_file_and_column_names_render_as_text(page):
     name = f"x{img}.csv"
     csv = f"{script},{svg},y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(40))
     rerun(page, page.get_by_text("Upload a file", exact=True).click)
-    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
     rerun(page, lambda: uploader.set_input_files(
         files=[{"name": name, "mimeType": "text/csv", "buffer": csv.encode()}]))
     rerun(page, page.get_by_role("button", name="Use this table").click)
