@@ -85,7 +85,9 @@ def _noise_summary(noise: list[dict[str, Any]]) -> str:
 
 def equivalent_command(card: dict[str, Any], dataset_name: str, *, bundled: bool,
                        label: str | None = None, has_user_bounds: bool = False,
-                       data_bounds: bool = False, output: str = "release.csv") -> str:
+                       data_bounds: bool = False, classes: list[Any] | None = None,
+                       data_classes: bool = False, missing: str = "error",
+                       output: str = "release.csv") -> str:
     """The ``dpcore release`` command that draws a release with the same settings.
 
     Only parameters that differ from the schema default are written (the CLI's defaults are the
@@ -102,6 +104,11 @@ def equivalent_command(card: dict[str, Any], dataset_name: str, *, bundled: bool
         and ``--bounds bounds.json`` (the public bounds, offered for download beside it).
     data_bounds : bool
         Some bounds come from the data: ``--data-bounds`` (the guarantee then does not hold).
+    classes, data_classes : list, bool
+        The public class list of an uploaded classification label (``--classes a,b``), or
+        ``--data-classes`` when it was read from the data.
+    missing : str
+        How rows with missing values were handled (``--missing``; ``"error"`` is the default).
     """
     name = card["mechanism"]
     cls = get_mechanism(name)
@@ -113,6 +120,12 @@ def equivalent_command(card: dict[str, Any], dataset_name: str, *, bundled: bool
             words += ["--label", label]
         if task:
             words += ["--task", task]
+        if task == "classification" and classes:
+            words += ["--classes", ",".join(str(c) for c in classes)]
+        elif task == "classification" and data_classes:
+            words.append("--data-classes")
+        if missing != "error":
+            words += ["--missing", missing]
         if has_user_bounds:
             words += ["--bounds", "bounds.json"]
         if data_bounds:

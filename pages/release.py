@@ -94,7 +94,9 @@ if pending:
                     "from OS entropy; there is no seed to give):")
         st.code(equivalent_command(card_dict, ds.name, bundled=bundled, label=ds.label_name,
                                    has_user_bounds="user" in sources, data_bounds="data" in sources,
-                                   output=f"{stem}.csv"), language="bash")
+                                   classes=None if ds.classes is None or ds.classes_source == "data"
+                                   else ds.classes.tolist(), data_classes=ds.classes_source == "data",
+                                   missing=ds.missing, output=f"{stem}.csv"), language="bash")
         if not bundled and "user" in sources:
             public = {c: [float(lo), float(hi)] for c, (lo, hi), src in
                       zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True) if src != "data"}

@@ -58,17 +58,28 @@ def _draw_on_release_page(at, mechanism: str) -> dict:
 
 
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
-def test_untouched_app_controls_release_what_the_cli_releases_without_options(mechanism, tmp_path):
+def test_untouched_app_controls_release_what_the_cli_releases_without_options(mechanism, tmp_path,
+                                                                              capsys):
     """One source of defaults: the card's parameters (``None`` = automatic included) and the
     released table's shape are the same in the app with untouched controls and in ``dpcore
-    release MECH digits`` without options."""
+    release MECH digits`` without options; a mechanism that needs more than its defaults (e.g.
+    public data) is refused by both, for the same reason."""
+    out = tmp_path / "out.csv"
+    capsys.readouterr()
+    code = cli_main(["release", mechanism, "digits", "-o", str(out)])
+    cli_error = capsys.readouterr().err
     at = new_app()
+    if code != 0:
+        at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+        goto(at, "release")
+        at.button[0].click().run()
+        assert "pending_release" not in at.session_state
+        reason = cli_error.split("error: ", 1)[1].split(":")[0].split(" (")[0]
+        assert any(reason in e.value.replace("\\", "") for e in at.error), (reason, at.error)
+        return
     pending = _draw_on_release_page(at, mechanism)
     app_card = json.loads(pending["card"])
     app_csv = pd.read_csv(io.BytesIO(pending["csv"]))
-
-    out = tmp_path / "out.csv"
-    assert cli_main(["release", mechanism, "digits", "-o", str(out)]) == 0
     cli_card = json.loads(Path(str(out).replace(".csv", ".card.json")).read_text())
     cli_csv = pd.read_csv(out)
 
@@ -307,9 +318,10 @@ def test_upload_bulk_bounds_then_release_command_reproduces_it(served, tmp_path)
     assert at.session_state.dataset.name == "digits"
     at.selectbox(key="upload_label").select("y").run()
     at.selectbox(key="upload_task").select("classification").run()
+    at.text_input(key="upload_classes").input("0, 1").run()
     next(b for b in at.button if b.label == "Use this table").click().run()
     ds = at.session_state.dataset
-    assert ds.name == "mine.csv" and ds.bounds_source == "data"
+    assert ds.name == "mine.csv" and ds.bounds_source == "data" and ds.classes_source != "data"
     # "set these columns to [lo, hi]": pick the data-bound columns, set [0, 10]
     next(b for b in at.button if b.label.startswith("Pick the 2 column(s)")).click().run()
     at.number_input(key="bulk_lo").set_value(0.0).run()
@@ -323,7 +335,8 @@ def test_upload_bulk_bounds_then_release_command_reproduces_it(served, tmp_path)
     at.select_slider(key="p:local-gaussian:epsilon").set_value(2.0).run()
     pending = _draw_on_release_page(at, "local-gaussian")
     command = at.code[0].value
-    assert "mine.csv" in command and "--label y --task classification --bounds bounds.json" in command
+    assert "mine.csv" in command
+    assert "--label y --task classification --classes 0,1 --bounds bounds.json" in command
     (tmp_path / "mine.csv").write_text(csv)
     import shlex
     words = shlex.split(command)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from dpcore.cli import cli_wording, main
@@ -71,7 +73,7 @@ def test_describe_file_prints_bounds_and_categories(capsys, tmp_path):
 
 @pytest.mark.parametrize(("rows", "extra", "flag", "python"), [
     ("a,b,y\n1,x,0\n2,z,1\n3,x,0\n", [], "--categories FILE", "categories={"),
-    ("a,y\n1,0\n,1\n3,0\n", [], "--drop-nonfinite", "drop_nonfinite="),
+    ("a,y\n1,0\n,1\n3,0\n", [], "--missing", "missing='"),
     ("a,b,y\n1,2,0\n2,3,1\n3,1,0\n", ["--n-components", "5", "--data-bounds"], "--n-components",
      "n_components"),
 ])
@@ -79,7 +81,7 @@ def test_errors_name_flags_not_python_syntax(capsys, tmp_path, rows, extra, flag
     csv = tmp_path / "t.csv"
     csv.write_text(rows)
     code, _, err = run(capsys, "release", "ron-gauss", str(csv), "-o", str(tmp_path / "o.csv"),
-                       "--label", "y", "--task", "classification", *extra)
+                       "--label", "y", "--task", "classification", "--classes", "0,1", *extra)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert flag in err and python not in err, err
     assert not (tmp_path / "o.csv").exists()
@@ -107,6 +109,13 @@ def test_no_help_text_or_description_cites_spec(capsys):
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_no_release_card_cites_spec(capsys, tmp_path, name):
     out = tmp_path / "o.csv"
-    code, _, err = run(capsys, "release", name, "digits", "-o", str(out))
+    extra = []
+    if "public_data" in MECHANISMS[name].extra_args:  # generated rows: public by construction
+        rng = np.random.default_rng(0)
+        public = pd.DataFrame(rng.integers(0, 17, size=(200, 64)), columns=[f"px_{j}" for j in range(64)])
+        public["label"] = rng.integers(0, 10, size=200)
+        public.to_csv(tmp_path / "public.csv", index=False)
+        extra = ["--public-data", str(tmp_path / "public.csv")]
+    code, _, err = run(capsys, "release", name, "digits", "-o", str(out), *extra)
     assert code == 0, err
     _no_spec(Path(str(out).replace(".csv", ".card.json")).read_text(), f"the {name} card")

@@ -99,8 +99,13 @@ def test_evaluation_problem_says_exactly_which_sweeps_fail(name, small_digits):
     cls = MECHANISMS[name]
     problem = evaluation_problem(cls, "classification")
 
+    extra = {}
+    if "public_data" in cls.extra_args:  # generated rows inside the public bounds: public
+        rng = np.random.default_rng(0)
+        extra["public_data"] = rng.integers(0, 17, size=(200, small_digits.n_features)).astype(float)
+
     def sweep():
-        return utility_sweep(lambda eps: cls(epsilon=eps), small_digits, [5.0], trials=1)
+        return utility_sweep(lambda eps: cls(epsilon=eps, **extra), small_digits, [5.0], trials=1)
 
     if problem is None:
         frame = sweep()

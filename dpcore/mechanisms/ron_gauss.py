@@ -74,6 +74,15 @@ from dpcore.calibration import (
     psd_repair,
     symmetric_laplace_noise,
 )
+from dpcore.mechanisms._labels import (
+    HISTOGRAM_FRACTION,
+    LABEL_PRIVACY,
+    WITHIN_CLASS,
+    divide_by_count,
+    dp_class_histogram,
+    label_privacy_assumption,
+    synthetic_counts,
+)
 from dpcore.mechanisms.base import Mechanism
 from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
@@ -82,6 +91,7 @@ from dpcore.schema import EPSILON, Param
 __all__ = [
     "BLOCK_BYTES",
     "RONGauss",
+    "ZERO_NORM",
     "add_matrix_noise",
     "default_n_components",
     "gaussian_samples",
@@ -97,6 +107,12 @@ SOURCE = "Chanyaswad, Liu & Mittal, RON-Gauss, PoPETs 2019"
 
 #: bytes of one block of rows when streaming over ``X``: small enough for the block and its
 #: temporaries to stay in cache, large enough for an efficient matrix product per block
+#: A row (or centred row) whose L2 norm is at most this public constant has no usable direction and
+#: is mapped to the zero vector. It is a constant on purpose: a threshold that depended on the data
+#: (e.g. relative to the largest row norm) would let one replaced row flip other rows between
+#: "zero" and "unit vector" and move the mean far more than its sensitivity (issue 12, row 5).
+ZERO_NORM = 1e-12
+
 #: below this value of the expanded ``r^2 = 1 - 2 mu.x^ + ||mu||^2`` the centred norm is
 #: recomputed from the row (the expansion's absolute error ~1e-15 would cost relative accuracy)
 _R2_DIRECT = 1e-3
@@ -141,9 +157,8 @@ def check_n_components(value: int | None, n_features: int) -> int:
 def normalize_rows(X: np.ndarray) -> tuple[np.ndarray, int]:
     """Rows scaled to unit L2 norm; rows of norm 0 become the zero vector.
 
-    "Zero" means a norm of at most ``1e-12`` times the largest row norm (round-off level: such a
-    row has no usable direction). Either way every output row has norm <= 1, which is all the
-    sensitivities need.
+    "Zero" means a norm of at most :data:`ZERO_NORM` (a public constant, never a function of the
+    data). Either way every output row has norm <= 1, which is all the sensitivities need.
 
     Returns
     -------
@@ -151,7 +166,7 @@ def normalize_rows(X: np.ndarray) -> tuple[np.ndarray, int]:
         The normalised rows and the number of zero-norm rows (exploration diagnostic).
     """
     norms = np.linalg.norm(X, axis=1)
-    zero = norms <= 1e-12 * max(1.0, float(np.max(norms, initial=0.0)))
+    zero = norms <= ZERO_NORM
     safe = np.where(zero, 1.0, norms)
     out = X / safe[:, None]
     out[zero] = 0.0
@@ -234,7 +249,7 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
     """Pass 1: row norms and the sum of the unit-normalised rows (:func:`normalize_rows` semantics).
 
     Returns ``(inv_norms, unit_sum, n_zero, direct)``: ``1/||x_s||`` per row (0 for a zero-norm
-    row, i.e. a norm <= ``1e-12`` times the largest), ``sum_i x_s,i/||x_s,i||``, the number of
+    row, i.e. a norm <= :data:`ZERO_NORM`), ``sum_i x_s,i/||x_s,i||``, the number of
     zero rows, and the positions of the rows the folded scaling would cancel on (computed from
     their scaled rows here, and again in pass 2).
     """
@@ -264,7 +279,7 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
                 sq[lost] = np.einsum("ij,ij->i", S, S)
         nb = norms[sl]
         np.sqrt(np.maximum(sq, 0.0), out=nb)
-        inv = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > 0)
+        inv = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > ZERO_NORM)
         if lost is not None and lost.size:
             direct_sum += inv[lost] @ S
             direct.append(lost + sl.start)
@@ -272,10 +287,7 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
         raw_sum += inv @ T
         inv_sum += float(inv.sum())
     total = raw_sum if fold is None else raw_sum * iw - inv_sum * c + direct_sum
-    zero = norms <= 1e-12 * max(1.0, float(np.max(norms, initial=0.0)))
-    late = np.flatnonzero(zero & (norms > 0))  # counted above, zero by the global threshold
-    if late.size:
-        total -= (1.0 / norms[late]) @ loader.take(late)
+    zero = norms <= ZERO_NORM
     inv_norms = np.divide(1.0, norms, out=np.zeros(n), where=~zero)
     direct_rows = np.concatenate(direct) if direct else np.zeros(0, dtype=np.intp)
     return inv_norms, total, int(np.count_nonzero(zero)), direct_rows
@@ -290,7 +302,7 @@ def _projection_pass(
     One product ``[W, mu]^T x_s`` per block (module docstring), the rest on the block while it
     is in cache, in the transposed ``(p, rows)`` layout (long inner loops). ``mu=None``: no
     centring, the rows are ``W^T x_s/||x_s||``. Returns ``(Z, n_zero_after_centering)``, ``Z`` a
-    Fortran-ordered ``(n, p)`` array: a centred row of norm <= ``1e-12`` times the largest maps to
+    Fortran-ordered ``(n, p)`` array: a centred row of norm <= :data:`ZERO_NORM` maps to
     0, and every row has norm <= 1. ``direct``: sorted positions of the rows to compute from their
     scaled values instead of the folded product (from pass 1).
     """
@@ -333,7 +345,7 @@ def _projection_pass(
     Z = Zt.T
     if mu is None:
         return Z, 0
-    zero = np.flatnonzero(r <= 1e-12 * max(1.0, float(np.max(r, initial=0.0))))
+    zero = np.flatnonzero(r <= ZERO_NORM)
     Z[zero] = 0.0
     return Z, int(zero.size)
 
@@ -413,7 +425,10 @@ def guaranteed_epsilon(
     if calibration == "published":
         ratio = (ron_covariance_sensitivity(p, 1, "sound", label_bound, full_matrix=True)
                  / ron_covariance_sensitivity(p, 1, "published", label_bound))
-    return math.fsum([split["mean"], split["covariance"] * ratio])
+    parts = [split["mean"], split["covariance"] * ratio]
+    if "histogram" in split.names:
+        parts.append(split["histogram"])
+    return math.fsum(parts)
 
 
 def gaussian_samples(
@@ -603,6 +618,8 @@ class RONGauss(Mechanism):
         Param("feature_scaling", "choice", "bounds", "Scale features from their public bounds "
               "to [0, 1] before normalising rows ('none' = raw rows, as in the paper).",
               choices=("bounds", "none")),
+        LABEL_PRIVACY,
+        HISTOGRAM_FRACTION,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -616,9 +633,12 @@ class RONGauss(Mechanism):
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
-        split = EpsilonSplit.from_fractions(
-            params["epsilon"], dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
-        )
+        fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
+        protected = data.task == "classification" and params["label_privacy"] == "protected"
+        if protected:
+            h = params["histogram_fraction"]
+            fractions = {"histogram": h, **{k: (1 - h) * v for k, v in fractions.items()}}
+        split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         calibration = params["calibration"]
         width = data.bounds[:, 1] - data.bounds[:, 0]
         lo, wd = (data.bounds[:, 0], np.where(width > 0, width, 1.0)) \
@@ -629,7 +649,7 @@ class RONGauss(Mechanism):
         ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, p=p, d=d,
                        scaling={"lo": lo, "width": wd})
         if data.task == "classification":
-            out = self._gmm(ctx, X, data, m)
+            out = self._gmm(ctx, X, data, m, protected)
         else:
             out = self._single(ctx, X, data, m, params["label_bound"])
 
@@ -637,17 +657,14 @@ class RONGauss(Mechanism):
             split, p, calibration,
             params["label_bound"] if data.task == "regression" else None,
         )
-        guarantee = Guarantee(epsilon=eps_guaranteed, delta=0.0, neighbouring="replace-one",
-                              kind="pure")
+        relation = WITHIN_CLASS if data.task == "classification" and not protected else "replace-one"
+        guarantee = Guarantee(epsilon=eps_guaranteed, delta=0.0, neighbouring=relation, kind="pure")
         assumptions = [
             "n (the number of records) is public (bounded DP, replace-one neighbours)",
             "W is drawn independently of the data and released; mu_DP is a DP statistic",
         ]
         if data.task == "classification":
-            assumptions.append(
-                "class sizes n_c are public (paper Alg. 5); neighbours replace one record by "
-                "another of the same class, and the class label itself is not protected"
-            )
+            assumptions.append(label_privacy_assumption(params["label_privacy"]))
         if data.task == "regression":
             assumptions.append(
                 f"labels lie in the public label_bounds {data.label_bounds}, mapped to "
@@ -731,21 +748,38 @@ class RONGauss(Mechanism):
         )
 
     # ------------------------------------------------------------------------------ Alg. 5
-    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, m: int) -> _Output:
+    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, m: int,
+             protected: bool) -> _Output:
+        """Alg. 5. ``protected``: DP class histogram, per-class noisy sums over noisy counts
+        (replace-one with the label); else the paper's algorithm with public class sizes."""
         assert data.y is not None and data.classes is not None
         n_classes = data.classes.size
         sizes = np.bincount(data.y, minlength=n_classes)
-        counts = proportional_counts(m, sizes)
-        chunks, labels, noise = [], [], []
+        noise: list[NoiseRecord] = []
+        if protected:
+            noisy_counts, hist_rec = dp_class_histogram(
+                data.y, n_classes, ctx.split["histogram"], ctx.rng, f"{SOURCE}, Alg. 5 (label privacy)")
+            noise.append(hist_rec)
+            counts = synthetic_counts(m, noisy_counts)
+            modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
+        else:
+            noisy_counts = None
+            counts = proportional_counts(m, sizes)
+            modelled = np.flatnonzero(sizes)
+        chunks, labels = [], []
         class_means = np.zeros((n_classes, ctx.d))
         diag: dict[str, Any] = {"class_sizes": sizes, "mu_dp": {}, "sigma_dp": {},
                                 "sigma_dp_repaired": {}, "n_zero_norm_rows": 0,
                                 "n_zero_after_centering": 0}
-        for c in np.flatnonzero(sizes):
-            tag = f" of class {data.classes[c]!s} (n_c = {sizes[c]})"
+        if noisy_counts is not None:
+            diag["class_counts_dp"] = noisy_counts
+        for c in modelled:
+            count = None if noisy_counts is None else float(noisy_counts[c])
+            tag = (f" of class {data.classes[c]!s}" if protected
+                   else f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
             loader = _RowLoader(X, rows=np.flatnonzero(data.y == c), **ctx.scaling)
-            Z, mu, mean_rec, cdiag = _preprocess_project(loader, ctx, "mean" + tag)
-            cov_rec, noisy, repaired = _noisy_cov(Z, ctx, "second moment Sigma" + tag)
+            Z, mu, mean_rec, cdiag = _preprocess_project(loader, ctx, "mean" + tag, count=count)
+            cov_rec, noisy, repaired = _noisy_cov(Z, ctx, "second moment Sigma" + tag, count=count)
             chunks.append(gaussian_samples(mu @ ctx.W, repaired, int(counts[c]), ctx.rng))
             labels.append(np.full(int(counts[c]), c))
             noise += [mean_rec, cov_rec]
@@ -758,7 +792,8 @@ class RONGauss(Mechanism):
         return _Output(
             samples=np.vstack(chunks), labels=data.classes[np.concatenate(labels)], center=None,
             class_means=class_means, noise=noise, diagnostics=diag,
-            algorithm="Alg. 5 (Gaussian mixture, one Gaussian per class)",
+            algorithm="Alg. 5 (Gaussian mixture, one Gaussian per class)"
+            + (", DP class histogram (labels protected)" if protected else ", public class sizes"),
         )
 
 
@@ -787,42 +822,63 @@ class _Output:
 
 
 def _preprocess_project(
-    loader: _RowLoader, ctx: _Context, statistic: str
+    loader: _RowLoader, ctx: _Context, statistic: str, count: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, NoiseRecord, dict[str, Any]]:
     """RON-Gauss Alg. 1 and 2 on the loader's rows (all rows, or one class): normalise, DP mean,
     centre, normalise, project with ``W``, in two streaming passes (module docstring).
+
+    ``count=None``: the mean over the public ``n`` rows, ``S1 = 2 sqrt(d)/n`` (Lemma 2).
+    ``count`` (a DP class count, labels protected): the noisy *sum* of the class's unit rows over
+    the noisy count. The per-class sums, stacked over all classes, have L1 sensitivity
+    ``2 sqrt(d)`` under replace-one with the label (the replaced record changes one class's sum
+    by at most ``||x^ - x^'||_1 <= 2 sqrt(d)``, or two classes' sums by ``||x^||_1 <= sqrt(d)``
+    each), so ``Lap(2 sqrt(d)/eps_mu)`` on every class's sum is ``eps_mu``-DP.
     Returns ``(X~ (n, p), mu_DP, noise record, diagnostics)``."""
     n, d = loader.n_rows, ctx.d
     inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
     eps_mu = ctx.split["mean"]
-    s1 = mean_sensitivity(d, n)
+    s1 = mean_sensitivity(d, n if count is None else 1)
     b = laplace_scale(s1, eps_mu)
-    mu = unit_sum / n + (ctx.rng.laplace(0.0, b, size=d) if b > 0 else 0.0)
+    noisy = (unit_sum / n if count is None else unit_sum) + (
+        ctx.rng.laplace(0.0, b, size=d) if b > 0 else 0.0)
+    mu = noisy if count is None else divide_by_count(noisy, count)
     Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
     rec = NoiseRecord(
-        statistic=statistic, sensitivity=s1, scale=b, distribution="laplace", norm="L1",
-        epsilon=eps_mu, formula="S1 = 2 sqrt(d)/n (mean of unit-norm rows); b = S1/eps_mu",
+        statistic=statistic if count is None else statistic.replace("mean", "sum of unit rows", 1),
+        sensitivity=s1, scale=b, distribution="laplace", norm="L1", epsilon=eps_mu,
+        formula=("S1 = 2 sqrt(d)/n (mean of unit-norm rows); b = S1/eps_mu" if count is None else
+                 "S1 = 2 sqrt(d) (per-class sums of unit-norm rows, all classes jointly, the "
+                 "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
         source=f"{SOURCE}, Alg. 1 / Lemma 2",
     )
     return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
 
 
 def _noisy_cov(
-    Z: np.ndarray, ctx: _Context, statistic: str, label_bound: float | None = None
+    Z: np.ndarray, ctx: _Context, statistic: str, label_bound: float | None = None,
+    count: float | None = None,
 ) -> tuple[NoiseRecord, np.ndarray, np.ndarray]:
     """DP second moment of the projected (possibly augmented) rows ``Z`` with its noise record.
 
     The noise scale is ``S1/eps_Sigma`` with ``S1`` from the chosen calibration; the record's
-    ``epsilon`` is the one actually guaranteed, ``eps_Sigma * S1_sound/S1_used``.
+    ``epsilon`` is the one actually guaranteed, ``eps_Sigma * S1_sound/S1_used``. ``count`` (a
+    DP class count, labels protected): noise on the per-class *sum* ``Z^T Z`` (sensitivity with
+    ``n = 1``: a replaced record changes one class's sum by ``A = z z^T - z' z'^T`` or two
+    classes' sums by ``z z^T`` and ``z' z'^T``, whose upper-triangle L1 norms are at most
+    ``(p + 1)/2`` each, so the same ``p + 1`` bounds both cases), divided by the count.
     """
-    n = Z.shape[0]
+    n = Z.shape[0] if count is None else 1
     eps = ctx.split["covariance"]
     published = ctx.calibration == "published"
     s1_used = ron_covariance_sensitivity(ctx.p, n, ctx.calibration, label_bound)
     s1_sound = ron_covariance_sensitivity(ctx.p, n, "sound", label_bound, full_matrix=published)
     b = laplace_scale(s1_used, eps)
     eps_true = eps * s1_sound / s1_used
-    noisy, repaired = noisy_second_moment(Z, b, ctx.rng, full_matrix=published)
+    if count is None:
+        noisy, repaired = noisy_second_moment(Z, b, ctx.rng, full_matrix=published)
+    else:
+        noisy = divide_by_count(add_matrix_noise(Z.T @ Z, b, ctx.rng, full_matrix=published), count)
+        repaired = psd_repair(noisy)
     if label_bound is None:
         formula = ("S1 = (p + 1)/n (upper triangle, sound)" if ctx.calibration == "sound"
                    else "S1 = 2 sqrt(p)/n (Lemma 4, published; not an entrywise L1 bound)")
@@ -832,6 +888,8 @@ def _noisy_cov(
                    if ctx.calibration == "sound"
                    else "S1 = (2 sqrt(p) + 4a sqrt(p) + a^2)/n (Lemma 5, published)")
         src = "Lemma 5 / Alg. 4 (sound value: entrywise L1 of the upper triangle)"
+    if count is not None:
+        formula = formula.replace("/n", "") + " of the per-class sum Z^T Z, divided by the DP count"
     rec = NoiseRecord(
         statistic=statistic, sensitivity=s1_used, scale=b, distribution="laplace", norm="L1",
         epsilon=eps_true,
