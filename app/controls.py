@@ -64,16 +64,18 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
     number box meaning "automatic".
     """
     key = f"{WIDGET_PREFIX}{mech.name}:{p.name}"
-    label = p.name.replace("_", " ") + (" 🔒" if p.privacy else "")
+    label = p.name.replace("_", " ") + (" :material/lock:" if p.privacy else "")
     common = {"key": key, "help": p.help, "disabled": disabled}
     if p.name == "epsilon":
-        default = p.default if p.default in EPSILON_GRID else 1.0
-        return st.select_slider("ε (epsilon) 🔒", EPSILON_GRID, format_func=_fmt,
+        default = float(p.default)
+        eps_grid = sorted({*EPSILON_GRID, default})  # the schema default is always a choice
+        return st.select_slider("ε (epsilon) :material/lock:", eps_grid, format_func=_fmt,
                                 **initial(key, "value", default), **common)
     if p.name == "delta" or (p.kind == "float" and p.log and p.high == 1.0):
-        grid: list[float | None] = [None, *DELTA_GRID] if p.optional else list(DELTA_GRID)
-        default = p.default if p.default in grid else 1e-5
-        return st.select_slider("δ (delta) 🔒" if p.name == "delta" else label, grid,
+        values = sorted({*DELTA_GRID, *([] if p.default is None else [float(p.default)])})
+        grid: list[float | None] = [None, *values] if p.optional else values
+        default = p.default
+        return st.select_slider("δ (delta) :material/lock:" if p.name == "delta" else label, grid,
                                 format_func=lambda v: "1/n" if v is None else f"{v:.0e}",
                                 **initial(key, "value", default), **common)
     if p.kind == "bool":
@@ -86,20 +88,15 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         names = p.split_names or ("first", "second")
         first = st.slider(f"{label}: share of {names[0]}", 0.05, 0.95, step=0.05,
                           **initial(key, "value", float(p.default[0])), **common)
-        if len(names) == 2:
-            st.caption(f"{names[0]} {first:.2f} · {names[1]} {1 - first:.2f}")
-            return (first, 1 - first)
-        rest = (1 - first) / (len(names) - 1)
-        return (first, *([rest] * (len(names) - 1)))
+        parts = split_from_first(p, first)
+        st.caption(" · ".join(f"{n} {v:.2f}" for n, v in zip(names, parts, strict=False)))
+        return parts
+    if p.optional:  # before the int and log widgets: an untouched control must stay automatic
+        return _optional_number(p, ds, label, key, common)
     if p.kind == "int":
-        low = int(p.low if p.low is not None else 1)
-        high = max(low, _int_high(p, ds))
-        default = p.default if p.default is not None else min(high, max(low, 10))
-        default = int(min(max(default, low), high))
-        if key in st.session_state and st.session_state[key] is not None:
-            clamped = int(min(max(st.session_state[key], low), high))  # a smaller dataset
-            if clamped != st.session_state[key]:  # assign only on change: no value push per run
-                st.session_state[key] = clamped
+        low, high = _int_range(p, ds)
+        default = int(min(max(p.default, low), high))
+        _clamp_stored(key, low, high)
         if high == low:  # e.g. n_components on a 2-feature table: a slider needs min < max
             st.caption(f"{label}: {low} (the only value possible on this table)")
             return low
@@ -108,21 +105,68 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         return int(st.number_input(label, low, high, step=1, **initial(key, "value", default),
                                    **common))
     if p.log:
-        default = float(p.default if p.default is not None else 1.0)
+        default = float(p.default)
         grid = _log_grid(p, default)
         return st.select_slider(label, grid, format_func=lambda v: f"{v:g}",
                                 **initial(key, "value", min(grid, key=lambda v: abs(v - default))),
                                 **common)
     low = float(p.low) if p.low is not None else None
     high = float(p.high) if p.high is not None and math.isfinite(p.high) else None
-    if p.optional:
-        return st.number_input(label + " (empty = automatic)", min_value=low, max_value=high,
-                               format="%g", **initial(key, "value", p.default), **common)
     default = float(p.default) if p.default is not None else (low or 0.0)
     if low is not None and high is not None:
         return st.slider(label, low, high, **initial(key, "value", default), **common)
     return st.number_input(label, min_value=low, max_value=high, format="%g",
                            **initial(key, "value", default), **common)
+
+
+def _int_range(p: Param, ds: Dataset) -> tuple[int, int]:
+    low = int(p.low if p.low is not None else 1)
+    return low, max(low, _int_high(p, ds))
+
+
+def _clamp_stored(key: str, low: float, high: float) -> None:
+    """Pull a stored value into ``[low, high]`` (the range shrinks on a smaller dataset)."""
+    value = st.session_state.get(key)
+    if value is not None:
+        clamped = type(value)(min(max(value, low), high))
+        if clamped != value:  # assign only on change: no value push per run
+            st.session_state[key] = clamped
+
+
+def _optional_number(p: Param, ds: Dataset, label: str, key: str, common: dict[str, Any]) -> Any:
+    """A number box whose empty state is ``None``: the mechanism's documented automatic rule.
+
+    The box starts at the schema default (``None`` for every optional parameter so far), so a
+    release with untouched controls has exactly the parameters of ``dpcore release`` without
+    options and of the Python API without arguments.
+    """
+    if p.kind == "int":
+        low, high = _int_range(p, ds)
+        _clamp_stored(key, low, high)
+        value = st.number_input(label + " (empty = automatic)", min_value=low, max_value=high,
+                                step=1, placeholder="automatic",
+                                **initial(key, "value", p.default), **common)
+        return None if value is None else int(value)
+    low = float(p.low) if p.low is not None else None
+    high = float(p.high) if p.high is not None and math.isfinite(p.high) else None
+    if low is not None and p.low_open and low == 0.0:
+        low = None  # Streamlit has no open bound; validation names the parameter if 0 is typed
+    return st.number_input(label + " (empty = automatic)", min_value=low, max_value=high,
+                           format="%g", placeholder="automatic", **initial(key, "value", p.default),
+                           **common)
+
+
+def split_from_first(p: Param, first: float) -> tuple[float, ...]:
+    """The budget split whose first share is ``first``; the rest shared equally.
+
+    Rounded to 12 decimals so that the schema default comes back exactly (``1 - 0.9`` is
+    ``0.09999999999999998`` in floating point, and the card must equal the CLI's).
+    """
+    if len(p.split_names) > 2 and first == p.default[0]:
+        return tuple(p.default)
+    n_rest = max(1, len(p.split_names) - 1)
+    first = round(float(first), 12)
+    return (first, *([round((1 - first) / n_rest, 12)] * n_rest))
 
 
 def mechanism_controls(mech: type[Mechanism], ds: Dataset) -> dict[str, Any]:
@@ -141,9 +185,7 @@ def stored_params(mech: type[Mechanism]) -> dict[str, Any]:
         key = f"{WIDGET_PREFIX}{mech.name}:{p.name}"
         value = st.session_state.get(key, p.default)
         if p.kind == "fraction_split" and not isinstance(value, (tuple, list)):
-            n_parts = len(p.split_names) or 2
-            rest = (1 - float(value)) / (n_parts - 1)
-            value = (float(value), *([rest] * (n_parts - 1)))
+            value = split_from_first(p, float(value))
         out[p.name] = value
     return {**out, **public_args(mech)}
 

@@ -14,7 +14,7 @@ def supported_by(capability: str | None) -> list[str]:
 
 def not_built(what: str, capability: str | None = None) -> None:
     """Say plainly that a page is not built yet and which mechanisms will support it."""
-    st.info(f"**Not built yet:** {what}", icon="🚧")
+    st.info(f"**Not built yet:** {what}", icon=":material/construction:")
     names = supported_by(capability)
     if capability is not None:
         st.caption("Mechanisms that support this page: " + (", ".join(names) if names else "none yet"))

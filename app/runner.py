@@ -39,15 +39,21 @@ def draw_release(name: str, params: dict[str, Any], ds: Dataset, seed: int | Non
         return RunResult(None, f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
 
 
+def preview_rows(n: int, max_points: int = 2000, seed: int = 0) -> np.ndarray:
+    """The released rows :func:`two_d_view` plots, in its order (apply it to their labels too)."""
+    return np.random.default_rng(seed).permutation(n)[:max_points]
+
+
 def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 2000,
                seed: int = 0) -> tuple[np.ndarray | None, np.ndarray, str]:
     """First two principal axes of the real data (mapped into the release space), applied to both.
 
     Exploration only: the PCA is fitted on real rows and never leaves the custodian's browser.
-    Returns (real_2d or None, released_2d, axis description).
+    Returns (real_2d or None, released_2d, axis description). The released rows are
+    ``released[preview_rows(len(released), max_points, seed)]``; the real ones the first
+    ``max_points``.
     """
-    rng = np.random.default_rng(seed)
-    rel = released[rng.permutation(released.shape[0])[:max_points]]
+    rel = released[preview_rows(released.shape[0], max_points, seed)]
     if released.shape[1] <= 2:
         pad = np.zeros((rel.shape[0], 2 - released.shape[1]))
         r2 = None if real is None else np.hstack([real[:max_points], np.zeros((min(

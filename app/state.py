@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpcore.data import Dataset, bundled_datasets, load_dataset, read_table
+from dpcore.data import Dataset, bundled_datasets, load_dataset, parse_bounds, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
@@ -192,6 +192,53 @@ def apply_bounds_edit(ds: Dataset, new: Any) -> tuple[Dataset | None, str | None
                         + (", ..." if len(half) > 5 else "") + ": the other side is still the "
                         "private minimum or maximum, so these columns stay flagged as data bounds")
     return new_ds, None
+
+
+def apply_bounds_file(ds: Dataset, data: bytes, filename: str) -> tuple[Dataset | None, str]:
+    """Public bounds from an uploaded bounds file (the CLI's ``--bounds`` formats: JSON
+    ``{"column": [lo, hi]}`` or CSV rows ``column,lo,hi``); the named columns become "user".
+
+    Returns ``(new dataset, summary)`` or ``(None, error message)``: a file naming columns the
+    table does not have is refused whole (a typo must not leave a column on data bounds).
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None, f"{filename} is not UTF-8 text"
+    try:
+        bounds = parse_bounds(text, filename)
+    except ValueError as exc:
+        return None, str(exc)
+    if not bounds:
+        return None, f"{filename} holds no bounds"
+    unknown = [c for c in bounds if c not in ds.feature_names]
+    if unknown:
+        return None, (f"{filename} names {len(unknown)} column(s) this table does not have: "
+                      f"{', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}")
+    return set_column_bounds(ds, {c: bounds[c] for c in ds.feature_names if c in bounds},
+                             what=f"from {filename}")
+
+
+def set_column_bounds(ds: Dataset, bounds: dict[str, tuple[float, float]], *,
+                      what: str = "") -> tuple[Dataset | None, str]:
+    """Declare public bounds ``{column: (lo, hi)}``; those columns become "user", the others keep
+    their bounds and source. Returns ``(new dataset, summary)`` or ``(None, error message)``."""
+    if not bounds:
+        return None, "choose at least one column"
+    arr = np.array(ds.bounds, dtype=float)
+    index = {c: j for j, c in enumerate(ds.feature_names)}
+    for c, (lo, hi) in bounds.items():
+        if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
+            return None, f"the bounds of {c} need finite lo <= hi, got [{lo:g}, {hi:g}]"
+        arr[index[c]] = (lo, hi)
+    try:
+        new = ds.with_bounds(arr, "user", columns=list(bounds))
+    except ValueError as exc:
+        return None, str(exc)
+    left = len(new.data_bound_columns())
+    return new, (f"public bounds set for {len(bounds)} column(s) {what}".rstrip() + "; "
+                 + (f"{left} column(s) still have bounds from the data." if left else
+                    "every column now has public bounds."))
 
 
 def data_bounds_warning(ds: Dataset) -> list[str]:

@@ -22,20 +22,20 @@ from dpcore.mechanisms import MECHANISMS  # noqa: E402
 
 PAGES = ROOT / "pages"
 
-st.set_page_config(page_title="dp-explorer", page_icon="🔒", layout="wide")
+st.set_page_config(page_title="dp-explorer", page_icon=":material/lock:", layout="wide")
 state.tune_process()
 state.init_state()
 
 pages = [
-    st.Page(PAGES / "data.py", title="Data", icon="📄", default=True),
-    st.Page(PAGES / "explore.py", title="Explore", icon="🔍"),
-    st.Page(PAGES / "privacy.py", title="Privacy", icon="🛡️"),
-    st.Page(PAGES / "distances.py", title="Distances", icon="📏"),
-    st.Page(PAGES / "utility.py", title="Utility", icon="📈"),
-    st.Page(PAGES / "compare.py", title="Compare", icon="⚖️"),
-    st.Page(PAGES / "attack.py", title="Attack", icon="🎯"),
-    st.Page(PAGES / "release.py", title="Release", icon="📦"),
-    st.Page(PAGES / "tour.py", title="Teaching tour", icon="🎓"),
+    st.Page(PAGES / "data.py", title="Data", icon=":material/table:", default=True),
+    st.Page(PAGES / "explore.py", title="Explore", icon=":material/explore:"),
+    st.Page(PAGES / "privacy.py", title="Privacy", icon=":material/verified_user:"),
+    st.Page(PAGES / "distances.py", title="Distances", icon=":material/straighten:"),
+    st.Page(PAGES / "utility.py", title="Utility", icon=":material/monitoring:"),
+    st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page(PAGES / "attack.py", title="Attack", icon=":material/security:"),
+    st.Page(PAGES / "release.py", title="Release", icon=":material/publish:"),
+    st.Page(PAGES / "tour.py", title="Teaching tour", icon=":material/school:"),
 ]
 nav = st.navigation(pages)
 
@@ -44,7 +44,7 @@ with st.sidebar:
     st.markdown(f"**Dataset:** {md_escape(st.session_state.dataset_label)}")
     st.caption(f"{ds.n_samples:,} rows × {ds.n_features} features · task: {ds.task}")
     if ds.bounds_source == "data":
-        st.warning("Bounds come from the data: no privacy guarantee holds.", icon="⚠️")
+        st.warning("Bounds come from the data: no privacy guarantee holds.", icon=":material/warning:")
     names = state.mechanism_names(ds.task)
     if st.session_state.mechanism not in names:
         st.session_state.mechanism = names[0]

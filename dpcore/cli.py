@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import stat
 import sys
@@ -115,6 +116,8 @@ def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
         kwargs["type"] = float
     if p.default is not None and p.kind != "bool":
         kwargs["help"] += f" (default: {p.default})"
+    elif p.optional:
+        kwargs["help"] += " (default: automatic, as described)"
     parser.add_argument(p.cli_flag, **kwargs)
 
 
@@ -144,6 +147,40 @@ def _add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop-nonfinite", action="store_true", help="same as --missing drop")
 
 
+def _option_text(p: Param) -> str:
+    """``--flag`` with its value form and default, for the ``release --help`` overview."""
+    if p.kind == "bool":
+        return f"--[no-]{p.cli_flag[2:]} [{p.default}]"
+    if p.kind == "choice":
+        value = " {" + ",".join(str(c) for c in p.choices or ()) + "}"
+    elif p.kind == "fraction_split":
+        value = " " + " ".join(n.upper() for n in p.split_names or ("F1", "F2"))
+    else:
+        value = " " + p.name.upper()
+    default = "automatic" if p.default is None else p.default
+    if isinstance(default, tuple):
+        default = " ".join(f"{v:g}" for v in default)
+    return f"{p.cli_flag}{value} [{default}]"
+
+
+def _release_epilog() -> str:
+    """Every mechanism's options (``dpcore release --help``), grouped by mechanism."""
+    import textwrap
+
+    lines = ["options of every mechanism:",
+             "  -o/--output OUT.csv (required), --label COL, --task TASK, --classes A,B, --bounds FILE,",
+             "  --label-bounds LO HI, --categories FILE, --missing {error,impute,drop}, --data-bounds,",
+             "  --data-classes, --public-data FILE (pca-gauss, pca-identity), --n-samples N,",
+             "  --ledger FILE, --budget EPS", "", "mechanism options [default]:"]
+    for name, cls in MECHANISMS.items():
+        text = ", ".join(_option_text(p) for p in cls.params)
+        lines += textwrap.wrap(f"{name}: {text}", width=100, initial_indent="  ",
+                               subsequent_indent="      ", break_on_hyphens=False)
+    lines += ["", f"'{PROG} release MECHANISM --help' explains each option; "
+              f"'{PROG} describe MECHANISM' gives the guarantee."]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Differentially private data release.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -157,13 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
     desc.add_argument("--json", action="store_true", help="print JSON")
     _add_data_options(desc)
 
-    rel = sub.add_parser("release", help="draw a release and write OUT.csv + OUT.card.json")
+    rel = sub.add_parser("release", help="draw a release and write OUT.csv + OUT.card.json",
+                         usage=f"{PROG} release MECHANISM INPUT -o OUT.csv [options]",
+                         description="Draw a release from OS entropy and write OUT.csv, OUT.card.json "
+                                     "(and OUT.transform.npz for projected releases).",
+                         epilog=_release_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     mech_sub = rel.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
     for name, cls in MECHANISMS.items():
-        mp = mech_sub.add_parser(name, help=cls.title, description=cls.summary)
+        mp = mech_sub.add_parser(name, help=cls.title, prog=f"{PROG} release {name}",
+                                 description=f"{cls.title}: {cls.summary} Source: {cls.citation}")
         mp.add_argument("input", metavar="INPUT", help="CSV/Parquet/.npz file or bundled dataset name")
         mp.add_argument("-o", "--output", required=True, help="output CSV path")
-        _add_data_options(mp)
+        _add_data_options(mp.add_argument_group("input data"))
         mp.add_argument("--data-bounds", action="store_true",
                         help="accept bounds computed from the data (the guarantee then does NOT hold)")
         mp.add_argument("--data-classes", action="store_true",
@@ -179,14 +221,16 @@ def build_parser() -> argparse.ArgumentParser:
                              "budget stored in the ledger)")
         mp.add_argument("--delta-budget", type=_budget_type("delta budget", allow_zero=True, upper=1.0),
                         help="delta budget of the ledger, per neighbouring relation (0: pure DP only)")
+        params = mp.add_argument_group(f"{name} parameters (omitted = the default shown)")
         for p in cls.params:
-            _add_param_option(mp, p)
+            _add_param_option(params, p)
 
     for verb, helptext in (("epsilon", "privacy accounting: epsilon of given noise"),
                            ("calibrate", "privacy accounting: noise for a target epsilon")):
         vp = sub.add_parser(verb, help=helptext)
         vsub = vp.add_subparsers(dest="mechanism", required=True)
-        dp = vsub.add_parser("dpmix", help="DPMix Renyi-DP accountant (SPEC 6.1)")
+        dp = vsub.add_parser("dpmix", help="DPMix Renyi-DP accountant (Lee et al. 2019, Thm 1; "
+                              "Wang, Balle & Kasiviswanathan 2019; Canonne, Kamath & Steinke 2020)")
         if verb == "epsilon":
             dp.add_argument("--sigma-x", type=float, required=True)
             dp.add_argument("--sigma-y", type=float, required=True)
@@ -276,17 +320,26 @@ def _load_classes(value: str | None) -> list[Any] | None:
 
 
 def _describe_data(args: argparse.Namespace) -> None:
-    """``dpcore describe FILE``: load and validate a table exactly as ``release`` would."""
+    """``dpcore describe FILE``: load and validate a table exactly as ``release`` would; print its
+    shape, task, classes, the public bounds of every column with their source (runs of columns
+    with equal bounds grouped) and the one-hot category groups."""
     target = args.mechanism
     if target not in bundled_datasets() and not Path(target).exists():
         raise CLIError(f"{target!r} is not a mechanism ({', '.join(sorted(MECHANISMS))}), a bundled "
                        "dataset or an existing file")
     ds = _load_input(args, target)
+    groups = _category_groups(ds.feature_names)
     info = {
         "name": ds.name, "n_rows": ds.n_samples, "n_features": ds.n_features, "task": ds.task,
         "label": ds.label_name, "n_classes": None if ds.classes is None else int(len(ds.classes)),
+        "classes": None if ds.classes is None else [_plain(c) for c in ds.classes],
         "bounds_source": ds.bounds_source, "data_bound_columns": ds.data_bound_columns(),
         "n_dropped": ds.n_dropped, "features": ds.feature_names,
+        "bounds": {c: [float(lo), float(hi)] for c, (lo, hi) in zip(ds.feature_names, ds.bounds,
+                                                                    strict=True)},
+        "bounds_sources": dict(zip(ds.feature_names, ds.bounds_sources, strict=True)),
+        "label_bounds": None if ds.label_bounds is None else [float(v) for v in ds.label_bounds],
+        "categories": groups,
     }
     if args.json:
         print(json.dumps(info, indent=2, default=str))
@@ -297,11 +350,53 @@ def _describe_data(args: argparse.Namespace) -> None:
           + (f" ({len(ds.classes)} classes)" if ds.classes is not None else ""))
     print(f"  features: {', '.join(map(esc, ds.feature_names[:10]))}"
           f"{', ...' if ds.n_features > 10 else ''}")
+    if ds.classes is not None:
+        shown = ", ".join(str(_plain(c)) for c in ds.classes[:20])
+        print(f"  classes: {shown}{', ...' if len(ds.classes) > 20 else ''}")
     n_data = len(info["data_bound_columns"])
     print(f"  bounds source: {ds.bounds_source}"
           + (f" ({n_data} column(s) from the data: the guarantee would NOT hold)" if n_data else ""))
+    print("  bounds (lo, hi, source):")
+    for first, last, count, (lo, hi), source in _bound_runs(ds):
+        cols = first if count == 1 else f"{first} .. {last} ({count} columns)"
+        print(f"    {cols}: [{lo:.10g}, {hi:.10g}]  {source}")
+    if ds.label_bounds is not None:
+        print(f"    {ds.label_name} (label): [{ds.label_bounds[0]:.10g}, {ds.label_bounds[1]:.10g}]  "
+              f"{ds.label_bounds_source or ds.bounds_source}")
+    if groups:
+        print("  categories (one-hot encoded columns):")
+        for column, cats in groups.items():
+            print(f"    {column}: {', '.join(cats)}")
     if ds.n_dropped:
         print(f"  rows dropped for missing/infinite values: {ds.n_dropped}")
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the plain Python value (for printing and JSON)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _bound_runs(ds: Dataset) -> list[tuple[str, str, int, tuple[float, float], str]]:
+    """Runs of consecutive columns with equal bounds and source: (first, last, count, (lo, hi), source)."""
+    runs: list[tuple[str, str, int, tuple[float, float], str]] = []
+    for name, (lo, hi), source in zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True):
+        key = ((float(lo), float(hi)), source)
+        if runs and (runs[-1][3], runs[-1][4]) == key:
+            first, _, count, bounds, src = runs[-1]
+            runs[-1] = (first, name, count + 1, bounds, src)
+        else:
+            runs.append((name, name, 1, *key))
+    return runs
+
+
+def _category_groups(columns: list[str]) -> dict[str, list[str]]:
+    """One-hot groups ``column=value`` (two or more columns sharing ``column``): {column: values}."""
+    groups: dict[str, list[str]] = {}
+    for c in columns:
+        if "=" in c:
+            column, value = c.split("=", 1)
+            groups.setdefault(column, []).append(value)
+    return {c: v for c, v in groups.items() if len(v) >= 2}
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -478,6 +573,29 @@ def _one_line(exc: BaseException | str) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
+#: Library wording (Python keyword syntax) and the command-line flags that say the same.
+_LIBRARY_TO_CLI = (
+    (re.compile(r"\(categories=\{column: \[\.\.\.\]\}, or the app's category editor\)"),
+     '(--categories FILE, a JSON file {"column": ["cat1", "cat2", ...]})'),
+    (re.compile(r"drop_nonfinite=True / 'Drop rows with missing values' in the app"), "--drop-nonfinite"),
+    (re.compile(r"\b\w+='[\w-]+' / (--[\w-]+(?: [\w-]+)?)"), r"\1"),  # "missing='drop' / --missing drop"
+    (re.compile(r"random_state=None"), "no seed (the CLI never takes one)"),
+)
+#: Keyword names that have a flag: every schema parameter plus the data options.
+_FLAG_NAMES = sorted({p.name for cls in MECHANISMS.values() for p in cls.params}
+                     | {"n_samples", "label_bounds"}, key=len, reverse=True)
+_NAME_AS_WORD = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _FLAG_NAMES))
+                           + r")(?=(=| must| is required| needs| and | <| >| \())")
+
+
+def cli_wording(message: str) -> str:
+    """A library message in command-line terms: ``categories={...}`` -> ``--categories FILE``,
+    ``n_components must ...`` -> ``--n-components must ...``."""
+    for pattern, replacement in _LIBRARY_TO_CLI:
+        message = pattern.sub(replacement, message)
+    return _NAME_AS_WORD.sub(lambda m: "--" + m.group(1).replace("_", "-"), message)
+
+
 def _run(args: argparse.Namespace) -> None:
     if args.command == "datasets":
         _cmd_datasets()
@@ -542,7 +660,7 @@ def _main(argv: list[str] | None) -> int:
             print(f"{PROG}: interrupted by {signal.Signals(signum).name}; {status}", file=sys.stderr)
             return 128 + signum
         except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError) as exc:
-            print(f"{PROG}: error: {_message(exc)}", file=sys.stderr)
+            print(f"{PROG}: error: {cli_wording(_message(exc))}", file=sys.stderr)
             return 2
         except Exception as exc:
             if os.environ.get("DPCORE_DEBUG"):

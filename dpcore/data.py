@@ -751,20 +751,34 @@ def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DataValidationError(f"the bounds file {path} is not UTF-8 text") from None
-    if path.suffix.lower() == ".json":
+    return parse_bounds(text, str(path))
+
+
+def parse_bounds(text: str, filename: str = "bounds.csv") -> dict[str, tuple[float, float]]:
+    """The text of a bounds file (formats of :func:`load_bounds_file`; JSON when ``filename``
+    ends in ``.json``, else CSV rows ``column,lo,hi`` with an optional header) as
+    ``{column: (lo, hi)}``, strictly parsed (:func:`bound_pair`). Used for files uploaded to the
+    app too, which are never written to disk.
+
+    Raises
+    ------
+    DataValidationError
+        Malformed entries (the column is named), a column listed twice.
+    """
+    if filename.lower().endswith(".json"):
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         except json.JSONDecodeError as exc:
             raise DataValidationError(
-                f"bounds file {path} is not valid JSON ({exc}); it must map each column to [lo, hi]"
+                f"bounds file {filename} is not valid JSON ({exc}); it must map each column to [lo, hi]"
             ) from None
         data = data.get("bounds", data) if isinstance(data, dict) else data
         if not isinstance(data, dict):
             raise DataValidationError(
-                f"bounds file {path} must map each column to [lo, hi] (JSON object), got a "
+                f"bounds file {filename} must map each column to [lo, hi] (JSON object), got a "
                 f"{type(data).__name__}"
             )
-        return {str(k): bound_pair(k, v, f"bounds file {path}") for k, v in data.items()}
+        return {str(k): bound_pair(k, v, f"bounds file {filename}") for k, v in data.items()}
     rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     if rows and rows[0] and rows[0][0].strip().lower() in {"column", "name", "feature"}:
         rows = rows[1:]
@@ -772,12 +786,12 @@ def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
     for i, r in enumerate(rows, start=1):
         if len(r) != 3:
             raise DataValidationError(
-                f"bounds file {path}: row {i} has {len(r)} field(s); each row must be 'column,lo,hi'"
+                f"bounds file {filename}: row {i} has {len(r)} field(s); each row must be 'column,lo,hi'"
             )
         name = r[0].strip()
         if name in out:
-            raise DataValidationError(f"bounds file {path} lists column {name!r} twice")
-        out[name] = bound_pair(name, [_csv_number(v) for v in r[1:]], f"bounds file {path}")
+            raise DataValidationError(f"bounds file {filename} lists column {name!r} twice")
+        out[name] = bound_pair(name, [_csv_number(v) for v in r[1:]], f"bounds file {filename}")
     return out
 
 

@@ -32,7 +32,13 @@ Metrics (all computed with scikit-learn):
   centre and ``w`` the width of the range.
 
 The evaluation itself is not private: it uses the real held-out rows, as the papers do. It is an
-exploration tool for the data custodian, not something to publish.
+exploration tool for the data custodian, not something to publish: :data:`NOT_DP_NOTICE` says so on
+every table, figure and file built from it (:func:`exploration_csv`, :func:`exploration_filename`).
+
+Intervals (:func:`metric_interval`) never leave the metric's range: a bootstrap percentile interval
+of the mean over trials, widened for accuracies to the Wilson score interval of the pooled test
+predictions. :func:`chance_comparison` says whether a result can be told apart from the majority
+class (or the random guess).
 """
 
 from __future__ import annotations
@@ -66,7 +72,15 @@ __all__ = [
     "evaluate_non_private",
     "evaluate_release",
     "mean_interval",
+    "metric_interval",
+    "chance_comparison",
+    "best_per_value",
+    "evaluation_problem",
+    "exploration_csv",
+    "exploration_filename",
+    "NOT_DP_NOTICE",
     "random_guess_rmse",
+    "release_class_labels",
     "real_reference",
     "regression_metrics",
     "utility_sweep",
@@ -75,6 +89,10 @@ __all__ = [
 CLUSTERING_METRICS = ("silhouette_release", "silhouette_real", "ari_real", "k")
 CLASSIFICATION_METRICS = ("svm_accuracy", "logreg_accuracy")
 REGRESSION_METRICS = ("krr_rmse",)
+#: The label of every output computed on the private data (tables, figures, downloaded files).
+NOT_DP_NOTICE = "NOT differentially private (computed on the private data)"
+#: Metrics that are proportions of correct test predictions (binomial counts).
+ACCURACY_METRICS = CLASSIFICATION_METRICS
 HIGHER_IS_BETTER = {"silhouette_release": True, "silhouette_real": True, "ari_real": True,
                     "svm_accuracy": True, "logreg_accuracy": True, "krr_rmse": False, "k": True}
 
@@ -134,6 +152,146 @@ def mean_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[fl
         return mean, math.nan, math.nan
     half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     return mean, mean - half, mean + half
+
+
+def metric_interval(values: Iterable[float], *, n_test: int | None = None, confidence: float = 0.95,
+                    n_resamples: int = 2000, random_state: int = 0) -> tuple[float, float, float]:
+    """Mean over trials and a confidence interval that cannot leave the metric's range.
+
+    - Bootstrap percentile interval of the mean of the finite trial values
+      (``scipy.stats.bootstrap``, Efron & Tibshirani 1993, ch. 13). Every bootstrap mean lies in
+      ``[min, max]`` of the values, so the interval stays inside any range the metric has
+      (accuracy in [0, 1], silhouette in [-1, 1], RMSE >= 0), unlike the Student-t interval
+      (:func:`mean_interval`), which with 2 trials gave accuracies from -3 to 4.
+    - For accuracies (``n_test`` given: the number of real test rows of each trial) the interval
+      is widened to contain the Wilson score interval (Wilson 1927; ``scipy.stats.binomtest``) of
+      the pooled accuracy, ``round(sum(values) * n_test)`` correct out of ``trials * n_test``: it
+      counts the finite test set, lies in [0, 1], and gives one trial an interval too.
+
+    Parameters
+    ----------
+    values : iterable of float
+        One value per trial (non-finite values are ignored).
+    n_test : int, optional
+        Test rows per trial, for accuracies only.
+    confidence : float
+        Confidence level of both intervals.
+    n_resamples, random_state : int
+        Bootstrap resamples and seed (the interval is reproducible).
+
+    Returns
+    -------
+    (mean, lo, hi)
+        ``nan`` where undefined: no finite value, or one value of a metric without ``n_test``.
+    """
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return math.nan, math.nan, math.nan
+    vmin, vmax = float(v.min()), float(v.max())
+    mean = float(np.clip(v.mean(), vmin, vmax))  # the mean of equal values is that value
+    lo = hi = math.nan
+    if v.size >= 2:
+        if vmin == vmax:
+            lo = hi = mean
+        else:
+            ci = stats.bootstrap((v,), np.mean, method="percentile", confidence_level=confidence,
+                                 n_resamples=n_resamples, rng=random_state).confidence_interval
+            lo, hi = float(np.clip(ci.low, vmin, vmax)), float(np.clip(ci.high, vmin, vmax))
+    if n_test:
+        trials = v.size * int(n_test)
+        correct = int(np.clip(round(float(v.sum()) * int(n_test)), 0, trials))
+        wilson = stats.binomtest(correct, trials).proportion_ci(confidence, method="wilson")
+        lo = float(wilson.low) if math.isnan(lo) else min(lo, float(wilson.low))
+        hi = float(wilson.high) if math.isnan(hi) else max(hi, float(wilson.high))
+    return mean, lo, hi
+
+
+def chance_comparison(metric: str, lo: float, hi: float, chance: float) -> str:
+    """How an interval ``[lo, hi]`` of ``metric`` sits against the chance level.
+
+    Chance is the majority-class accuracy (classification) or the random-guess RMSE
+    (regression). Returns ``"above majority"``, ``"not distinguishable from majority"`` or
+    ``"below majority"`` for accuracies; ``"better than random guess"``, ``"not distinguishable
+    from random guess"`` or ``"worse than random guess"`` for RMSE; ``""`` when there is no
+    chance level or no interval.
+    """
+    if not all(np.isfinite([lo, hi, chance])):
+        return ""
+    higher = HIGHER_IS_BETTER.get(metric, True)
+    ref = "majority" if metric in ACCURACY_METRICS else "random guess"
+    if lo <= chance <= hi:
+        return f"not distinguishable from {ref}"
+    better = lo > chance if higher else hi < chance
+    if metric in ACCURACY_METRICS:
+        return "above majority" if better else "below majority"
+    return f"better than {ref}" if better else f"worse than {ref}"
+
+
+def best_per_value(frame: pd.DataFrame, series: str = "mechanism") -> pd.DataFrame:
+    """The best ``series`` (e.g. mechanism) per swept value ``x`` of one metric's sweep rows.
+
+    Only results whose interval is clear of the chance level and on its good side count
+    (``vs_chance`` of :func:`chance_comparison`): a result not distinguishable from the majority
+    class never "wins". Where none qualifies, the row says so and ``mean`` is ``nan``.
+
+    Returns a frame with columns ``x, <series>, mean, vs_chance``.
+    """
+    if frame.empty:
+        return pd.DataFrame(columns=["x", series, "mean", "vs_chance"])
+    higher = bool(frame["higher_is_better"].iloc[0])
+    verdicts = frame["vs_chance"].fillna("") if "vs_chance" in frame else pd.Series("", frame.index)
+    rows = []
+    for x, group in frame.groupby("x", sort=True):
+        verdict = verdicts[group.index]
+        ok = group[~verdict.str.startswith(("not distinguishable", "below", "worse"))]
+        ok = ok[np.isfinite(ok["mean"].to_numpy(dtype=float))]
+        if ok.empty:
+            rows.append({"x": x, series: "none: no result is clear of the chance level",
+                         "mean": math.nan, "vs_chance": "; ".join(sorted(set(verdict) - {""}))})
+            continue
+        best = ok["mean"].astype(float).idxmax() if higher else ok["mean"].astype(float).idxmin()
+        rows.append({"x": x, series: frame.at[best, series], "mean": float(frame.at[best, "mean"]),
+                     "vs_chance": verdicts[best]})
+    return pd.DataFrame(rows)
+
+
+def evaluation_problem(mechanism: Any, task: str) -> str | None:
+    """Why releases of ``mechanism`` (a class or instance) cannot be evaluated on ``task``, or None.
+
+    A model trained on a release is tested on real held-out rows mapped into the release's space;
+    a mechanism that keeps its projection secret (``public_transform = False``: JL-Laplace, whose
+    matrix P must stay secret, Dhaliwal et al. section 3.1) has no such map, so supervised tasks
+    cannot be evaluated (its distances can, on the Distances page).
+    """
+    if task not in ("unsupervised", "classification", "regression"):
+        return f"unknown task {task!r}"
+    if task not in getattr(mechanism, "tasks", (task,)):
+        return f"{mechanism.name} does not support the task {task}"
+    if task != "unsupervised" and not getattr(mechanism, "public_transform", True):
+        return (f"{mechanism.name} keeps its projection matrix secret, so real test rows cannot be "
+                f"mapped into its space and a {task} model trained on it cannot be tested; its "
+                "distances can (Distances page)")
+    return None
+
+
+def exploration_csv(frame: pd.DataFrame, what: str) -> bytes:
+    """CSV bytes of an exploration table that say, inside the file, that it is not private.
+
+    The first line is a comment ``# <what>: NOT differentially private (computed on the private
+    data) ...`` (``pandas.read_csv(..., comment="#")`` skips it) and every row carries the column
+    ``privacy`` with :data:`NOT_DP_NOTICE`, so the notice survives tools that drop comments.
+    Written with the spreadsheet-safe writer of releases.
+    """
+    from dpcore.release import spreadsheet_safe_csv
+
+    head = (f"# {what}: {NOT_DP_NOTICE}. Utility measured on real held-out rows; do not "
+            "publish.\n").encode()
+    return head + spreadsheet_safe_csv(frame.assign(privacy=NOT_DP_NOTICE))
+
+
+def exploration_filename(stem: str) -> str:
+    """File name of an exploration download: ``<stem>-NOT-DP.csv``."""
+    return f"{stem}-NOT-DP.csv"
 
 
 def _bounds_scale(X: np.ndarray, bounds: np.ndarray | None) -> np.ndarray:
@@ -311,6 +469,11 @@ def _release_labels(release: Any) -> np.ndarray | None:
     return labels
 
 
+def release_class_labels(release: Any) -> np.ndarray | None:
+    """One label per released row: soft or one-hot label columns decoded to their class."""
+    return _release_labels(release)
+
+
 def _map_to_release_space(release: Any, X: np.ndarray) -> np.ndarray | None:
     try:
         return release.transform(X)
@@ -447,7 +610,7 @@ def utility_sweep(
         Name of the swept parameter (recorded in the ``param`` column; ``"epsilon"`` suggests a log
         axis to the plotting helpers).
     trials : int
-        Releases per value (mean and 95% t-interval over them).
+        Releases per value (mean and 95% interval over them, :func:`metric_interval`).
     task : str, optional
         Default: the dataset's task.
     n_samples : int, optional
@@ -466,7 +629,9 @@ def utility_sweep(
     -------
     pandas.DataFrame
         Tidy, one row per (value, metric): ``param, x, metric, mean, lo, hi, baseline, chance,
-        n_trials, higher_is_better``. ``baseline`` is the non-private value on the same split.
+        vs_chance, n_trials, higher_is_better``. ``baseline`` is the non-private value on the
+        same split; ``vs_chance`` is :func:`chance_comparison` of the interval. Every number is
+        computed on the private data (:data:`NOT_DP_NOTICE`).
 
     Raises
     ------
@@ -510,10 +675,12 @@ def utility_sweep(
                 progress(done, total, f"{param} = {value}: trial {t + 1}/{trials}")
         chance = per_trial.pop("chance", [math.nan])[0]
         for name, vals in per_trial.items():
-            mean, lo, hi = mean_interval(vals)
+            mean, lo, hi = metric_interval(
+                vals, n_test=test.n_samples if name in ACCURACY_METRICS else None)
             rows.append({
                 "param": param, "x": value, "metric": name, "mean": mean, "lo": lo, "hi": hi,
                 "baseline": baseline.get(name, math.nan), "chance": chance,
+                "vs_chance": chance_comparison(name, lo, hi, chance),
                 "n_trials": int(np.sum(np.isfinite(vals))),
                 "higher_is_better": HIGHER_IS_BETTER.get(name, True),
             })

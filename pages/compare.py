@@ -10,8 +10,16 @@ from app.controls import initial, stored_params
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from app.markdown import md_escape
 from dpcore.mechanisms import MECHANISMS, get_mechanism
-from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT, spreadsheet_safe_csv
-from dpcore.utility import evaluate_non_private, utility_sweep
+from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT
+from dpcore.utility import (
+    NOT_DP_NOTICE,
+    best_per_value,
+    evaluate_non_private,
+    evaluation_problem,
+    exploration_csv,
+    exploration_filename,
+    utility_sweep,
+)
 
 st.title("Compare mechanisms")
 ds = state.dataset()
@@ -22,14 +30,21 @@ st.markdown(
     "mechanism uses the parameters last set for it on the Explore page (defaults otherwise)."
 )
 
+problems = {n: evaluation_problem(MECHANISMS[n], ds.task) for n in names}
+evaluable = [n for n in names if problems[n] is None]
 c1, c2, c3 = st.columns([2, 2, 1])
 chosen = c1.multiselect("Mechanisms", names, key="p:compare_mechs",
-                        **initial("p:compare_mechs", "default", names[: min(4, len(names))]))
+                        **initial("p:compare_mechs", "default", evaluable[: min(4, len(evaluable))]))
 grid = sorted(c2.multiselect("ε grid", [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0],
                              key="p:compare_eps",
                              **initial("p:compare_eps", "default", [0.1, 0.5, 1.0, 5.0, 10.0])))
 trials = c3.number_input("Trials", 1, 20, key="p:compare_trials",
-                         **initial("p:compare_trials", "value", 2))
+                         **initial("p:compare_trials", "value", 3),
+                         help="Releases per ε and mechanism. The 95% intervals are bootstrap "
+                              "percentile intervals over trials, widened for accuracies to the "
+                              "Wilson interval of the test predictions: they stay inside [0, 1].")
+for n in [n for n in names if problems[n]]:
+    st.caption(f"Not in the default selection: **{n}**: {problems[n]}.")
 
 settings_key = (ds.fingerprint, st.session_state["p:test_size"], tuple(grid), int(trials))
 results: dict = st.session_state.setdefault("_compare_results", {})
@@ -39,14 +54,22 @@ def result_key(name: str) -> tuple:
     return (*settings_key, name, repr(sorted(stored_params(get_mechanism(name)).items())))
 
 
+errors: dict = st.session_state.setdefault("_compare_errors", {})
+for n in chosen:
+    if problems.get(n) and result_key(n) not in results:  # never run a sweep that must fail
+        results[result_key(n)] = pd.DataFrame()
+        errors[result_key(n)] = problems[n]
 todo = [n for n in chosen if result_key(n) not in results]
 b1, b2 = st.columns([1, 5])
 run = b1.button("Run sweep", type="primary", disabled=not (chosen and grid))
-if todo:
-    b2.caption(f"To compute: {', '.join(todo)}. Finished mechanisms are kept, so pressing any "
-               "other control (or Stop) interrupts the sweep without losing them.")
+status = b2.empty()  # the "To compute" caption and the Stop button live here, only until done
+if todo and not run:
+    status.caption(f"To compute: {', '.join(todo)}. Finished mechanisms are kept, so pressing any "
+                   "other control interrupts a sweep without losing them.")
 if run and todo:
-    b2.button("Stop")
+    with status.container():
+        st.caption(f"Computing: {', '.join(todo)}. Finished mechanisms are kept.")
+        st.button("Stop")
     train_test = state.split()
     bar = st.progress(0.0, "non-private baseline")
     base_key = ("compare-baseline", *settings_key[:2])
@@ -65,9 +88,14 @@ if run and todo:
                                progress=progress, baseline=baseline)
             results[result_key(name)] = df.assign(mechanism=name)
         except ValueError as exc:
-            st.warning(md_escape(f"{name} was not evaluated: {exc}"))
+            errors[result_key(name)] = str(exc)
             results[result_key(name)] = pd.DataFrame()
     bar.empty()
+    st.rerun()  # redraw without the progress bar, the caption and the Stop button
+
+for n in chosen:
+    if result_key(n) in errors:
+        st.warning(md_escape(f"{n} was not evaluated: {errors[result_key(n)]}"))
 
 frames = [results[result_key(n)] for n in chosen if result_key(n) in results]
 frames = [f for f in frames if not f.empty]
@@ -81,17 +109,20 @@ else:
     shown = st.multiselect("Show", sorted(df["mechanism"].unique()),
                            default=sorted(df["mechanism"].unique()), key="compare_shown")
     part = df[(df["metric"] == metric) & df["mechanism"].isin(shown)]
+    st.warning(f"Everything below is **{NOT_DP_NOTICE}**: an exploration aid for the data "
+               "custodian, not something to publish.", icon=":material/science:")
     if not part.empty:
         st.plotly_chart(utility_curve_figure(part, metric, series="mechanism",
-                                             title=METRIC_LABELS.get(metric, metric)),
+                                             title=METRIC_LABELS.get(metric, metric),
+                                             subtitle=NOT_DP_NOTICE),
                         key="frontier")
-        higher = bool(part["higher_is_better"].iloc[0])
-        best = part.loc[part.groupby("x")["mean"].idxmax() if higher else
-                        part.groupby("x")["mean"].idxmin(), ["x", "mechanism", "mean"]]
-        st.markdown("**Best per ε**")
-        st.dataframe(best.rename(columns={"x": "epsilon"}), hide_index=True)
+        st.markdown("**Best per ε** (only results whose interval is clear of the chance level)")
+        best = best_per_value(part, series="mechanism").rename(columns={"x": "epsilon"})
+        st.dataframe(best, hide_index=True)
     st.dataframe(df, hide_index=True)
-    st.download_button("Download all numbers (CSV)", spreadsheet_safe_csv(df), "compare.csv", "text/csv")
+    st.download_button("Download all numbers (CSV, NOT differentially private)",
+                       exploration_csv(df, "dp-explorer Compare"), exploration_filename("compare"),
+                       "text/csv")
 
 st.subheader("What each ε means")
 st.dataframe(pd.DataFrame([

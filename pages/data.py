@@ -13,6 +13,7 @@ from app.figures.images import image_grid_figure
 from app.markdown import md_escape
 from dpcore.data import load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+from dpcore.release import spreadsheet_safe
 
 st.title("Data")
 st.caption("Everything you upload stays in this browser session's memory: it is never written to "
@@ -34,8 +35,12 @@ if source == "Bundled real dataset":
     st.markdown(meta.get("description", ""))
     st.caption(f"Source: {meta.get('source', '')} · Licence: {meta.get('license', '')}")
 else:
-    upload = st.file_uploader("CSV, Parquet or .npz (X, y, feature_names)",
-                              type=["csv", "parquet", "pq", "npz", "gz"], key="upload")
+    limit_mb = state.upload_limit_mb()
+    upload = st.file_uploader(
+        f"CSV, Parquet or .npz (X, y, feature_names), up to {limit_mb:g} MB",
+        type=["csv", "parquet", "pq", "npz", "gz"], key="upload", max_upload_size=int(limit_mb),
+        help=f"Files over {limit_mb:g} MB are refused by the server: use the command line "
+             "(`dpcore release MECHANISM FILE -o out.csv ...`), which has no size limit.")
     if upload is not None:
         limit = state.upload_limit_bytes()
         try:
@@ -54,6 +59,9 @@ else:
                                "it is a CSV, Parquet or .npz table"))
             st.stop()
         st.write(f"**{md_escape(upload.name)}**: {frame.shape[0]:,} rows × {frame.shape[1]} columns")
+        st.caption("The file as read (first 20 rows). It is used once you press **Use this table** "
+                   "below; until then the rest of the app keeps the current dataset.")
+        st.dataframe(spreadsheet_safe(frame.head(20)), height=220, key="upload_preview")
         cols = list(frame.columns)
         label = st.selectbox("Label column", ["(none)", *cols], key="upload_label")
         label = None if label == "(none)" else label
@@ -100,7 +108,7 @@ else:
 ds = state.dataset()
 flagged = ds.bounds_source == "data" or ds.classes_source == "data"
 for msg in st.session_state.get("data_warnings", []) if flagged else []:
-    st.warning(md_escape(msg), icon="⚠️")
+    st.warning(md_escape(msg), icon=":material/warning:")
 
 st.subheader("Preview")
 c1, c2, c3, c4 = st.columns(4)
@@ -128,7 +136,7 @@ st.markdown(
 if ds.bounds_source == "data":
     st.error("Some bounds below were computed from the private data: the release card will say "
              "`bounds_source: data` and that the guarantee does NOT hold. Enter public bounds.",
-             icon="🚨")
+             icon=":material/report:")
 else:
     st.success(f"Bounds source: **{ds.bounds_source}**.")
 origin = ds.meta.get("bounds_origin", {}) if ds.meta else {}
@@ -142,6 +150,17 @@ if bounds_note:
     st.warning(md_escape(bounds_note))
 edited = st.data_editor(table, disabled=["column", "origin"], hide_index=True, height=240,
                         key=f"bounds_editor:{ds.fingerprint[:12]}")
+st.caption("The table takes a block pasted from a spreadsheet: click the first `lo` cell to fill "
+           "and press Ctrl+V (⌘V); two columns (lo, hi) fill as many rows as you paste.")
+
+
+def use_bounds(new_ds, message: str) -> None:
+    state.set_dataset(new_ds, st.session_state.dataset_label)
+    st.session_state.data_warnings = state.data_bounds_warning(new_ds)
+    st.session_state.bounds_message = message
+    st.rerun()
+
+
 if st.button("Apply these bounds as public"):
     new_ds, problem = state.apply_bounds_edit(ds, edited[["lo", "hi"]].to_numpy(dtype=float))
     if problem and new_ds is None:
@@ -149,9 +168,39 @@ if st.button("Apply these bounds as public"):
     elif new_ds is not None:
         if problem:
             st.session_state.data_bounds_note = problem
-        state.set_dataset(new_ds, st.session_state.dataset_label)
-        st.session_state.data_warnings = state.data_bounds_warning(new_ds)
-        st.rerun()
+        use_bounds(new_ds, "Public bounds applied from the table.")
+if st.session_state.get("bounds_message"):
+    st.success(md_escape(st.session_state.pop("bounds_message")), icon=":material/check_circle:")
+
+with st.expander("Import a bounds file, or set many columns at once",
+                 expanded=ds.bounds_source == "data"):
+    bounds_file = st.file_uploader(
+        "Public bounds file: JSON `{\"column\": [lo, hi]}` or CSV rows `column,lo,hi` (the format "
+        "of `dpcore release --bounds`)", type=["json", "csv", "txt"],
+        key=f"bounds_file:{ds.fingerprint[:12]}")
+    if bounds_file is not None and st.button("Apply the bounds file", key="apply_bounds_file"):
+        new_ds, message = state.apply_bounds_file(ds, bounds_file.getvalue(), bounds_file.name)
+        if new_ds is None:
+            st.error(md_escape(message))
+        else:
+            use_bounds(new_ds, message)
+    st.markdown("**Set these columns to [lo, hi]**")
+    bulk_key = f"bulk_cols:{ds.fingerprint[:12]}"
+    data_cols = ds.data_bound_columns()
+    if data_cols:
+        st.button(f"Pick the {len(data_cols)} column(s) whose bounds come from the data",
+                  on_click=lambda: st.session_state.update({bulk_key: data_cols}), key="pick_data_cols")
+    chosen_cols = st.multiselect("Columns", ds.feature_names, key=bulk_key)
+    b1, b2, b3 = st.columns([2, 2, 1], vertical_alignment="bottom")
+    bulk_lo = b1.number_input("lo", value=0.0, format="%g", key="bulk_lo")
+    bulk_hi = b2.number_input("hi", value=1.0, format="%g", key="bulk_hi")
+    if b3.button("Set", key="bulk_set", disabled=not chosen_cols):
+        new_ds, message = state.set_column_bounds(
+            ds, {c: (float(bulk_lo), float(bulk_hi)) for c in chosen_cols})
+        if new_ds is None:
+            st.error(md_escape(message))
+        else:
+            use_bounds(new_ds, message)
 
 st.subheader("Public reference table (optional)")
 st.markdown(

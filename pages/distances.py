@@ -81,6 +81,6 @@ if sweep["k"].size:
     c2.plotly_chart(variance_vs_k_figure(sweep["k"], rho2, sweep["noise_variance"], exp.noise,
                                          k_opt=optimal_k(rho2, s2, exp.noise),  # type: ignore[arg-type]
                                          show_claim7=exp.noise == "laplace"), key="vark")
-    st.caption("k_opt minimises the variance for a fixed noise level (DPPro Lemma 5: ρ²/(2σ²) for "
+    st.caption("The best k minimises the variance for a fixed noise level (DPPro Lemma 5: ρ²/(2σ²) for "
                "Gaussian noise). For JL-Laplace the noise itself grows with k, so the measured "
                "optimum sits lower.")

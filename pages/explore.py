@@ -12,8 +12,15 @@ from app.controls import initial, mechanism_controls
 from app.figures.common import noise_table, release_scatter_figure
 from app.figures.images import image_grid_figure
 from app.markdown import md_escape
-from app.runner import draw_release, kmeans_agreement, real_in_release_space, two_d_view
+from app.runner import (
+    draw_release,
+    kmeans_agreement,
+    preview_rows,
+    real_in_release_space,
+    two_d_view,
+)
 from dpcore.mechanisms import get_mechanism
+from dpcore.utility import release_class_labels
 
 ds = state.dataset()
 name = st.session_state.mechanism
@@ -46,11 +53,11 @@ with right:
     g = release.guarantee
     if not release.is_private:
         st.error("**NOT PRIVATE** — epsilon is infinite or the noise is zero. This setting is for "
-                 "exploration only and cannot be downloaded.", icon="🚫")
+                 "exploration only and cannot be downloaded.", icon=":material/block:")
     elif not g.holds:
         st.error("Bounds come from the private data: the guarantee below does **not** hold.",
-                 icon="🚨")
-    st.info(f"**Preview (seeded).** {g.plain_language()}", icon="🛡️")
+                 icon=":material/report:")
+    st.info(f"**Preview (seeded).** {g.plain_language()}", icon=":material/verified_user:")
     c1, c2, c3, c4 = st.columns([1, 1, 1.7, 1])
     c1.metric("guaranteed ε", "∞" if math.isinf(g.epsilon) else f"{g.epsilon:.4g}")
     c2.metric("δ", f"{g.delta:.2g}" if g.delta else "0")
@@ -73,8 +80,14 @@ st.subheader("Release vs real data")
 real_mapped = real_in_release_space(release, test.X)
 real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float))
 labels = test.y if ds.task == "classification" else None
-rel_labels = release.labels if ds.task == "classification" else None
-st.plotly_chart(release_scatter_figure(real2, rel2, labels, rel_labels, axis), key="scatter")
+rel_labels = release_class_labels(release) if ds.task == "classification" else None
+if rel_labels is not None:  # the labels of the plotted rows, in the plotted order
+    rel_labels = np.asarray(rel_labels)[preview_rows(len(rel_labels))]
+unit = "units of the released columns"
+titles = ((f"released column 1 ({unit})", f"released column 2 ({unit})") if axis == "released coordinates"
+          else (f"principal axis 1 ({unit})", f"principal axis 2 ({unit})"))
+st.plotly_chart(release_scatter_figure(real2, rel2, labels, rel_labels, axis, axis_titles=titles),
+                key="scatter")
 if real_mapped is None:
     st.caption("This release has no public map for real rows (its projection is secret), so only "
                "the release is shown.")

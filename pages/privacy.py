@@ -35,7 +35,7 @@ if "rdp" not in mech.capabilities:
     if res.error:
         st.error(md_escape(res.error))
     else:
-        st.info(res.release.guarantee.plain_language(), icon="🛡️")
+        st.info(res.release.guarantee.plain_language(), icon=":material/verified_user:")
         st.dataframe(noise_table(res.release.noise), hide_index=True)
     st.caption("Live Rényi-DP curves are drawn for: " + ", ".join(supported_by("rdp")))
     st.stop()
@@ -71,7 +71,7 @@ except ValueError as exc:
 
 with right:
     if not results:
-        st.error("**NOT PRIVATE**: zero noise (σ = 0 or ε = ∞).", icon="🚫")
+        st.error("**NOT PRIVATE**: zero noise (σ = 0 or ε = ∞).", icon=":material/block:")
     else:
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("σ_X", f"{sigma_x:.4g}")

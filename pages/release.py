@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
+from app.card_text import card_in_words, equivalent_command
 from app.controls import initial, mechanism_controls
 from app.markdown import md_escape
 from app.runner import draw_release
@@ -91,12 +92,12 @@ if pending:
     g = rel.guarantee
     if not rel.downloadable:
         st.error("This release is **NOT PRIVATE** (epsilon = ∞ or zero noise) and cannot be "
-                 "downloaded. Choose a finite ε.", icon="🚫")
+                 "downloaded. Choose a finite ε.", icon=":material/block:")
     else:
         if not g.holds:
             st.error("Bounds come from the private data: the card records that the guarantee "
-                     "does NOT hold.", icon="🚨")
-        st.success(g.plain_language(), icon="🛡️")
+                     "does NOT hold.", icon=":material/report:")
+        st.success(g.plain_language(), icon=":material/verified_user:")
         st.caption(f"Charged to the session ledger when shown: ε = {g.epsilon:.4g}, δ = {g.delta:.2g} "
                    f"({g.neighbouring}). Downloading it costs nothing more.")
         stem = f"{ds.name}-{rel.mechanism}"
@@ -111,6 +112,23 @@ if pending:
                                f"{stem}.transform.npz", "application/octet-stream",
                                key="dl_npz")
         st.subheader("Release card")
+        card_dict = json.loads(card)
+        st.markdown(card_in_words(card_dict))
+        bundled = st.session_state.dataset_label.startswith("bundled:")
+        sources = set(ds.bounds_sources)
+        st.markdown("**The same settings from the command line** (each run draws fresh noise "
+                    "from OS entropy; there is no seed to give):")
+        st.code(equivalent_command(card_dict, ds.name, bundled=bundled, label=ds.label_name,
+                                   has_user_bounds="user" in sources, data_bounds="data" in sources,
+                                   classes=None if ds.classes is None or ds.classes_source == "data"
+                                   else ds.classes.tolist(), data_classes=ds.classes_source == "data",
+                                   missing=ds.missing, output=f"{stem}.csv"), language="bash")
+        if not bundled and "user" in sources:
+            public = {c: [float(lo), float(hi)] for c, (lo, hi), src in
+                      zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True) if src != "data"}
+            st.download_button("Download bounds.json (the public bounds, for --bounds)",
+                               json.dumps(public, indent=1), "bounds.json", "application/json",
+                               key="dl_bounds")
         st.json(card, expanded=False)
         # the escaped table: Streamlit's own CSV export of this preview must not carry formulas
         st.dataframe(rel.to_csv_frame().head(20), height=240)

@@ -9,8 +9,13 @@ from app.controls import initial, mechanism_controls
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from app.markdown import md_escape
 from dpcore.mechanisms import get_mechanism
-from dpcore.release import spreadsheet_safe_csv
-from dpcore.utility import utility_sweep
+from dpcore.utility import (
+    NOT_DP_NOTICE,
+    evaluation_problem,
+    exploration_csv,
+    exploration_filename,
+    utility_sweep,
+)
 
 st.title("Utility")
 ds = state.dataset()
@@ -22,9 +27,17 @@ metric_text = {
     "unsupervised": "clustering: silhouette of the release (the papers' metric), silhouette of the "
                     "real rows under the release's K-means, and ARI against K-means on real data",
 }[ds.task]
-st.markdown(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*: {metric_text}. "
-            "Each point is the mean over trials with a 95% interval; the dashed line is the same model "
-            "trained on the real training rows (non-private).")
+st.markdown(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*: {metric_text}. Each point is "
+            "the mean over trials with a 95% interval (bootstrap over trials; for accuracies also "
+            "the Wilson interval of the test predictions); hollow points are not distinguishable "
+            "from the chance level (dotted); the dashed line is the same model trained on the real "
+            "training rows (non-private).")
+st.caption(f"These utility numbers are {NOT_DP_NOTICE}: they guide the custodian's choice of "
+           "settings and are not to be published.")
+problem = evaluation_problem(mech, ds.task)
+if problem:
+    st.warning(md_escape(f"{name} cannot be evaluated here: {problem}."))
+    st.stop()
 
 with st.expander("Mechanism parameters (shared with Explore)"):
     params = mechanism_controls(mech, ds)
@@ -75,7 +88,12 @@ else:
     cols = st.columns(min(2, len(metrics)))
     for i, metric in enumerate(metrics):
         cols[i % len(cols)].plotly_chart(
-            utility_curve_figure(df, metric, title=METRIC_LABELS.get(metric, metric)),
+            utility_curve_figure(df, metric, title=METRIC_LABELS.get(metric, metric),
+                                 subtitle=NOT_DP_NOTICE),
             key=f"utility_{metric}")
+    st.warning(f"The table and its download are **{NOT_DP_NOTICE}**.",
+               icon=":material/science:")
     st.dataframe(df, hide_index=True)
-    st.download_button("Download the numbers (CSV)", spreadsheet_safe_csv(df), "utility.csv", "text/csv")
+    st.download_button("Download the numbers (CSV, NOT differentially private)",
+                       exploration_csv(df, f"dp-explorer Utility of {name}"),
+                       exploration_filename(f"utility-{name}"), "text/csv")

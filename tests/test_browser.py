@@ -310,7 +310,7 @@ def test_opens_on_bundled_digits_and_every_page_renders(page):
 def test_upload_csv_with_public_bounds_then_release(page):
     csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
     rerun(page, page.get_by_text("Upload a file", exact=True).click)
-    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
     rerun(page, lambda: uploader.set_input_files(
         files=[{"name": "mine.csv", "mimeType": "text/csv", "buffer": csv.encode()}]))
     expect(page.get_by_text("60 rows × 3 columns")).to_be_visible()
@@ -353,7 +353,7 @@ def test_hostile_file_and_column_names_render_as_text(page):
     name = f"x{img}.csv"
     csv = f"{script},{svg},y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(40))
     rerun(page, page.get_by_text("Upload a file", exact=True).click)
-    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
     rerun(page, lambda: uploader.set_input_files(
         files=[{"name": name, "mimeType": "text/csv", "buffer": csv.encode()}]))
     rerun(page, page.get_by_role("button", name="Use this table").click)
@@ -484,3 +484,30 @@ def test_attack_page_runs_shows_the_claim_and_stops(open_app):
     expect(page.get_by_text("stopped early; 5000 asked").first).to_be_visible()
     assert 0.0 <= float(metric(page, "AUC")) <= 1.0
     screenshot(page, "attack-stopped")
+
+
+def test_first_load_icons_legend_and_labelled_compare(page):
+    """Issue 16: Material icons (no emoji font needed), the Explore scatter's class legend and
+    axis titles, and a Compare sweep labelled NOT differentially private with no stale controls."""
+    nav_icons = page.locator('[data-testid="stSidebarNav"] [data-testid="stIconMaterial"]')
+    expect(nav_icons).to_have_count(len(nav_titles(page)))
+    goto(page, "Explore")
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    expect(chart.locator(".legendtext").filter(has_text="7")).to_have_count(1)
+    expect(chart.locator(".xtitle")).to_contain_text("units of the released columns")
+    screenshot(page, "ux-explore")
+    goto(page, "Compare")
+    mechs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Mechanisms")
+    assert "jl-laplace" not in mechs.inner_text()
+    expect(page.get_by_text("Not in the default selection: jl-laplace")).to_be_visible()
+    grid_box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="ε grid")
+    for chip in ("0.5", "1.0", "5.0"):  # a smaller grid: 0.1 and 10 remain
+        rerun(page, grid_box.get_by_role("button", name=f"Remove {chip}", exact=True).click)
+    rerun(page, page.get_by_role("button", name="Run sweep").click)
+    expect(page.locator('[data-testid="stAlert"]').filter(has_text="NOT differentially private")
+           .first).to_be_visible()
+    expect(page.get_by_text("To compute")).to_have_count(0)
+    expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+    data = download(page, "Download all numbers")
+    assert data.decode().startswith("# dp-explorer Compare: NOT differentially private")
+    screenshot(page, "ux-compare")

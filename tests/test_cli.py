@@ -123,7 +123,7 @@ def test_release_bundled_writes_csv_and_card_matching_flags(capsys, tmp_path):
      (["digits", "--delta", "1.5"], "delta"),
      (["digits", "--label", "nope"], "label column 'nope' not found"),
      (["digits", "--calibration", "classic", "--epsilon", "2"], "epsilon < 1"),
-     (["digits", "--n-samples", "5"], "n_samples"),
+     (["digits", "--n-samples", "5"], "--n-samples"),
      (["digits", "--budget", "3"], "--ledger")],
     ids=["unknown-dataset", "eps-0", "eps-inf", "eps-nan", "delta-1.5", "missing-label", "classic-eps",
          "n-samples", "budget-without-ledger"],
@@ -240,4 +240,4 @@ def test_dpmix_accounting_commands_round_trip(capsys):
     eps = float(out.split("epsilon = ")[1].split()[0])
     assert 2 * (1 - 1e-4) <= eps <= 2 * (1 + 1e-5)
     code, _, err = run(capsys, "epsilon", "dpmix", "--sigma-x", "-1", "--sigma-y", "1", *common)
-    assert code == 2 and err.startswith("dpcore: error:") and "sigma_x" in err
+    assert code == 2 and err.startswith("dpcore: error:") and "--sigma-x" in err

@@ -191,6 +191,6 @@ def test_k_figures_mark_k_opt_and_use_the_formula():
     errs = np.abs(np.random.default_rng(0).normal(1, 0.1, size=(3, ks.size)))
     fig2 = l2_error_vs_k_figure(ks, errs, predicted=np.ones(ks.size), k_opt=7.0)
     assert [t.name for t in fig2.data] == ["range over trials", "measured",
-                                           "expected (sum Var D / sum rho^4)"]
+                                           "expected (ΣVar D / Σρ⁴)"]
     np.testing.assert_allclose(fig2.data[1].y, errs.mean(axis=0))
     assert fig2.layout.shapes[0].x0 == 7.0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from app.figures.common import readable_log_axes
 from dpcore.distances import distance_variance, jl_claim7_variance
 
 LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
@@ -60,7 +61,7 @@ def recovery_histogram_figure(differences: np.ndarray, variances: np.ndarray | N
     fig.add_vline(x=0.0, line={"color": "black", "dash": "dot"}, annotation_text="0")
     fig.add_vline(x=mean, line={"color": "#2ca02c"}, annotation_text=f"mean {mean:.3g}",
                   annotation_position="top left")
-    fig.update_layout(title=title, xaxis_title="recovered - true squared distance",
+    fig.update_layout(title=title, xaxis_title="recovered − true squared distance (feature units²)",
                       yaxis_title="density", bargap=0.02, **LAYOUT)
     return fig
 
@@ -78,18 +79,19 @@ def l2_error_vs_k_figure(ks: np.ndarray, l2_errors: np.ndarray, *, predicted: np
     if err.shape[0] > 1:
         fig.add_trace(go.Scatter(x=np.concatenate([ks, ks[::-1]]),
                                  y=np.concatenate([err.max(0), err.min(0)[::-1]]), fill="toself",
-                                 line={"width": 0}, fillcolor="rgba(31,119,180,0.2)",
+                                 mode="lines", line={"width": 0}, fillcolor="rgba(31,119,180,0.2)",
                                  name="range over trials", hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=ks, y=err.mean(0), mode="lines+markers", name="measured",
                              line={"color": "#1f77b4"}))
     if predicted is not None:
         fig.add_trace(go.Scatter(x=ks, y=np.asarray(predicted, dtype=float), mode="lines",
-                                 name="expected (sum Var D / sum rho^4)",
+                                 name="expected (ΣVar D / Σρ⁴)",
                                  line={"color": "#d62728", "dash": "dash"}))
-    _mark_k_opt(fig, k_opt)
-    fig.update_layout(title=title, xaxis_title="projected dimension k", yaxis_title="L2 error",
+    _mark_k_opt(fig, k_opt, ks)
+    fig.update_layout(title=title, xaxis_title="projected dimension k",
+                      yaxis_title="L2 error ‖Ũ² − U²‖² / ‖U²‖² (no unit)",
                       yaxis_type="log", **LAYOUT)
-    return fig
+    return readable_log_axes(fig)
 
 
 def variance_vs_k_figure(ks: np.ndarray, rho2: float, noise_variance: float | np.ndarray,
@@ -107,21 +109,42 @@ def variance_vs_k_figure(ks: np.ndarray, rho2: float, noise_variance: float | np
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=ks, y=total, mode="lines", name="Var D", line={"color": "#1f77b4",
                                                                             "width": 3}))
-    for y, label in ((2 * rho2**2 / ks, "2 rho^4 / k (projection)"),
-                     (8 * s2 * rho2, "8 s2 rho^2 (cross term)"),
-                     (c4 * ks * s2**2, f"{c4:g} k s2^2 (noise)")):
+    for y, label in ((2 * rho2**2 / ks, "2ρ⁴/k (projection)"),
+                     (8 * s2 * rho2, "8σ²ρ² (cross term)"),
+                     (c4 * ks * s2**2, f"{c4:g}kσ⁴ (noise)")):
         fig.add_trace(go.Scatter(x=ks, y=y, mode="lines", name=label, line={"dash": "dot"}))
     if show_claim7:
         fig.add_trace(go.Scatter(x=ks, y=jl_claim7_variance(rho2, ks, s2), mode="lines",
                                  name="JL paper Claim 7 (wrong)", line={"color": "grey", "dash": "dash"}))
-    _mark_k_opt(fig, k_opt)
-    fig.update_layout(title=title or f"Variance of a recovered squared distance (rho^2 = {rho2:.3g}, "
-                      f"{noise} noise)", xaxis_title="projected dimension k", yaxis_title="variance",
-                      yaxis_type="log", **LAYOUT)
-    return fig
+    _mark_k_opt(fig, k_opt, ks)
+    heading = {"text": title or "Variance of a recovered squared distance",
+               "subtitle": {"text": f"median ρ² = {rho2:.3g}, {noise} noise"}}
+    fig.update_layout(title=heading, xaxis_title="projected dimension k",
+                      yaxis_title="variance (squared-distance units²)", yaxis_type="log", **LAYOUT)
+    return readable_log_axes(fig)
 
 
-def _mark_k_opt(fig: go.Figure, k_opt: float | None) -> None:
-    if k_opt is not None and np.isfinite(k_opt):
-        fig.add_vline(x=float(k_opt), line={"color": "#2ca02c", "dash": "dash"},
-                      annotation_text=f"k_opt = {k_opt:.3g}")
+def best_k_text(k_opt: float | None, ks: np.ndarray | None = None) -> str | None:
+    """``k_opt`` in words: a whole number of dimensions in the range shown, or why there is none.
+
+    The formula (DPPro Lemma 5) gives a real number; a projection has a whole number k >= 1 of
+    dimensions, so "k_opt = 0.10" is shown as "best k = 1 (the noise dominates at every k)".
+    """
+    if k_opt is None or not np.isfinite(k_opt):
+        return None
+    if k_opt < 1:
+        return f"best k = 1 (formula: {k_opt:.2g} < 1, the noise dominates at every k)"
+    top = None if ks is None or not len(ks) else float(np.max(ks))
+    if top is not None and k_opt > top:
+        return f"best k > {top:g} (formula: {k_opt:.3g})"
+    return f"best k ≈ {round(float(k_opt))}"
+
+
+def _mark_k_opt(fig: go.Figure, k_opt: float | None, ks: np.ndarray | None = None) -> None:
+    text = best_k_text(k_opt, ks)
+    if text is None:
+        return
+    top = None if ks is None or not len(ks) else float(np.max(ks))
+    x = min(max(float(k_opt), 1.0), top) if top is not None else max(float(k_opt), 1.0)
+    fig.add_vline(x=x, line={"color": "#2ca02c", "dash": "dash"}, annotation_text=text,
+                  annotation_position="top right")

@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from app.figures.common import readable_log_axes
 from dpcore import accounting
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 
 BOUND_LABELS = {
     "paper": "paper (Theorem 1)",
-    "tight": "tight (SPEC 6.1)",
+    "tight": "tight (Wang et al. 2019; Canonne et al. 2020)",
 }
 _DASH = {"tight": "solid", "paper": "dash"}
 
@@ -127,7 +128,7 @@ def epsilon_vs_sigma_figure(
                        f"σ_Y = {ratio:g} σ_X)", "font": {"size": 13}},
         legend={"font": {"size": 11}},
     )
-    return fig
+    return readable_log_axes(fig)
 
 
 def _order_grid(alpha_star: float, max_order: int | None, n_points: int) -> np.ndarray:
@@ -189,9 +190,9 @@ def epsilon_at_order_figure(
             hovertemplate="α* = %{x}<br>ε = %{y:.4g}<extra></extra>",
         ), row=1, col=col)
         fig.update_xaxes(type="log", title="order α", row=1, col=col)
-    fig.update_yaxes(type="log", title="ε", row=1, col=1)
+    fig.update_yaxes(type="log", title="ε (privacy loss)", row=1, col=1)
     fig.update_layout(
         height=420, margin={"l": 10, "r": 10, "t": 50, "b": 10},
         legend={"orientation": "h", "y": -0.2, "font": {"size": 11}},
     )
-    return fig
+    return readable_log_axes(fig)

@@ -5,23 +5,28 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from app.figures.common import readable_log_axes
+
 LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
           "legend": {"orientation": "h", "y": -0.2}}
 
 
 def snr_figure(res: dict[str, np.ndarray], epsilon: float) -> go.Figure:
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=res["p"], y=res["signal"], name="signal ‖Σ_p‖_F", mode="lines+markers"))
-    fig.add_trace(go.Scatter(x=res["p"], y=res["noise"], name="noise (expected ‖N‖_F)",
+    fig.add_trace(go.Scatter(x=res["p"], y=res["signal"], name="signal ‖Σ<sub>p</sub>‖<sub>F</sub>",
+                             mode="lines+markers"))
+    fig.add_trace(go.Scatter(x=res["p"], y=res["noise"], name="noise (expected ‖N‖<sub>F</sub>)",
                              mode="lines+markers"))
     fig.add_trace(go.Scatter(x=res["p"], y=res["snr"], name="SNR", mode="lines+markers", yaxis="y2",
                              line={"dash": "dot", "width": 3}))
     fig.update_layout(title=f"RON-Gauss covariance at ε = {epsilon:g}: signal vs noise as p grows",
                       xaxis_title="projection dimension p", yaxis={"title": "Frobenius norm",
                                                                   "type": "log"},
-                      yaxis2={"title": "SNR", "overlaying": "y", "side": "right", "type": "log"},
+                      yaxis2={"title": "SNR (signal / noise)", "overlaying": "y", "side": "right",
+                              "type": "log", "showgrid": False},
                       **LAYOUT)
-    return fig
+    fig.update_layout(margin={"l": 10, "r": 60, "t": 40, "b": 10})
+    return readable_log_axes(fig)
 
 
 def qq_figure(series: dict[str, tuple[np.ndarray, np.ndarray]]) -> go.Figure:
@@ -45,8 +50,9 @@ def dpmix_figure(res: dict[str, np.ndarray], epsilon: float) -> go.Figure:
                              mode="lines+markers", line={"dash": "dot"}))
     fig.update_layout(title=f"DPMix at ε = {epsilon:g}: mixing more rows needs less noise",
                       xaxis={"title": "mixture degree ℓ", "type": "log"},
-                      yaxis={"title": "per-coordinate scale", "type": "log"}, **LAYOUT)
-    return fig
+                      yaxis={"title": "per-coordinate scale (features in [0, 1] units)", "type": "log"},
+                      **LAYOUT)
+    return readable_log_axes(fig)
 
 
 def odds_figure(prior: np.ndarray, curves: dict[float, np.ndarray]) -> go.Figure:

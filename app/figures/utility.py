@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.figures.common import log_ticks
+
 __all__ = ["image_grid_figure", "utility_curve_figure"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -43,6 +45,7 @@ def utility_curve_figure(
     x_label: str | None = None,
     y_label: str | None = None,
     title: str | None = None,
+    subtitle: str | None = None,
     show_chance: bool = True,
 ) -> go.Figure:
     """Utility against the swept parameter: mean line, 95% band, dashed non-private baseline.
@@ -60,8 +63,12 @@ def utility_curve_figure(
     log_x : bool, optional
         Default: log axis when the swept parameter is ``epsilon``. Infinite x values (NOT PRIVATE
         runs) are not plotted on the curve.
+    subtitle : str, optional
+        Second title line, e.g. :data:`dpcore.utility.NOT_DP_NOTICE`.
     show_chance : bool
         Dotted line at the chance level (majority class / random-guess RMSE) when available.
+        Points whose interval contains it (``vs_chance`` "not distinguishable ...") are drawn
+        hollow and say so on hover.
 
     Returns
     -------
@@ -93,15 +100,21 @@ def utility_curve_figure(
                 fig.add_trace(go.Scatter(
                     x=np.concatenate([band["x"].to_numpy(), band["x"].to_numpy()[::-1]]),
                     y=np.concatenate([band["hi"].to_numpy(), band["lo"].to_numpy()[::-1]]),
-                    fill="toself", fillcolor=_rgba(color, 0.18), line={"width": 0},
+                    mode="lines", fill="toself", fillcolor=_rgba(color, 0.18), line={"width": 0},
                     hoverinfo="skip", showlegend=False, name=name + " 95% interval",
                 ))
+            verdict = (rows["vs_chance"].fillna("") if "vs_chance" in rows
+                       else pd.Series("", index=rows.index))
+            at_chance = verdict.str.startswith("not distinguishable").to_numpy()
             fig.add_trace(go.Scatter(
                 x=rows["x"], y=rows["mean"], mode="lines+markers", name=name,
                 line={"color": color, "width": 2},
-                customdata=np.column_stack([rows["lo"], rows["hi"]]),
-                hovertemplate=f"{param}=%{{x}}<br>mean %{{y:.4g}}<br>95%: [%{{customdata[0]:.4g}}, "
-                              "%{customdata[1]:.4g}]<extra>" + name + "</extra>",
+                marker={"size": 8, "symbol": np.where(at_chance, "circle-open", "circle").tolist(),
+                        "line": {"width": 2, "color": color}},
+                customdata=np.column_stack([rows["lo"], rows["hi"], verdict]),
+                hovertemplate=f"{_axis_title(param)} = %{{x}}<br>mean %{{y:.4g}}<br>95% interval: "
+                              "[%{customdata[0]:.4g}, %{customdata[1]:.4g}]<br>%{customdata[2]}"
+                              "<extra>" + name + "</extra>",
             ))
         base = data.loc[data["metric"] == m, "baseline"].dropna()
         xs = [data["x"].min(), data["x"].max()]
@@ -119,16 +132,38 @@ def utility_curve_figure(
                     name="chance" if m != "krr_rmse" else "random guess",
                     line={"color": "grey", "dash": "dot", "width": 1},
                 ))
+    heading = {"text": title or "", "subtitle": {"text": subtitle or ""}}
     fig.update_layout(
-        title=title, height=420, margin={"l": 10, "r": 10, "t": 40 if title else 20, "b": 10},
-        xaxis_title=x_label or ("ε (log scale)" if log_x and param == "epsilon" else param),
-        yaxis_title=y_label or (METRIC_LABELS.get(metrics[0], metrics[0]) if len(metrics) == 1
-                                else "utility"),
-        legend={"orientation": "h", "y": -0.2},
+        title=heading, height=440,
+        margin={"l": 10, "r": 10, "t": 30 + 25 * bool(title) + 20 * bool(subtitle), "b": 10},
+        xaxis_title=x_label or _axis_title(param),
+        yaxis_title=y_label or (_metric_axis_title(metrics[0]) if len(metrics) == 1 else "utility"),
+        legend={"orientation": "h", "y": -0.22},
     )
+    if all(m in FRACTION_METRICS for m in metrics):
+        fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
     if log_x:
-        fig.update_xaxes(type="log")
+        fig.update_xaxes(type="log", **log_ticks(data["x"].min(), data["x"].max()))
     return fig
+
+
+#: Metrics that are proportions (plotted on a fixed 0-100 % axis).
+FRACTION_METRICS = ("svm_accuracy", "logreg_accuracy")
+_AXIS_TITLES = {"epsilon": "privacy budget ε (log scale)", "n_components": "dimensions p",
+                "ell": "mixture degree ℓ (rows per mixture)"}
+
+
+def _axis_title(param: str) -> str:
+    return _AXIS_TITLES.get(param, param.replace("_", " "))
+
+
+def _metric_axis_title(metric: str) -> str:
+    label = METRIC_LABELS.get(metric, metric)
+    if metric in FRACTION_METRICS:
+        return f"{label} on real held-out rows (%)"
+    if metric == "krr_rmse":
+        return f"{label} on real held-out rows (label units)"
+    return label
 
 
 def image_grid_figure(

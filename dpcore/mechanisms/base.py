@@ -66,6 +66,8 @@ class Mechanism:
     peak_square_matrices: ClassVar[int] = 0
     #: n x d float64 working arrays held at once (clipped/scaled input, noise, products...)
     peak_row_copies: ClassVar[int] = 4
+    #: False when real rows cannot be mapped into the release's space (a secret projection)
+    public_transform: ClassVar[bool] = True
     #: constructor arguments beyond the schema and COMMON_ARGS (e.g. ``public_data``)
     extra_args: ClassVar[tuple[str, ...]] = ()
 

@@ -126,7 +126,7 @@ LIU_CITATION = ("F. Liu, Model-based differentially private data synthesis, arXi
                 "II)")
 DPMIX_RP_CITATION = ("Lee, Kim, Lee, Suh & Ramchandran, DPMix, ISIT 2019, section IV (random "
                      "projection baseline, after Kenthapadi et al. 2013 and DPPro Lemma 3)")
-LAPLACE_SOURCE = "Laplace mechanism (Dwork, McSherry, Nissim & Smith 2006); SPEC section 1"
+LAPLACE_SOURCE = "Laplace mechanism (Dwork, McSherry, Nissim & Smith 2006)"
 BOX = "features clipped to their public bounds and mapped onto [-1, 1] (width w_l = 2, 0 if constant)"
 
 
@@ -678,7 +678,7 @@ def _dp_gaussian(
                      "sums, upper triangle, the replaced record may change class; divided by the "
                      "DP count)") + "; b = S1/eps_Sigma, mirrored; covariance = "
                     "psd_repair(M - mu mu^T) (post-processing)",
-            source=f"{LIU_CITATION}; {LAPLACE_SOURCE}; SPEC section 1 (upper triangle, PSD repair)",
+            source=f"{LIU_CITATION}; {LAPLACE_SOURCE}; upper triangle mirrored, PSD repair (post-processing)",
         ),
     ]
     return mu, psd_repair(M - np.outer(mu, mu)), recs

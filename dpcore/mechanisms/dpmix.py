@@ -72,8 +72,7 @@ _KEYS_COST_FACTOR = 10
 SOURCE_PAPER = ("Lee et al., DPMix, ISIT 2019, Thm 1 (eq. 3); Wang, Balle, Kasiviswanathan 2019 "
                 "(subsampled RDP); Mironov 2017, Prop. 3 (RDP -> DP)")
 SOURCE_TIGHT = ("Lee et al., DPMix, ISIT 2019, Thm 1 with Wang, Balle, Kasiviswanathan 2019, "
-                "Thms 9 and 27 (per-term min); Canonne, Kamath, Steinke 2020, Prop. 12 (RDP -> DP); "
-                "SPEC 6.1")
+                "Thms 9 and 27 (per-term min); Canonne, Kamath, Steinke 2020, Prop. 12 (RDP -> DP)")
 
 
 # ---------------------------------------------------------------------------------------- sampling
@@ -572,7 +571,7 @@ def _noise_records(data: PreparedInput, acct: dict[str, Any], *, ell: int, n: in
     formula = (f"per mixture: subsampled (q = ell/n = {ell}/{n}, without replacement) Gaussian, "
                "RDP_G(alpha) = alpha D2 / (2 ell^2), D2 = d_X/sigma_X^2 + d_Y/sigma_Y^2; "
                f"T = {T} mixtures composed; epsilon = min_alpha over integer orders "
-               f"({bound} bound, SPEC 6.1)")
+               f"({bound} bound)")
     common = dict(distribution="gaussian", norm="L2", epsilon=acct["epsilon"], delta=delta,
                   source=SOURCE_TIGHT if bound == "tight" else SOURCE_PAPER)
     records = [NoiseRecord(

@@ -183,7 +183,7 @@ class DPPro(Mechanism):
         if calibration == "exact":
             sigma, eps_features = sigma_exact, eps
             formula = "S2 = max_i min(Delta, w_i) ||R_i||_2 (= Delta theta_2(R)); sigma = analytic Gaussian"
-            source = "SPEC section 5 (exact); DPPro Definition 3, Thm 2; Balle & Wang 2018, Alg. 1"
+            source = "DPPro Definition 3, Thm 2 (exact theta_2 of the drawn R); Balle & Wang 2018, Alg. 1"
         else:
             sigma = sigma_pub
             achieved = gaussian_epsilon(sigma, s2, delta)

@@ -523,6 +523,7 @@ class JLLaplace(Mechanism):
     guarantee_kind = "pure"
     space = "projected"
     capabilities = frozenset({"distances"})
+    public_transform = False  # P is secret (section 3.1): Release.transform raises
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -557,7 +558,7 @@ class JLLaplace(Mechanism):
             details.update(row_bound=bound, sensitivity_method=method,
                            sensitivity_spectral_bound=spectral)
             pub_formula = "c = k t, t = sqrt(2 alpha ln(2k/beta) / k)"
-            pub_source = "JL paper Thm 5 (Lemma 4); sqrt(alpha) per SPEC section 4"
+            pub_source = "JL paper Thm 5 (Lemma 4), with sqrt(alpha) for the paper's alpha (a typo)"
             neighbouring = "row-l2"
 
         if calibration == "exact":
@@ -566,7 +567,7 @@ class JLLaplace(Mechanism):
             formula = ("c = " + ("max_i min(Delta, w_i) ||P_i||_1" if relation == "element"
                                  else "sqrt(alpha) max_s ||P s||_2 (<= sqrt(k alpha) sigma_max(P))")
                        + "; b = c / epsilon")
-            source = ("SPEC section 4 (exact calibration to the drawn P); JL paper Lemma 1 / "
+            source = ("exact calibration to the drawn P (P is data-independent); JL paper Lemma 1 / "
                       "Thm 5 proof")
         else:
             c = c_pub

@@ -110,7 +110,7 @@ __all__ = [
 ]
 
 A_BOUND = 1.0  # a: every feature (and regression label) is mapped onto [-a, a]
-SOURCE = "Chanyaswad, Liu & Mittal, PCA-Gauss (papers/pca_gauss.txt); SPEC section 3"
+SOURCE = "Chanyaswad, Liu & Mittal, PCA-Gauss (formulas restored from the authors' code)"
 AG_SOURCE = "Dwork, Talwar, Thakurta & Zhang, Analyze Gauss, STOC 2014; Balle & Wang, ICML 2018"
 
 

@@ -882,12 +882,12 @@ def _noisy_cov(
     if label_bound is None:
         formula = ("S1 = (p + 1)/n (upper triangle, sound)" if ctx.calibration == "sound"
                    else "S1 = 2 sqrt(p)/n (Lemma 4, published; not an entrywise L1 bound)")
-        src = "Lemma 4 / Alg. 3, 5; SPEC section 2 (sound value)"
+        src = "Lemma 4 / Alg. 3, 5 (sound value: entrywise L1 of the upper triangle)"
     else:
         formula = ("S1 = (p + 1 + 2a sqrt(p) + a^2)/n (upper triangle, sound)"
                    if ctx.calibration == "sound"
                    else "S1 = (2 sqrt(p) + 4a sqrt(p) + a^2)/n (Lemma 5, published)")
-        src = "Lemma 5 / Alg. 4; SPEC section 2 (sound value)"
+        src = "Lemma 5 / Alg. 4 (sound value: entrywise L1 of the upper triangle)"
     if count is not None:
         formula = formula.replace("/n", "") + " of the per-class sum Z^T Z, divided by the DP count"
     rec = NoiseRecord(

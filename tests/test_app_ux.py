@@ -1,0 +1,386 @@
+"""The app as users use it (issue 16): one source of defaults, labelled exploration outputs,
+trustworthy Compare/Utility pages, readable plots.
+
+Driven headlessly with ``streamlit.testing.v1.AppTest`` like ``tests/test_app.py``; downloads are
+opened and counted.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcore.cli import main as cli_main
+from dpcore.mechanisms import MECHANISMS
+from tests.test_app import goto, new_app
+
+
+@pytest.fixture
+def served(monkeypatch) -> dict[str, tuple[bytes, str | None]]:
+    """What the app's media server would send: ``{file id: (bytes, file name)}``."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    files: dict[str, tuple[bytes, str | None]] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        file_id = original(self, path_or_data, mimetype, kind, filename)
+        data = path_or_data if isinstance(path_or_data, bytes) else Path(path_or_data).read_bytes()
+        files[file_id] = (data, filename)
+        return file_id
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return files
+
+
+def download(at, served: dict, label_start: str) -> tuple[bytes, str | None]:
+    """The bytes and file name a click on the download button ``label_start...`` would give."""
+    button = next(b for b in at.get("download_button") if b.label.startswith(label_start))
+    file_id = button.proto.url.rsplit("/", 1)[-1].split(".")[0]
+    return served[file_id]
+
+
+def _draw_on_release_page(at, mechanism: str) -> dict:
+    """Select ``mechanism`` in the sidebar, draw on the Release page, return the pending release."""
+    at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+    goto(at, "release")
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    pending = at.session_state.pending_release
+    assert pending["card"], [e.value for e in at.error]
+    return pending
+
+
+@pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+def test_untouched_app_controls_release_what_the_cli_releases_without_options(mechanism, tmp_path,
+                                                                              capsys):
+    """One source of defaults: the card's parameters (``None`` = automatic included) and the
+    released table's shape are the same in the app with untouched controls and in ``dpcore
+    release MECH digits`` without options; a mechanism that needs more than its defaults (e.g.
+    public data) is refused by both, for the same reason."""
+    out = tmp_path / "out.csv"
+    capsys.readouterr()
+    code = cli_main(["release", mechanism, "digits", "-o", str(out)])
+    cli_error = capsys.readouterr().err
+    at = new_app()
+    if code != 0:
+        at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+        goto(at, "release")
+        at.button[0].click().run()
+        assert "pending_release" not in at.session_state
+        reason = cli_error.split("error: ", 1)[1].split(":")[0].split(" (")[0]
+        assert any(reason in e.value.replace("\\", "") for e in at.error), (reason, at.error)
+        return
+    pending = _draw_on_release_page(at, mechanism)
+    app_card = json.loads(pending["card"])
+    app_csv = pd.read_csv(io.BytesIO(pending["csv"]))
+    cli_card = json.loads(Path(str(out).replace(".csv", ".card.json")).read_text())
+    cli_csv = pd.read_csv(out)
+
+    assert app_card["parameters"] == cli_card["parameters"]
+    for key in ("epsilon", "delta", "neighbouring", "kind"):
+        assert app_card["guarantee"][key] == pytest.approx(cli_card["guarantee"][key]) \
+            if isinstance(cli_card["guarantee"][key], float) else \
+            app_card["guarantee"][key] == cli_card["guarantee"][key]
+    assert list(app_csv.columns) == list(cli_csv.columns)
+    assert app_csv.shape == cli_csv.shape
+
+
+def test_dpmix_download_from_the_release_page_has_all_rows(served):
+    """Issue 16, item 1: the app's DPMix download had 10 rows (n_mixtures filled with 10)."""
+    at = new_app()
+    ds = at.session_state.dataset
+    _draw_on_release_page(at, "dpmix")
+    data, filename = download(at, served, "Download CSV")
+    assert filename.endswith(".csv")
+    frame = pd.read_csv(io.BytesIO(data))
+    assert len(frame) == ds.n_samples == 1797
+    card = json.loads(download(at, served, "Download release card")[0])
+    assert card["n_rows"] == ds.n_samples
+    assert card["parameters"]["n_mixtures"] is None and card["parameters"]["sigma_x"] is None
+    # the nominal epsilon is what the card guarantees (calibrated, not a fixed sigma = 1)
+    assert card["guarantee"]["epsilon"] == pytest.approx(card["parameters"]["epsilon"], rel=1e-6)
+
+
+def _spec(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def test_compare_defaults_exclude_mechanisms_that_cannot_be_evaluated_and_say_why():
+    at = new_app()
+    goto(at, "compare")
+    chosen = at.multiselect(key="p:compare_mechs").value
+    assert chosen and "jl-laplace" not in chosen
+    assert at.number_input(key="p:compare_trials").value >= 3
+    assert any("jl-laplace" in c.value and "secret" in c.value for c in at.caption)
+
+
+def test_compare_sweep_is_labelled_not_private_with_intervals_in_range_and_no_stale_controls(served):
+    at = new_app()
+    goto(at, "compare")
+    at.multiselect(key="p:compare_mechs").set_value(["local-gaussian", "modips", "jl-laplace"]).run()
+    at.multiselect(key="p:compare_eps").set_value([0.1, 50.0]).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    # after the sweep: no "To compute" caption, no Stop button
+    assert not any(c.value.startswith(("To compute", "Computing")) for c in at.caption)
+    assert [b.label for b in at.button] == ["Run sweep"]
+    # jl-laplace is not run as a classifier, and the page says why
+    assert any("jl-laplace was not evaluated" in w.value and "secret" in w.value for w in at.warning)
+    frame = at.dataframe[-2].value
+    assert set(frame["mechanism"]) == {"local-gaussian", "modips"}
+    acc = frame[frame["metric"].str.endswith("accuracy")]
+    assert (acc["lo"] >= 0).all() and (acc["hi"] <= 1).all() and (acc["n_trials"] == 3).all()
+    # at epsilon = 0.1 the results sit at the majority rate: marked, and no winner named
+    low = acc[acc["x"] == 0.1]
+    assert low["vs_chance"].str.startswith("not distinguishable").any()
+    best = at.dataframe[0].value.set_index("epsilon")
+    for eps, row in best.iterrows():
+        verdicts = acc[(acc["x"] == eps) & (acc["metric"] == acc["metric"].iloc[0])]
+        winner = verdicts[verdicts["mechanism"] == row["mechanism"]]
+        assert winner.empty or not winner["vs_chance"].iloc[0].startswith("not distinguishable")
+    # labelled NOT differentially private: page, plot, file name and inside the file
+    assert any("NOT differentially private" in w.value for w in at.warning)
+    assert "NOT differentially private" in json.dumps(_spec(at.get("plotly_chart")[0])["layout"])
+    data, filename = download(at, served, "Download all numbers")
+    assert "NOT-DP" in filename
+    assert data.decode().splitlines()[0].startswith("# ") and "NOT differentially private" in \
+        data.decode().splitlines()[0]
+    back = pd.read_csv(io.BytesIO(data), comment="#")
+    assert len(back) == len(frame) and back["privacy"].str.contains("NOT differentially").all()
+
+
+def test_utility_download_is_labelled_not_private(served):
+    at = new_app()
+    goto(at, "utility")
+    at.multiselect(key="p:utility_eps").set_value([1.0]).run()
+    at.slider(key="p:utility_trials").set_value(2).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("NOT differentially private" in c.value for c in at.caption)
+    data, filename = download(at, served, "Download the numbers")
+    assert filename == "utility-local-gaussian-NOT-DP.csv"
+    assert "NOT differentially private" in data.decode().splitlines()[0]
+    frame = pd.read_csv(io.BytesIO(data), comment="#")
+    assert set(frame["metric"]) == {"svm_accuracy", "logreg_accuracy"}
+    assert ((frame["lo"] >= 0) & (frame["hi"] <= 1)).all()
+
+
+def test_utility_page_says_why_jl_laplace_cannot_be_evaluated_on_a_classification_task():
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("jl-laplace").run()
+    goto(at, "utility")
+    assert any("secret" in w.value for w in at.warning)
+    assert not at.button  # nothing to run that would fail
+
+
+def test_explore_scatter_has_axis_titles_with_units_and_a_class_legend():
+    at = new_app()
+    goto(at, "explore")
+    spec = _spec(at.get("plotly_chart")[0])
+    layout = spec["layout"]
+    assert "units" in layout["xaxis"]["title"]["text"] and "units" in layout["yaxis"]["title"]["text"]
+    legend = [t["name"] for t in spec["data"] if t.get("showlegend", True)]
+    assert sorted(legend, key=int) == [str(c) for c in range(10)]  # digits: one entry per class
+    assert layout["legend"]["title"]["text"] == "class"
+    # each class trace holds exactly the plotted released rows of that class
+    from app.runner import preview_rows
+    from dpcore.utility import release_class_labels
+
+    key = next(k for k in at.session_state._memo if k[0] == "explore" and len(k) == 6)
+    labels = release_class_labels(at.session_state._memo[key].release).astype(int)
+    plotted = labels[preview_rows(len(labels))]
+    for trace in spec["data"]:
+        if trace.get("showlegend", True):
+            assert len(_values(trace["x"])) == int(np.sum(plotted == int(trace["name"])))
+
+
+def _values(v) -> np.ndarray:
+    """A Plotly JSON array (a list or a typed array ``{"dtype", "bdata"}``) as numpy."""
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+    return np.asarray(v)
+
+def test_log_axes_read_as_plain_numbers_and_formulas_are_not_raw_ascii():
+    from app.figures.common import log_ticks
+    from app.figures.distances import best_k_text, variance_vs_k_figure
+
+    ticks = log_ticks(0.1, 10)
+    assert ticks["ticktext"][:7] == ["0.1", "0.2", "0.5", "1", "2", "5", "10"]
+    wide = log_ticks(1e-6, 1e9)["ticktext"]
+    assert wide == ["10<sup>-6</sup>", "10<sup>-4</sup>", "0.01", "1", "100", "10000", "10<sup>6</sup>",
+                    "10<sup>8</sup>"]
+    fig = variance_vs_k_figure([1, 2, 5, 10, 20], 4.0, 0.01, k_opt=0.1)
+    text = json.dumps(fig.to_plotly_json(), ensure_ascii=False)
+    assert "rho" not in text and "s2" not in text and "ρ²" in text and "σ⁴" in text
+    assert fig.layout.yaxis.ticktext and "k_opt" not in text
+    assert best_k_text(0.1) == "best k = 1 (formula: 0.1 < 1, the noise dominates at every k)"
+    assert best_k_text(7.4, [1, 2, 50]) == "best k ≈ 7"
+
+
+def test_page_icons_are_material_symbols_not_emoji():
+    import re
+
+    src = (Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py").read_text()
+    icons = re.findall(r'icon="([^"]*)"', src)
+    assert len(icons) >= 9 and all(i.startswith(":material/") for i in icons), icons
+    emoji = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF]")
+    for folder in ("app", "pages"):
+        for path in (Path(__file__).resolve().parents[1] / folder).rglob("*.py"):
+            assert not emoji.search(path.read_text()), path
+
+
+def test_interval_bands_draw_no_stray_markers():
+    from app.figures.utility import utility_curve_figure
+
+    frame = pd.DataFrame({"param": "epsilon", "x": [0.1, 10.0], "metric": "svm_accuracy",
+                          "mean": [0.1, 0.7], "lo": [0.08, 0.66], "hi": [0.12, 0.76],
+                          "baseline": 0.98, "chance": 0.1,
+                          "vs_chance": ["not distinguishable from majority", "above majority"]})
+    fig = utility_curve_figure(frame, "svm_accuracy")
+    band = next(t for t in fig.data if t.fill == "toself")
+    assert band.mode == "lines"
+    curve = next(t for t in fig.data if t.mode == "lines+markers")
+    assert list(curve.marker.symbol) == ["circle-open", "circle"]
+    assert list(fig.layout.yaxis.range) == [0, 1.02]
+
+
+@pytest.mark.parametrize("mechanism", ["dpmix", "jl-laplace", "ron-gauss"])
+def test_no_page_cites_spec(mechanism):
+    """Users do not have SPEC.md: pages, tooltips, tables and figures cite the papers instead."""
+    from tests.test_app import PAGES
+
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+    for page in PAGES:
+        goto(at, page)
+        texts = [e.proto.__str__() for kind in ("markdown", "caption", "info", "warning", "error",
+                                                "success", "dataframe", "json")
+                 for e in at.get(kind)]
+        texts += [c.proto.spec for c in at.get("plotly_chart")]
+        texts += [str(w.help) for w in [*at.slider, *at.number_input, *at.select_slider,
+                                        *at.selectbox, *at.checkbox]]
+        assert not [t for t in texts if "SPEC" in t], page
+
+
+def _run_shown_command(at, served, tmp_path) -> dict:
+    """Run the Release page's command line (in ``tmp_path``, with its bounds.json) -> its card."""
+    import shlex
+
+    words = shlex.split(at.code[0].value)
+    assert words[:2] == ["dpcore", "release"] and "seed" not in at.code[0].value
+    out = words.index("-o")
+    words[out + 1] = str(tmp_path / "cli.csv")
+    if "--bounds" in words:
+        data, filename = download(at, served, "Download bounds.json")
+        (tmp_path / filename).write_bytes(data)
+        words[words.index("--bounds") + 1] = str(tmp_path / filename)
+    assert cli_main(words[1:]) == 0
+    return json.loads((tmp_path / "cli.card.json").read_text())
+
+
+def test_release_page_shows_card_in_words_and_a_command_that_reproduces_the_settings(served, tmp_path):
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("ron-gauss").run()
+    goto(at, "explore")
+    at.select_slider(key="p:ron-gauss:epsilon").set_value(5.0).run()
+    at.number_input(key="p:ron-gauss:n_components").set_value(7).run()
+    at.checkbox(key="p:ron-gauss:reconstruct").check().run()
+    pending = _draw_on_release_page(at, "ron-gauss")
+    words = "\n".join(m.value for m in at.markdown)
+    for needle in ("**Guarantee.**", "**Assumed public**", "n = 1,797", "**Noise added**",
+                   "Laplace noise", "**The file.**"):
+        assert needle in words, needle
+    command = at.code[0].value
+    assert "--n-components 7" in command and "--epsilon 5" in command and "--reconstruct" in command
+    assert "--projection" not in command  # defaults are left out
+    cli_card = _run_shown_command(at, served, tmp_path)
+    app_card = json.loads(pending["card"])
+    assert cli_card["parameters"] == app_card["parameters"]
+    assert cli_card["guarantee"] == app_card["guarantee"]
+
+
+def test_upload_bulk_bounds_then_release_command_reproduces_it(served, tmp_path):
+    csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    # the chosen file is previewed at once, before "Use this table"
+    preview = at.dataframe[0]  # above the current dataset's preview
+    assert list(preview.value.columns) == ["a", "b", "y"] and len(preview.value) == 20
+    assert at.session_state.dataset.name == "digits"
+    at.selectbox(key="upload_label").select("y").run()
+    at.selectbox(key="upload_task").select("classification").run()
+    at.text_input(key="upload_classes").input("0, 1").run()
+    next(b for b in at.button if b.label == "Use this table").click().run()
+    ds = at.session_state.dataset
+    assert ds.name == "mine.csv" and ds.bounds_source == "data" and ds.classes_source != "data"
+    # "set these columns to [lo, hi]": pick the data-bound columns, set [0, 10]
+    next(b for b in at.button if b.label.startswith("Pick the 2 column(s)")).click().run()
+    at.number_input(key="bulk_lo").set_value(0.0).run()
+    at.number_input(key="bulk_hi").set_value(10.0).run()
+    at.button(key="bulk_set").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    ds = at.session_state.dataset
+    assert ds.bounds_sources == ["user", "user"] and ds.bounds.tolist() == [[0, 10], [0, 10]]
+    assert any("every column now has public bounds" in s.value for s in at.success)
+    goto(at, "explore")
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(2.0).run()
+    pending = _draw_on_release_page(at, "local-gaussian")
+    command = at.code[0].value
+    assert "mine.csv" in command
+    assert "--label y --task classification --classes 0,1 --bounds bounds.json" in command
+    (tmp_path / "mine.csv").write_text(csv)
+    import shlex
+    words = shlex.split(command)
+    words[words.index("mine.csv")] = str(tmp_path / "mine.csv")
+    at.code[0].proto.code_text = shlex.join(words)
+    cli_card = _run_shown_command(at, served, tmp_path)
+    assert cli_card["parameters"] == json.loads(pending["card"])["parameters"]
+    assert cli_card["bounds_source"] == "user"
+
+
+def test_bounds_file_import_on_the_data_page():
+    from app.state import apply_bounds_file
+
+    csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    at.selectbox(key="upload_label").select("y").run()
+    at.selectbox(key="upload_task").select("classification").run()
+    next(b for b in at.button if b.label == "Use this table").click().run()
+    ds = at.session_state.dataset
+    assert ds.name == "mine.csv"
+    uploaders = at.get("file_uploader")
+    bounds_uploader = next(u for u in uploaders if u.proto.id and "bounds_file" in u.proto.id)
+    bounds_uploader.set_value(("b.csv", b"column,lo,hi\na,0,6\n", "text/csv")).run()
+    next(b for b in at.button if b.label == "Apply the bounds file").click().run()
+    assert not at.exception
+    new = at.session_state.dataset
+    assert new.bounds_sources == ["user", "data"] and new.bounds[0].tolist() == [0, 6]
+    assert any("still have bounds from the data" in s.value for s in at.success)
+    # the CLI's JSON format too; a file naming an unknown column is refused whole
+    ok, _ = apply_bounds_file(ds, b'{"a": [0, 6], "b": [0, 4]}', "b.json")
+    assert ok.bounds_sources == ["user", "user"] and ok.bounds.tolist() == [[0, 6], [0, 4]]
+    bad, message = apply_bounds_file(ds, b'{"a": [0, 6], "typo": [0, 4]}', "b.json")
+    assert bad is None and "typo" in message
+    bad, message = apply_bounds_file(ds, b'{"a": [6, 0]}', "b.json")
+    assert bad is None and "lo <= hi" in message
+
+
+def test_upload_box_states_its_size_limit_in_words():
+    at = new_app()
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    uploader = at.get("file_uploader")[0]
+    assert "up to 50 MB" in uploader.proto.label and "command line" in uploader.proto.help
+    assert uploader.proto.max_upload_size_mb == 50
