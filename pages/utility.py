@@ -27,7 +27,8 @@ metric_text = {
     "unsupervised": "clustering: silhouette of the release (the papers' metric), silhouette of the "
                     "real rows under the release's K-means, and ARI against K-means on real data",
 }[ds.task]
-st.markdown(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*: {metric_text}. Each point is "
+st.markdown(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*: {metric_text}. "
+            "Each point is "
             "the mean over trials with a 95% interval (bootstrap over trials; for accuracies also "
             "the Wilson interval of the test predictions); hollow points are not distinguishable "
             "from the chance level (dotted); the dashed line is the same model trained on the real "
