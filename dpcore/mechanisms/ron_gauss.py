@@ -82,6 +82,7 @@ from dpcore.schema import EPSILON, Param
 __all__ = [
     "BLOCK_BYTES",
     "RONGauss",
+    "ZERO_NORM",
     "add_matrix_noise",
     "default_n_components",
     "gaussian_samples",
@@ -97,6 +98,12 @@ SOURCE = "Chanyaswad, Liu & Mittal, RON-Gauss, PoPETs 2019"
 
 #: bytes of one block of rows when streaming over ``X``: small enough for the block and its
 #: temporaries to stay in cache, large enough for an efficient matrix product per block
+#: A row (or centred row) whose L2 norm is at most this public constant has no usable direction and
+#: is mapped to the zero vector. It is a constant on purpose: a threshold that depended on the data
+#: (e.g. relative to the largest row norm) would let one replaced row flip other rows between
+#: "zero" and "unit vector" and move the mean far more than its sensitivity (issue 12, row 5).
+ZERO_NORM = 1e-12
+
 #: below this value of the expanded ``r^2 = 1 - 2 mu.x^ + ||mu||^2`` the centred norm is
 #: recomputed from the row (the expansion's absolute error ~1e-15 would cost relative accuracy)
 _R2_DIRECT = 1e-3
@@ -141,9 +148,8 @@ def check_n_components(value: int | None, n_features: int) -> int:
 def normalize_rows(X: np.ndarray) -> tuple[np.ndarray, int]:
     """Rows scaled to unit L2 norm; rows of norm 0 become the zero vector.
 
-    "Zero" means a norm of at most ``1e-12`` times the largest row norm (round-off level: such a
-    row has no usable direction). Either way every output row has norm <= 1, which is all the
-    sensitivities need.
+    "Zero" means a norm of at most :data:`ZERO_NORM` (a public constant, never a function of the
+    data). Either way every output row has norm <= 1, which is all the sensitivities need.
 
     Returns
     -------
@@ -151,7 +157,7 @@ def normalize_rows(X: np.ndarray) -> tuple[np.ndarray, int]:
         The normalised rows and the number of zero-norm rows (exploration diagnostic).
     """
     norms = np.linalg.norm(X, axis=1)
-    zero = norms <= 1e-12 * max(1.0, float(np.max(norms, initial=0.0)))
+    zero = norms <= ZERO_NORM
     safe = np.where(zero, 1.0, norms)
     out = X / safe[:, None]
     out[zero] = 0.0
@@ -234,7 +240,7 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
     """Pass 1: row norms and the sum of the unit-normalised rows (:func:`normalize_rows` semantics).
 
     Returns ``(inv_norms, unit_sum, n_zero, direct)``: ``1/||x_s||`` per row (0 for a zero-norm
-    row, i.e. a norm <= ``1e-12`` times the largest), ``sum_i x_s,i/||x_s,i||``, the number of
+    row, i.e. a norm <= :data:`ZERO_NORM`), ``sum_i x_s,i/||x_s,i||``, the number of
     zero rows, and the positions of the rows the folded scaling would cancel on (computed from
     their scaled rows here, and again in pass 2).
     """
@@ -264,7 +270,7 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
                 sq[lost] = np.einsum("ij,ij->i", S, S)
         nb = norms[sl]
         np.sqrt(np.maximum(sq, 0.0), out=nb)
-        inv = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > 0)
+        inv = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > ZERO_NORM)
         if lost is not None and lost.size:
             direct_sum += inv[lost] @ S
             direct.append(lost + sl.start)
@@ -272,10 +278,7 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
         raw_sum += inv @ T
         inv_sum += float(inv.sum())
     total = raw_sum if fold is None else raw_sum * iw - inv_sum * c + direct_sum
-    zero = norms <= 1e-12 * max(1.0, float(np.max(norms, initial=0.0)))
-    late = np.flatnonzero(zero & (norms > 0))  # counted above, zero by the global threshold
-    if late.size:
-        total -= (1.0 / norms[late]) @ loader.take(late)
+    zero = norms <= ZERO_NORM
     inv_norms = np.divide(1.0, norms, out=np.zeros(n), where=~zero)
     direct_rows = np.concatenate(direct) if direct else np.zeros(0, dtype=np.intp)
     return inv_norms, total, int(np.count_nonzero(zero)), direct_rows
@@ -290,7 +293,7 @@ def _projection_pass(
     One product ``[W, mu]^T x_s`` per block (module docstring), the rest on the block while it
     is in cache, in the transposed ``(p, rows)`` layout (long inner loops). ``mu=None``: no
     centring, the rows are ``W^T x_s/||x_s||``. Returns ``(Z, n_zero_after_centering)``, ``Z`` a
-    Fortran-ordered ``(n, p)`` array: a centred row of norm <= ``1e-12`` times the largest maps to
+    Fortran-ordered ``(n, p)`` array: a centred row of norm <= :data:`ZERO_NORM` maps to
     0, and every row has norm <= 1. ``direct``: sorted positions of the rows to compute from their
     scaled values instead of the folded product (from pass 1).
     """
@@ -333,7 +336,7 @@ def _projection_pass(
     Z = Zt.T
     if mu is None:
         return Z, 0
-    zero = np.flatnonzero(r <= 1e-12 * max(1.0, float(np.max(r, initial=0.0))))
+    zero = np.flatnonzero(r <= ZERO_NORM)
     Z[zero] = 0.0
     return Z, int(zero.size)
 
