@@ -29,7 +29,7 @@ import decimal
 import functools
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, Protocol
@@ -47,10 +47,14 @@ __all__ = [
     "discrete_laplace",
     "gaussian",
     "gaussian_grid",
+    "gaussian_mechanism",
     "gaussian_slack",
     "laplace",
     "laplace_grid",
     "noise_source",
+    "record_fields",
+    "slack_details",
+    "symmetric_laplace",
     "uniform_below",
     "uniform_open01",
 ]
@@ -60,15 +64,15 @@ __all__ = [
 NOISE_SPAWN_KEY = 0x6E6F697365  # "noise"
 #: the discrete Gaussian's error analysis holds on |k| <= K sigma; the mass beyond is <= 2 exp(-K^2/2)
 GAUSSIAN_TAIL_K = 20.0
-#: target grid units per Gaussian sigma: sigma / g in [2^24, 2^25) (at least 2^20 is required)
-GAUSSIAN_GRID_BITS = 24
+#: grids are fine enough that rounding adds at most 2^-42 of the sensitivity (the calibrated scales
+#: move by ~2e-13 relative: invisible next to the noise), within the limits below
+ROUNDING_BITS = 42
+#: Gaussian: sigma / g in [2^24, ~2^46] grid units (at least 2^20 is required)
 MIN_GAUSSIAN_GRID_BITS = 20
-#: Laplace grid: n_changed * g <= S1 * 2^-20 when the discrete scale stays <= 2^48
-LAPLACE_GRID_BITS = 20
-MAX_LAPLACE_T = 2**48
-#: rounded statistics are clamped to +-2^61 grid units (a public constant: clamping is a contraction,
-#: so it never increases the sensitivity) so that adding the noise cannot overflow int64
-INT_CLAMP = 2**61
+GAUSSIAN_GRID_BITS = 24
+MAX_GAUSSIAN_GRID_BITS = 46
+#: Laplace: the discrete scale t stays <= 2^47 (the grid coarsens if needed; the inflation is counted)
+MAX_LAPLACE_T = 2**47
 _CHUNK = 1 << 16
 _TWO64 = 2**64
 _UNIT_ROUNDOFF = 2.0**-53
@@ -514,7 +518,7 @@ def discrete_laplace(t: int, size: int | tuple[int, ...], bits: BitSource, *,
     Parameters
     ----------
     t : int
-        Scale in grid units, ``1 <= t <= 2^48``.
+        Scale in grid units, ``1 <= t <= 2^47``.
     size : int or tuple
     bits : BitSource
 
@@ -525,10 +529,10 @@ def discrete_laplace(t: int, size: int | tuple[int, ...], bits: BitSource, *,
     Raises
     ------
     ValueError
-        ``t`` not an integer in ``[1, 2^48]``.
+        ``t`` not an integer in ``[1, 2^47]``.
     """
     if isinstance(t, bool) or int(t) != t or not 1 <= int(t) <= MAX_LAPLACE_T:
-        raise ValueError(f"t must be an integer in [1, 2^48], got {t!r}")
+        raise ValueError(f"t must be an integer in [1, 2^47], got {t!r}")
     t = int(t)
     shape = _shape(size)
     rate = 0.5 * (1 + math.exp(-1.0 / t))  # 1 - P(S = -1, |X| = 0)
@@ -580,7 +584,7 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...], bits: BitSource
     Parameters
     ----------
     sigma : float
-        Standard-deviation parameter in grid units, ``1 <= sigma <= 2^40``.
+        Standard-deviation parameter in grid units, ``1 <= sigma < 2^47``.
     size : int or tuple
     bits : BitSource
 
@@ -589,8 +593,8 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...], bits: BitSource
     numpy.ndarray of int64, shape ``size``
     """
     sigma = float(sigma)
-    if not (1.0 <= sigma <= 2.0**40):
-        raise ValueError(f"sigma must lie in [1, 2^40] grid units, got {sigma!r}")
+    if not (1.0 <= sigma < 2.0**47):
+        raise ValueError(f"sigma must lie in [1, 2^47) grid units, got {sigma!r}")
     t = math.floor(sigma) + 1
     s2 = sigma * sigma
     centre = s2 / t
@@ -655,33 +659,48 @@ def _check_n_changed(n_changed: int) -> int:
 def laplace_grid(sensitivity: float, epsilon: float, n_changed: int) -> tuple[float, int, float]:
     """Grid ``g``, discrete scale ``t`` and inflated sensitivity ``S1' = S1 + n_changed g``.
 
-    ``g`` is the largest power of two with ``n_changed g <= S1 2^-20``, doubled while
-    ``t = ceil(S1' / (g epsilon))`` exceeds 2^48. The discrete Laplace with scale ``t`` on the rounded
-    query (integer L1 sensitivity ``<= S1 / g + n_changed = S1' / g``) is exactly
-    ``S1' / (g t) <= epsilon``-DP (geometric mechanism, Ghosh, Roughgarden & Sundararajan 2009; CKS 2020).
-    Depends on public numbers only.
+    ``g`` is the largest power of two with ``n_changed g <= S1 2^-42``, doubled while
+    ``t = ceil(S1' / (g epsilon))`` (computed in exact rational arithmetic) exceeds 2^47. The discrete
+    Laplace with scale ``t`` on the rounded query (integer L1 sensitivity ``<= S1 / g + n_changed =
+    S1' / g``) is exactly ``S1' / (g t) <= epsilon``-DP (geometric mechanism, Ghosh, Roughgarden &
+    Sundararajan 2009; CKS 2020). Depends on public numbers only. The returned ``S1'`` is rounded up.
     """
     s1 = float(sensitivity)
     n = _check_n_changed(n_changed)
     if not (s1 > 0 and math.isfinite(s1)):
         raise ValueError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
-    eps = float(epsilon)
-    g = _pow2_floor(s1 * 2.0**-LAPLACE_GRID_BITS / n)
+    eps = Fraction(float(epsilon))
+    g = _pow2_floor(s1 * 2.0**-ROUNDING_BITS / n)
     while True:
-        s1_used = s1 + n * g
-        t = math.ceil(s1_used / (g * eps))
+        s1_used = Fraction(s1) + n * Fraction(g)
+        t = math.ceil(s1_used / (Fraction(g) * eps))
         if t <= MAX_LAPLACE_T:
             break
         g *= 2.0
-    return g, max(t, 1), s1_used
+    used = float(s1_used)
+    return g, max(t, 1), used if used >= s1_used else math.nextafter(used, math.inf)
 
 
-def _rounded(values: np.ndarray, grid: float) -> np.ndarray:
-    """``rint(values / grid)`` as int64, clamped to +-2^61 (a public contraction)."""
-    scaled = np.rint(np.asarray(values, dtype=np.float64) / grid)
-    if not np.all(np.isfinite(scaled)):
-        raise ValueError("the statistic to perturb contains NaN or infinity")
-    return np.clip(scaled, -INT_CLAMP, INT_CLAMP).astype(np.int64)
+def _on_grid(values: np.ndarray, grid: float, integers: np.ndarray) -> np.ndarray:
+    """``grid * (rint(values / grid) + integers)`` as floats: a function of the exact integer sum only.
+
+    ``rint(values / grid)`` is an integer-valued float (exact: ``grid`` is a power of two) and every
+    ``|integer| < 2^53`` is a float, so ``a + integer`` is ONE correctly rounded IEEE addition of two
+    exact integers: the result depends on their exact sum alone (exact below 2^53; rounded, as any
+    post-processing may, above), and multiplying by a power of two is exact. Noise integers of 2^53
+    or more (probability < e^-64 per entry at t <= 2^47) are added in Python integers.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    a = np.rint(values / grid)
+    if not np.all(np.isfinite(a)):
+        raise ValueError("the statistic to perturb contains NaN or infinity (or overflows the grid)")
+    out = a + integers.astype(np.float64)
+    big = np.flatnonzero(np.abs(integers.ravel()) >= 2**53)
+    if big.size:
+        flat_out, flat_a, flat_i = out.reshape(-1), a.reshape(-1), integers.reshape(-1)
+        for i in big:
+            flat_out[i] = float(int(flat_a[i]) + int(flat_i[i]))
+    return out * grid
 
 
 def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed: int,
@@ -693,9 +712,9 @@ def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed
     values : array-like of float, any shape
         The statistic.
     sensitivity : float
-        Its L1 sensitivity ``S1`` under the mechanism's neighbouring relation (> 0).
+        Its L1 sensitivity ``S1`` under the mechanism's neighbouring relation.
     epsilon : float
-        Budget of this statistic; ``inf`` returns ``values`` unchanged (NOT PRIVATE).
+        Budget of this statistic; ``inf`` (or ``S1 = 0``) returns ``values`` unchanged.
     n_changed : int
         How many coordinates can differ between neighbours (each can gain ``g`` from rounding).
     bits : BitSource
@@ -711,13 +730,29 @@ def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed
     if math.isinf(eps) or float(sensitivity) == 0:
         return NoiseDraw(values.copy(), 0.0, 0.0, float(sensitivity), "none", "none")
     g, t, s1_used = laplace_grid(sensitivity, eps, n_changed)
-    integers = _rounded(values, g) + discrete_laplace(t, values.shape, bits)
     return NoiseDraw(
-        values=integers.astype(np.float64) * g, grid=g, scale=t * g, sensitivity_used=s1_used,
-        distribution="discrete-laplace",
-        sampler=f"exact discrete Laplace (CKS 2020 Alg. 2), t = {t} grid units; {bits.description}",
+        values=_on_grid(values, g, discrete_laplace(t, values.shape, bits)), grid=g, scale=t * g,
+        sensitivity_used=s1_used, distribution="discrete-laplace",
+        sampler=f"exact discrete Laplace (CKS 2020), t = {t} grid units; {bits.description}",
         n_changed=int(n_changed),
     )
+
+
+def symmetric_laplace(matrix: np.ndarray, sensitivity: float, epsilon: float, *,
+                      bits: BitSource) -> tuple[np.ndarray, NoiseDraw]:
+    """Laplace mechanism on the upper triangle (diagonal included) of a symmetric ``(k, k)`` matrix,
+    mirrored below (SPEC section 1; ``sensitivity``: the upper-triangle L1 sensitivity).
+
+    Returns ``(noisy matrix, draw)``; ``n_changed = k (k + 1) / 2``.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    k = m.shape[0]
+    iu = np.triu_indices(k)
+    draw = laplace(m[iu], sensitivity, epsilon, n_changed=k * (k + 1) // 2, bits=bits)
+    out = np.zeros((k, k))
+    out[iu] = draw.values
+    out = out + np.triu(out, 1).T
+    return out, draw
 
 
 def gaussian_grid(l2_sensitivity: float, n_changed: int, sigma_floor: float) -> tuple[float, float]:
@@ -725,15 +760,18 @@ def gaussian_grid(l2_sensitivity: float, n_changed: int, sigma_floor: float) -> 
 
     ``sigma_floor`` is a public lower bound on the sigma that will be calibrated at ``S2'`` (e.g. the
     sigma calibrated at ``S2`` itself: calibration is monotone in the sensitivity). ``g`` is the
-    largest power of two with ``sigma_floor / g >= 2^24`` and ``sqrt(n_changed) g <= S2 2^-20``, so
-    the final ``sigma / g >= 2^24``.
+    largest power of two with ``sigma_floor / g >= 2^24`` and ``sqrt(n_changed) g <= S2 2^-42``,
+    coarsened if needed so that ``sigma_floor / g <= 2^46``: the final ``sigma / g`` lies in
+    ``[2^24, ~2^46]``. ``S2'`` is rounded up.
     """
     s2 = float(l2_sensitivity)
     n = _check_n_changed(n_changed)
     if not (s2 > 0 and math.isfinite(s2)) or not (sigma_floor > 0 and math.isfinite(sigma_floor)):
         raise ValueError(f"need finite l2_sensitivity > 0 and sigma_floor > 0, got {s2!r}, {sigma_floor!r}")
-    g = _pow2_floor(min(sigma_floor * 2.0**-GAUSSIAN_GRID_BITS, s2 * 2.0**-20 / math.sqrt(n)))
-    return g, s2 + math.sqrt(n) * g
+    g = _pow2_floor(min(sigma_floor * 2.0**-GAUSSIAN_GRID_BITS, s2 * 2.0**-ROUNDING_BITS / math.sqrt(n)))
+    while sigma_floor / g > 2.0**MAX_GAUSSIAN_GRID_BITS:
+        g *= 2.0
+    return g, math.nextafter(s2 + math.sqrt(n) * g, math.inf)
 
 
 def gaussian_slack(sigma_grid: float, n_changed: int, *, tail_k: float = GAUSSIAN_TAIL_K
@@ -833,11 +871,52 @@ def gaussian(values: np.ndarray, sigma: float, *, grid: float, l2_sensitivity: f
         raise ValueError(f"grid {g!r} is too coarse for sigma {sigma!r}: need sigma/grid >= 2^20")
     n = _check_n_changed(n_changed)
     extra_eps, extra_delta = gaussian_slack(sigma_grid, n)
-    integers = _rounded(values, g) + discrete_gaussian(sigma_grid, values.shape, bits)
     return NoiseDraw(
-        values=integers.astype(np.float64) * g, grid=g, scale=sigma,
-        sensitivity_used=float(l2_sensitivity) + math.sqrt(n) * g, distribution="discrete-gaussian",
+        values=_on_grid(values, g, discrete_gaussian(sigma_grid, values.shape, bits)), grid=g,
+        scale=sigma, sensitivity_used=math.nextafter(float(l2_sensitivity) + math.sqrt(n) * g, math.inf),
+        distribution="discrete-gaussian",
         sampler=(f"discrete Gaussian (CKS 2020 Alg. 3: exact discrete-Laplace proposal, float64 "
                  f"acceptance), sigma = {sigma_grid:.6g} grid units; {bits.description}"),
         extra_epsilon=extra_eps, extra_delta=extra_delta, n_changed=n, sigma_grid=sigma_grid,
     )
+
+
+def gaussian_mechanism(values: np.ndarray, l2_sensitivity: float, calibrate: Callable[[float], float], *,
+                       n_changed: int, bits: BitSource) -> NoiseDraw:
+    """Calibrate sigma at the rounding-inflated sensitivity and draw :func:`gaussian` noise.
+
+    ``calibrate`` maps an L2 sensitivity to sigma (the caller's accountant: analytic Gaussian, zCDP
+    share, ...; monotone). ``sigma0 = calibrate(S2)`` fixes the grid (:func:`gaussian_grid`), then
+    ``sigma = calibrate(S2')``. ``sigma0 = 0`` (NOT PRIVATE) returns ``values`` unchanged.
+    """
+    sigma0 = float(calibrate(float(l2_sensitivity)))
+    if sigma0 == 0:
+        return NoiseDraw(np.asarray(values, dtype=np.float64).copy(), 0.0, 0.0, float(l2_sensitivity),
+                         "none", "none")
+    g, s2_used = gaussian_grid(l2_sensitivity, n_changed, sigma0)
+    return gaussian(values, float(calibrate(s2_used)), grid=g, l2_sensitivity=l2_sensitivity,
+                    n_changed=n_changed, bits=bits)
+
+
+def record_fields(draw: NoiseDraw) -> dict[str, object]:
+    """The :class:`~dpcore.release.NoiseRecord` fields that describe how ``draw`` was made."""
+    return {"grid": draw.grid or None, "sampler": draw.sampler, "sensitivity_used": draw.sensitivity_used}
+
+
+def slack_details(draws: Iterable[NoiseDraw], epsilon: float, delta: float) -> tuple[float, float, dict]:
+    """``(epsilon', delta', details)``: a release's guarantee with the Gaussian sampler slack added.
+
+    ``epsilon, delta``: what the mechanism's accounting gives for the ideal (rounded continuous)
+    mechanism; see :func:`combine_slack`. ``details`` goes into ``Release.details["noise_slack"]``.
+    """
+    extra_eps, extra_delta = combine_slack(draws, epsilon, delta)
+    info = {
+        "extra_epsilon": extra_eps, "extra_delta": extra_delta,
+        "note": "floating-point-safe noise: discrete Laplace (exact, adds nothing) and discrete Gaussian "
+                "on a public power-of-two grid (Canonne, Kamath & Steinke 2020); the discrete Gaussian's "
+                "distance to the rounded continuous mechanism is added here (dpcore.noise.gaussian_slack)",
+    }
+    if extra_eps == 0 and extra_delta == 0:
+        return epsilon, delta, info
+    return epsilon + extra_eps, min(float(delta) + extra_delta, 1.0), info
+

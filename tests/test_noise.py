@@ -229,11 +229,11 @@ def test_laplace_mechanism_grid_scale_and_exact_epsilon():
     draw = noise.laplace(values, 2.0, 0.5, n_changed=4, bits=_seeded(5))
     g = draw.grid
     assert math.frexp(g)[0] == 0.5  # a power of two
-    assert 4 * g <= 2.0 * 2.0**-20
-    assert draw.sensitivity_used == 2.0 + 4 * g
+    assert 4 * g <= 2.0 * 2.0**-42
+    assert draw.sensitivity_used >= 2.0 + 4 * g
     t = round(draw.scale / g)
     assert t * g == draw.scale and draw.sensitivity_used / (g * t) <= 0.5  # pure epsilon, exactly
-    assert draw.scale < draw.sensitivity_used / 0.5 * (1 + 1e-6)
+    assert draw.scale < 2.0 / 0.5 * (1 + 1e-12)
     k = draw.values / g
     np.testing.assert_array_equal(k, np.rint(k))  # exact multiples of the grid
     noise_part = draw.values - np.rint(values / g) * g
@@ -243,9 +243,9 @@ def test_laplace_mechanism_grid_scale_and_exact_epsilon():
 
 
 def test_laplace_scale_cap_and_not_private():
-    # a tiny epsilon with many coordinates would need t > 2^48 on the finest grid: the grid coarsens
+    # a tiny epsilon with many coordinates would need t > 2^47 on the finest grid: the grid coarsens
     g, t, s1 = noise.laplace_grid(1.0, 1e-9, 10_000)
-    assert t <= 2**48 and s1 == 1.0 + 10_000 * g and s1 / (g * t) <= 1e-9
+    assert t <= 2**47 and s1 >= 1.0 + 10_000 * g and s1 / (g * t) <= 1e-9
     draw = noise.laplace(np.arange(3.0), 1.0, math.inf, n_changed=3, bits=_seeded())
     np.testing.assert_array_equal(draw.values, np.arange(3.0))
     assert draw.scale == 0 and draw.distribution == "none"
@@ -256,7 +256,7 @@ def test_gaussian_mechanism_grid_scale_and_slack():
     sigma_floor = 1.7
     g, s2_used = noise.gaussian_grid(s2, n_changed, sigma_floor)
     assert math.frexp(g)[0] == 0.5 and sigma_floor / g >= 2.0**24
-    assert s2_used == s2 + math.sqrt(n_changed) * g
+    assert s2_used >= s2 + math.sqrt(n_changed) * g and s2_used <= s2 * (1 + 2.0**-41)
     sigma = sigma_floor * 1.01  # calibrated at s2_used >= s2
     values = np.full(40_000, 0.123456789)
     draw = noise.gaussian(values, sigma, grid=g, l2_sensitivity=s2, n_changed=n_changed, bits=_seeded(9))
