@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcore.calibration import check_random_state
+from dpcore.noise import BitSource, noise_source
 from dpcore.preprocessing import PreparedInput, prepare_input
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import Param, validate_params
@@ -155,7 +156,8 @@ class Mechanism:
         if n_samples is not None:
             n_samples = _check_n_samples(n_samples)
         rng = check_random_state(self.random_state)
-        rel = self._release(data, values, rng, n_samples)
+        # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
+        rel = self._release(data, values, rng, n_samples, bits=noise_source(self.random_state))
         rel.seeded = self.random_state is not None
         rel.details.setdefault("warnings", []).extend(data.warnings)
         rel.diagnostics.update(data.diagnostics)
@@ -163,8 +165,11 @@ class Mechanism:
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
+        """The mechanism's work. ``rng`` draws public randomness (projection matrices, synthetic rows
+        from released statistics, index sets); every noise draw uses ``bits`` through
+        :mod:`dpcore.noise`."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ helpers for subclasses
