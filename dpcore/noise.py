@@ -48,6 +48,10 @@ __all__ = [
     "gaussian",
     "gaussian_grid",
     "gaussian_mechanism",
+    "gaussian_plan",
+    "calibrated_gaussian_plan",
+    "GridNoise",
+    "laplace_plan",
     "gaussian_slack",
     "laplace",
     "laplace_grid",
@@ -703,6 +707,68 @@ def _on_grid(values: np.ndarray, grid: float, integers: np.ndarray) -> np.ndarra
     return out * grid
 
 
+@dataclass(frozen=True)
+class GridNoise:
+    """A calibrated grid mechanism, ready to perturb values (as a whole or block by block).
+
+    ``draw(shape)`` returns the integer noise (grid units) for a block; ``apply(values, integers)``
+    returns ``grid * (rint(values / grid) + integers)`` (:func:`_on_grid`); ``add(values)`` does both
+    and returns a :class:`NoiseDraw`. The attributes mirror :class:`NoiseDraw`'s (without values), so
+    :func:`record_fields` and :func:`combine_slack` accept either. ``distribution == "none"``
+    (epsilon = inf, or nothing to protect) leaves values unchanged.
+    """
+
+    grid: float
+    scale: float
+    sensitivity_used: float
+    distribution: str
+    sampler: str
+    bits: BitSource | None
+    n_changed: int = 0
+    t: int = 0
+    sigma_grid: float = 0.0
+    extra_epsilon: float = 0.0
+    extra_delta: float = 0.0
+
+    def draw(self, shape: int | tuple[int, ...]) -> np.ndarray:
+        if self.distribution == "discrete-laplace":
+            return discrete_laplace(self.t, shape, self.bits)
+        if self.distribution == "discrete-gaussian":
+            return discrete_gaussian(self.sigma_grid, shape, self.bits)
+        return np.zeros(_shape(shape), dtype=np.int64)
+
+    def apply(self, values: np.ndarray, integers: np.ndarray) -> np.ndarray:
+        if self.distribution == "none":
+            return np.array(values, dtype=np.float64)
+        return _on_grid(values, self.grid, integers)
+
+    def add(self, values: np.ndarray) -> NoiseDraw:
+        values = np.asarray(values, dtype=np.float64)
+        return NoiseDraw(
+            values=self.apply(values, self.draw(values.shape)), grid=self.grid, scale=self.scale,
+            sensitivity_used=self.sensitivity_used, distribution=self.distribution, sampler=self.sampler,
+            extra_epsilon=self.extra_epsilon, extra_delta=self.extra_delta, n_changed=self.n_changed,
+            sigma_grid=self.sigma_grid,
+        )
+
+
+def _no_noise(sensitivity: float) -> GridNoise:
+    return GridNoise(0.0, 0.0, float(sensitivity), "none", "none", None)
+
+
+def laplace_plan(sensitivity: float, epsilon: float, *, n_changed: int, bits: BitSource) -> GridNoise:
+    """The exact pure-epsilon grid Laplace mechanism of :func:`laplace`, before any value is seen."""
+    eps = float(epsilon)
+    if math.isinf(eps) or float(sensitivity) == 0:
+        return _no_noise(sensitivity)
+    g, t, s1_used = laplace_grid(sensitivity, eps, n_changed)
+    return GridNoise(
+        grid=g, scale=t * g, sensitivity_used=s1_used, distribution="discrete-laplace",
+        sampler=f"exact discrete Laplace (CKS 2020), t = {t} grid units; {bits.description}",
+        bits=bits, n_changed=int(n_changed), t=t,
+    )
+
+
 def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed: int,
             bits: BitSource) -> NoiseDraw:
     """Pure epsilon-DP Laplace mechanism on a public grid, exactly.
@@ -725,17 +791,7 @@ def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed
         ``values = g * (rint(values / g) + DLap(t))`` with :func:`laplace_grid`'s ``g, t``; ``scale =
         t g >= S1' / epsilon``; ``extra_epsilon = extra_delta = 0`` (the guarantee is exact).
     """
-    values = np.asarray(values, dtype=np.float64)
-    eps = float(epsilon)
-    if math.isinf(eps) or float(sensitivity) == 0:
-        return NoiseDraw(values.copy(), 0.0, 0.0, float(sensitivity), "none", "none")
-    g, t, s1_used = laplace_grid(sensitivity, eps, n_changed)
-    return NoiseDraw(
-        values=_on_grid(values, g, discrete_laplace(t, values.shape, bits)), grid=g, scale=t * g,
-        sensitivity_used=s1_used, distribution="discrete-laplace",
-        sampler=f"exact discrete Laplace (CKS 2020), t = {t} grid units; {bits.description}",
-        n_changed=int(n_changed),
-    )
+    return laplace_plan(sensitivity, epsilon, n_changed=n_changed, bits=bits).add(values)
 
 
 def symmetric_laplace(matrix: np.ndarray, sensitivity: float, epsilon: float, *,
@@ -815,7 +871,8 @@ def gaussian_slack(sigma_grid: float, n_changed: int, *, tail_k: float = GAUSSIA
     return 2 * n * gamma1, 2 * n * tau
 
 
-def combine_slack(draws: Iterable[NoiseDraw], epsilon: float, delta: float) -> tuple[float, float]:
+def combine_slack(draws: Iterable[NoiseDraw | GridNoise], epsilon: float, delta: float
+                  ) -> tuple[float, float]:
     """``(extra_epsilon, extra_delta)`` for a release whose ideal mechanism is (epsilon, delta)-DP.
 
     Sums ``a = sum extra_epsilon / 2`` and the tail deltas of every Gaussian draw (coordinates of
@@ -829,6 +886,30 @@ def combine_slack(draws: Iterable[NoiseDraw], epsilon: float, delta: float) -> t
         return 0.0, 0.0
     grow = math.exp(min(epsilon + a, 700.0)) if math.isfinite(epsilon) else math.inf
     return 2 * a, math.expm1(a) * float(delta) + tail * (1 + grow)
+
+
+def gaussian_plan(sigma: float, *, grid: float, l2_sensitivity: float, n_changed: int,
+                  bits: BitSource) -> GridNoise:
+    """The grid Gaussian mechanism of :func:`gaussian`, before any value is seen."""
+    sigma = float(sigma)
+    if sigma == 0:
+        return _no_noise(l2_sensitivity)
+    g = float(grid)
+    if not (g > 0 and math.frexp(g)[0] == 0.5):
+        raise ValueError(f"grid must be a positive power of two, got {grid!r}")
+    sigma_grid = sigma / g
+    if sigma_grid < 2.0**MIN_GAUSSIAN_GRID_BITS:
+        raise ValueError(f"grid {g!r} is too coarse for sigma {sigma!r}: need sigma/grid >= 2^20")
+    n = _check_n_changed(n_changed)
+    extra_eps, extra_delta = gaussian_slack(sigma_grid, n)
+    return GridNoise(
+        grid=g, scale=sigma,
+        sensitivity_used=math.nextafter(float(l2_sensitivity) + math.sqrt(n) * g, math.inf),
+        distribution="discrete-gaussian",
+        sampler=(f"discrete Gaussian (CKS 2020 Alg. 3: exact discrete-Laplace proposal, float64 "
+                 f"acceptance), sigma = {sigma_grid:.6g} grid units; {bits.description}"),
+        bits=bits, n_changed=n, sigma_grid=sigma_grid, extra_epsilon=extra_eps, extra_delta=extra_delta,
+    )
 
 
 def gaussian(values: np.ndarray, sigma: float, *, grid: float, l2_sensitivity: float, n_changed: int,
@@ -859,51 +940,39 @@ def gaussian(values: np.ndarray, sigma: float, *, grid: float, l2_sensitivity: f
     ValueError
         A grid that is not a power of two or is coarser than ``sigma * 2^-20``.
     """
-    values = np.asarray(values, dtype=np.float64)
-    sigma = float(sigma)
-    if sigma == 0:
-        return NoiseDraw(values.copy(), 0.0, 0.0, float(l2_sensitivity), "none", "none")
-    g = float(grid)
-    if not (g > 0 and math.frexp(g)[0] == 0.5):
-        raise ValueError(f"grid must be a positive power of two, got {grid!r}")
-    sigma_grid = sigma / g
-    if sigma_grid < 2.0**MIN_GAUSSIAN_GRID_BITS:
-        raise ValueError(f"grid {g!r} is too coarse for sigma {sigma!r}: need sigma/grid >= 2^20")
-    n = _check_n_changed(n_changed)
-    extra_eps, extra_delta = gaussian_slack(sigma_grid, n)
-    return NoiseDraw(
-        values=_on_grid(values, g, discrete_gaussian(sigma_grid, values.shape, bits)), grid=g,
-        scale=sigma, sensitivity_used=math.nextafter(float(l2_sensitivity) + math.sqrt(n) * g, math.inf),
-        distribution="discrete-gaussian",
-        sampler=(f"discrete Gaussian (CKS 2020 Alg. 3: exact discrete-Laplace proposal, float64 "
-                 f"acceptance), sigma = {sigma_grid:.6g} grid units; {bits.description}"),
-        extra_epsilon=extra_eps, extra_delta=extra_delta, n_changed=n, sigma_grid=sigma_grid,
-    )
+    return gaussian_plan(sigma, grid=grid, l2_sensitivity=l2_sensitivity, n_changed=n_changed,
+                         bits=bits).add(values)
+
+
+def calibrated_gaussian_plan(l2_sensitivity: float, calibrate: Callable[[float], float], *,
+                             n_changed: int, bits: BitSource) -> GridNoise:
+    """Calibrate sigma at the rounding-inflated sensitivity and return the grid Gaussian mechanism.
+
+    ``calibrate`` maps an L2 sensitivity to sigma (the caller's accountant: analytic Gaussian, zCDP
+    share, ...; monotone). ``sigma0 = calibrate(S2)`` fixes the grid (:func:`gaussian_grid`), then
+    ``sigma = calibrate(S2')``. ``sigma0 = 0`` (NOT PRIVATE) adds nothing.
+    """
+    sigma0 = float(calibrate(float(l2_sensitivity)))
+    if sigma0 == 0:
+        return _no_noise(l2_sensitivity)
+    g, s2_used = gaussian_grid(l2_sensitivity, n_changed, sigma0)
+    return gaussian_plan(float(calibrate(s2_used)), grid=g, l2_sensitivity=l2_sensitivity,
+                         n_changed=n_changed, bits=bits)
 
 
 def gaussian_mechanism(values: np.ndarray, l2_sensitivity: float, calibrate: Callable[[float], float], *,
                        n_changed: int, bits: BitSource) -> NoiseDraw:
-    """Calibrate sigma at the rounding-inflated sensitivity and draw :func:`gaussian` noise.
-
-    ``calibrate`` maps an L2 sensitivity to sigma (the caller's accountant: analytic Gaussian, zCDP
-    share, ...; monotone). ``sigma0 = calibrate(S2)`` fixes the grid (:func:`gaussian_grid`), then
-    ``sigma = calibrate(S2')``. ``sigma0 = 0`` (NOT PRIVATE) returns ``values`` unchanged.
-    """
-    sigma0 = float(calibrate(float(l2_sensitivity)))
-    if sigma0 == 0:
-        return NoiseDraw(np.asarray(values, dtype=np.float64).copy(), 0.0, 0.0, float(l2_sensitivity),
-                         "none", "none")
-    g, s2_used = gaussian_grid(l2_sensitivity, n_changed, sigma0)
-    return gaussian(values, float(calibrate(s2_used)), grid=g, l2_sensitivity=l2_sensitivity,
-                    n_changed=n_changed, bits=bits)
+    """:func:`calibrated_gaussian_plan` applied to ``values``."""
+    return calibrated_gaussian_plan(l2_sensitivity, calibrate, n_changed=n_changed, bits=bits).add(values)
 
 
-def record_fields(draw: NoiseDraw) -> dict[str, object]:
+def record_fields(draw: NoiseDraw | GridNoise) -> dict[str, object]:
     """The :class:`~dpcore.release.NoiseRecord` fields that describe how ``draw`` was made."""
     return {"grid": draw.grid or None, "sampler": draw.sampler, "sensitivity_used": draw.sensitivity_used}
 
 
-def slack_details(draws: Iterable[NoiseDraw], epsilon: float, delta: float) -> tuple[float, float, dict]:
+def slack_details(draws: Iterable[NoiseDraw | GridNoise], epsilon: float, delta: float
+                  ) -> tuple[float, float, dict]:
     """``(epsilon', delta', details)``: a release's guarantee with the Gaussian sampler slack added.
 
     ``epsilon, delta``: what the mechanism's accounting gives for the ideal (rounded continuous)
