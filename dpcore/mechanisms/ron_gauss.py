@@ -67,14 +67,14 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
     haar_stiefel,
-    laplace_scale,
     psd_repair,
-    symmetric_laplace_noise,
 )
 from dpcore.mechanisms.base import Mechanism
+from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
@@ -455,31 +455,32 @@ def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
 
 
 def noisy_second_moment(
-    Z: np.ndarray, scale: float, rng: np.random.Generator, *, full_matrix: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """``Z^T Z / m`` plus Laplace noise of scale ``scale``.
+    Z: np.ndarray, sensitivity: float, epsilon: float, bits: BitSource, *, full_matrix: bool = False
+) -> tuple[np.ndarray, np.ndarray, NoiseDraw]:
+    """``Z^T Z / m`` through the Laplace mechanism (L1 ``sensitivity``, ``epsilon``) on a grid.
 
     Default: i.i.d. noise on the upper triangle (diagonal included), mirrored (SPEC section 1).
     ``full_matrix=True``: i.i.d. noise on every entry, as the papers' Laplace mechanism on a
-    matrix-valued query (the result is not symmetric). Returns ``(noisy, repaired)``: the noisy
-    matrix and its PSD repair (symmetrised, eigenvalues clipped at 0), which is what gets sampled.
+    matrix-valued query (the result is not symmetric). Returns ``(noisy, repaired, draw)``: the noisy
+    matrix, its PSD repair (symmetrised, eigenvalues clipped at 0), which is what gets sampled, and
+    the noise draw (grid, actual scale).
     """
-    noisy = add_matrix_noise(Z.T @ Z / Z.shape[0], scale, rng, full_matrix=full_matrix)
-    return noisy, psd_repair(noisy)
+    noisy, draw = add_matrix_noise(Z.T @ Z / Z.shape[0], sensitivity, epsilon, bits,
+                                   full_matrix=full_matrix)
+    return noisy, psd_repair(noisy), draw
 
 
 def add_matrix_noise(
-    M: np.ndarray, scale: float, rng: np.random.Generator, *, full_matrix: bool = False
-) -> np.ndarray:
-    """``M`` (k x k) plus Laplace noise of scale ``scale``: i.i.d. on the upper triangle (diagonal
-    included) and mirrored (default, SPEC section 1), or i.i.d. on every entry
-    (``full_matrix=True``). A new array; ``scale = 0`` adds nothing."""
-    k = M.shape[0]
+    M: np.ndarray, sensitivity: float, epsilon: float, bits: BitSource, *, full_matrix: bool = False
+) -> tuple[np.ndarray, NoiseDraw]:
+    """``M`` (k x k) through the exact grid Laplace mechanism (:mod:`dpcore.noise`): on the upper
+    triangle (diagonal included) and mirrored (default, SPEC section 1; ``n_changed = k(k+1)/2``), or
+    on every entry (``full_matrix=True``; ``n_changed = k^2``). A new array and the draw;
+    ``epsilon = inf`` adds nothing."""
     if full_matrix:
-        noise = rng.laplace(0.0, scale, size=(k, k)) if scale > 0 else np.zeros((k, k))
-    else:
-        noise = symmetric_laplace_noise(k, scale, rng)
-    return M + noise
+        draw = dpnoise.laplace(M, sensitivity, epsilon, n_changed=M.size, bits=bits)
+        return draw.values, draw
+    return dpnoise.symmetric_laplace(M, sensitivity, epsilon, bits=bits)
 
 
 def scale_features(X: np.ndarray, lo: np.ndarray, width: np.ndarray) -> np.ndarray:
@@ -615,7 +616,7 @@ class RONGauss(Mechanism):
     # ------------------------------------------------------------------------------ release
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
@@ -629,7 +630,7 @@ class RONGauss(Mechanism):
         X = data.X  # already clipped; the public scaling is applied block by block
         W = haar_stiefel(d, p, rng, method=params["projection"])
         m = n if n_samples is None else n_samples
-        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, p=p, d=d,
+        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, bits=bits, p=p, d=d,
                        scaling={"lo": lo, "width": wd})
         if data.task == "classification":
             out = self._gmm(ctx, X, data, m)
@@ -772,7 +773,8 @@ class _Context:
     split: EpsilonSplit
     calibration: str
     W: np.ndarray
-    rng: np.random.Generator
+    rng: np.random.Generator  # public randomness (W, synthetic rows)
+    bits: BitSource  # noise (dpcore.noise)
     p: int
     d: int
     scaling: dict[str, np.ndarray | None]  # lo, width of the public feature scaling (or None)
@@ -799,13 +801,13 @@ def _preprocess_project(
     inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
     eps_mu = ctx.split["mean"]
     s1 = mean_sensitivity(d, n)
-    b = laplace_scale(s1, eps_mu)
-    mu = unit_sum / n + (ctx.rng.laplace(0.0, b, size=d) if b > 0 else 0.0)
+    draw = dpnoise.laplace(unit_sum / n, s1, eps_mu, n_changed=d, bits=ctx.bits)
+    mu = draw.values
     Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
     rec = NoiseRecord(
-        statistic=statistic, sensitivity=s1, scale=b, distribution="laplace", norm="L1",
+        statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
         epsilon=eps_mu, formula="S1 = 2 sqrt(d)/n (mean of unit-norm rows); b = S1/eps_mu",
-        source=f"{SOURCE}, Alg. 1 / Lemma 2",
+        source=f"{SOURCE}, Alg. 1 / Lemma 2", **dpnoise.record_fields(draw),
     )
     return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
 
@@ -823,9 +825,8 @@ def _noisy_cov(
     published = ctx.calibration == "published"
     s1_used = ron_covariance_sensitivity(ctx.p, n, ctx.calibration, label_bound)
     s1_sound = ron_covariance_sensitivity(ctx.p, n, "sound", label_bound, full_matrix=published)
-    b = laplace_scale(s1_used, eps)
     eps_true = eps * s1_sound / s1_used
-    noisy, repaired = noisy_second_moment(Z, b, ctx.rng, full_matrix=published)
+    noisy, repaired, draw = noisy_second_moment(Z, s1_used, eps, ctx.bits, full_matrix=published)
     if label_bound is None:
         formula = ("S1 = (p + 1)/n (upper triangle, sound)" if ctx.calibration == "sound"
                    else "S1 = 2 sqrt(p)/n (Lemma 4, published; not an entrywise L1 bound)")
@@ -836,8 +837,8 @@ def _noisy_cov(
                    else "S1 = (2 sqrt(p) + 4a sqrt(p) + a^2)/n (Lemma 5, published)")
         src = "Lemma 5 / Alg. 4; SPEC section 2 (sound value)"
     rec = NoiseRecord(
-        statistic=statistic, sensitivity=s1_used, scale=b, distribution="laplace", norm="L1",
-        epsilon=eps_true,
+        statistic=statistic, sensitivity=s1_used, scale=draw.scale, distribution="laplace", norm="L1",
+        epsilon=eps_true, **dpnoise.record_fields(draw),
         formula=formula + ("; b = S1/eps_Sigma on the upper triangle (mirrored)" if not published
                            else "; b = S1/eps_Sigma i.i.d. on every entry (as the paper), then "
                            f"symmetrised; guaranteed epsilon = eps_Sigma * S1_sound,full/S1 = "
