@@ -58,6 +58,7 @@ __all__ = [
     "noise_source",
     "record_fields",
     "slack_details",
+    "symmetric",
     "symmetric_laplace",
     "uniform_below",
     "uniform_open01",
@@ -794,21 +795,23 @@ def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed
     return laplace_plan(sensitivity, epsilon, n_changed=n_changed, bits=bits).add(values)
 
 
+def symmetric(matrix: np.ndarray, plan: GridNoise) -> tuple[np.ndarray, NoiseDraw]:
+    """``plan`` applied to the upper triangle (diagonal included) of a symmetric ``(k, k)`` matrix,
+    mirrored below (SPEC section 1). ``plan`` must count ``n_changed = k (k + 1) / 2``."""
+    m = np.asarray(matrix, dtype=np.float64)
+    iu = np.triu_indices(m.shape[0])
+    draw = plan.add(m[iu])
+    out = np.zeros_like(m)
+    out[iu] = draw.values
+    return out + np.triu(out, 1).T, draw
+
+
 def symmetric_laplace(matrix: np.ndarray, sensitivity: float, epsilon: float, *,
                       bits: BitSource) -> tuple[np.ndarray, NoiseDraw]:
-    """Laplace mechanism on the upper triangle (diagonal included) of a symmetric ``(k, k)`` matrix,
-    mirrored below (SPEC section 1; ``sensitivity``: the upper-triangle L1 sensitivity).
-
-    Returns ``(noisy matrix, draw)``; ``n_changed = k (k + 1) / 2``.
-    """
-    m = np.asarray(matrix, dtype=np.float64)
-    k = m.shape[0]
-    iu = np.triu_indices(k)
-    draw = laplace(m[iu], sensitivity, epsilon, n_changed=k * (k + 1) // 2, bits=bits)
-    out = np.zeros((k, k))
-    out[iu] = draw.values
-    out = out + np.triu(out, 1).T
-    return out, draw
+    """Laplace mechanism on the upper triangle of a symmetric ``(k, k)`` matrix (``sensitivity``: the
+    upper-triangle L1 sensitivity), mirrored: :func:`symmetric` with :func:`laplace_plan`."""
+    k = np.shape(matrix)[0]
+    return symmetric(matrix, laplace_plan(sensitivity, epsilon, n_changed=k * (k + 1) // 2, bits=bits))
 
 
 def gaussian_grid(l2_sensitivity: float, n_changed: int, sigma_floor: float) -> tuple[float, float]:

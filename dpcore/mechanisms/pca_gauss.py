@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
     analytic_gaussian_sigma,
@@ -83,6 +84,7 @@ from dpcore.mechanisms.ron_gauss import (
     row_blocks,
     unit_to_label,
 )
+from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
@@ -307,26 +309,26 @@ class PCAGauss(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
         if data.task == "unsupervised":
-            return self._alg1(data, params, rng, n_samples, p)
-        return self._supervised(data, params, rng, n_samples, p)
+            return self._alg1(data, params, rng, n_samples, p, bits)
+        return self._supervised(data, params, rng, n_samples, p, bits)
 
     # ------------------------------------------------------------------------------ Alg. 1
     def _alg1(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-              n_samples: int | None, p: int) -> Release:
+              n_samples: int | None, p: int, bits: BitSource) -> Release:
         n, d = data.X.shape
         eps, cal = params["epsilon"], params["calibration"]
         gram = box_gram(data.X, data.bounds, clip=False)
         lam = np.sort(np.linalg.eigvalsh(gram / (n * d)))[::-1][:p]
         s1 = eigenvalue_sensitivity(p, n, calibration=cal)
-        b = laplace_scale(s1, eps)
-        lam_dp = lam + (rng.laplace(0.0, b, size=p) if b > 0 else 0.0)
+        draw = dpnoise.laplace(lam, s1, eps, n_changed=p, bits=bits)
+        lam_dp, b = draw.values, draw.scale
         lam_pos = np.clip(lam_dp, 0.0, None)
         m = n if n_samples is None else n_samples
         values = rng.standard_normal((m, p))
@@ -336,7 +338,7 @@ class PCAGauss(Mechanism):
             distribution="laplace", norm="L1", epsilon=eps,
             formula=("S1 = p a^2/n (Weyl)" if cal == "paper" else "S1 = min(p, 2) a^2/n "
                      "(Lidskii-Mirsky)") + "; b = S1/epsilon; a = 1",
-            source=f"{SOURCE}, Alg. 1 / Theorem 4",
+            source=f"{SOURCE}, Alg. 1 / Theorem 4", **dpnoise.record_fields(draw),
         )]
         details = {
             "algorithm": "Alg. 1 (unsupervised: private eigenvalues, W not released)",
@@ -363,7 +365,7 @@ class PCAGauss(Mechanism):
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
     def _supervised(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-                    n_samples: int | None, p: int) -> Release:
+                    n_samples: int | None, p: int, bits: BitSource) -> Release:
         n, d = data.X.shape
         X, bounds = data.X, data.bounds
         rows = None  # the private rows (all but the public split)
@@ -381,6 +383,7 @@ class PCAGauss(Mechanism):
 
         y = data.y
         noise: list[NoiseRecord] = []
+        gaussian_draws: list[NoiseDraw] = []
         diag: dict[str, Any] = {"pca_source": source}
         moments = None
         if source != "public":
@@ -401,12 +404,13 @@ class PCAGauss(Mechanism):
             diag.update({"n_public_rows": n_pub, "private_rows": priv})
         elif source == "lap":
             s1 = lap_pca_sensitivity(d, n, calibration=cal)
-            b = laplace_scale(s1, split["pca"])
             assert moments is not None
-            noisy = add_matrix_noise(moments.gram / n, b, rng, full_matrix=cal == "paper")
+            noisy, draw = add_matrix_noise(moments.gram / n, s1, split["pca"], bits,
+                                           full_matrix=cal == "paper")
             W = _top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
-                statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=b,
+                statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=draw.scale,
+                **dpnoise.record_fields(draw),
                 distribution="laplace", norm="L1", epsilon=split["pca"],
                 formula=("S1 = d^2 a^2/n, every entry" if cal == "paper" else
                          "S1 = d(d+1) a^2/(2n), upper triangle mirrored") + "; b = S1/eps_pca",
@@ -416,11 +420,16 @@ class PCAGauss(Mechanism):
             # Y^T Y for the rows Y = Xs/(sqrt(d) a), of L2 norm <= 1
             assert moments is not None
             yty = moments.gram / (d * A_BOUND**2)
-            sigma = analytic_gaussian_sigma(math.sqrt(2.0), split["pca"], delta)
-            W = _top_eigvecs(yty + _symmetric_gaussian_noise(d, sigma, rng), p)
+            plan = dpnoise.calibrated_gaussian_plan(
+                math.sqrt(2.0), lambda s: analytic_gaussian_sigma(s, split["pca"], delta),
+                n_changed=d * (d + 1) // 2, bits=bits)
+            noisy, gdraw = dpnoise.symmetric(yty, plan)
+            gaussian_draws.append(gdraw)
+            W = _top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
                 statistic="Analyze Gauss: X^T X of rows scaled to norm <= 1 (d x d)",
-                sensitivity=math.sqrt(2.0), scale=sigma, distribution="gaussian", norm="L2",
+                sensitivity=math.sqrt(2.0), scale=plan.scale, distribution="gaussian", norm="L2",
+                **dpnoise.record_fields(plan),
                 epsilon=split["pca"], delta=delta,
                 formula="S2 = sqrt(2) (replace-one, Frobenius); sigma = analytic Gaussian(S2, "
                         "eps_pca, delta), i.i.d. on the upper triangle, mirrored",
@@ -433,14 +442,14 @@ class PCAGauss(Mechanism):
             stats = _PCAStats.from_moments(moments, W / math.sqrt(d))
         m = stats.n_rows if n_samples is None else n_samples
         if gmm:
-            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, diag)
+            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
-            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, diag)
+            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, bits, diag)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
 
-        eps_total = math.fsum(split.parts)
+        eps_total, delta, slack = dpnoise.slack_details(gaussian_draws, math.fsum(split.parts), delta)
         kind = "approx" if source == "analyze-gauss" else "pure"
         assumptions = [
             "n is public (bounded DP, replace-one neighbours)",
@@ -467,6 +476,7 @@ class PCAGauss(Mechanism):
             "epsilon_parts": split.as_dict(),
             "nominal_epsilon": split.total,
             "guaranteed_epsilon": eps_total,
+            "noise_slack": slack,
             "assumptions": assumptions,
             # noise the tight calibration saves: paper S1 / tight S1 (1.0 when calibration="paper")
             "paper_over_tight_sensitivity": {
@@ -492,18 +502,20 @@ class PCAGauss(Mechanism):
 
     @staticmethod
     def _alg2(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
+              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any]
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
         assert data.label_bounds is not None and stats.joint is not None
         n = stats.n_rows
         s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
-        b = laplace_scale(s1, split["covariance"])
-        noisy = add_matrix_noise(stats.joint / n, b, rng, full_matrix=cal == "paper")
+        noisy, draw = add_matrix_noise(stats.joint / n, s1, split["covariance"], bits,
+                                       full_matrix=cal == "paper")
+        b = draw.scale
         repaired = psd_repair(noisy)
         samples = gaussian_samples(np.zeros(p + 1), repaired, m, rng)
         diag.update({"second_moment_dp": noisy, "second_moment_dp_repaired": repaired})
         rec = NoiseRecord(
             statistic="second moment of [x^, y] ((p+1) x (p+1))", sensitivity=s1, scale=b,
+            **dpnoise.record_fields(draw),
             distribution="laplace", norm="L1", epsilon=split["covariance"],
             formula=("S1 = (p^2 a^2 + 4 p a^2 + a^2)/n, every entry" if cal == "paper" else
                      "S1 = min(p(p+1)/2 + 2p + 1, p + 2 + 2 sqrt(p)) a^2/n, upper triangle "
@@ -515,7 +527,7 @@ class PCAGauss(Mechanism):
 
     @staticmethod
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
+              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any]
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
         assert data.classes is not None and stats.sizes is not None
         sizes = stats.sizes
@@ -527,11 +539,12 @@ class PCAGauss(Mechanism):
             total, second = stats.per_class[int(c)]
             tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
             s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
-            b_mu = laplace_scale(s1_mu, split["mean"])
-            mu = total / n_c + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0)
+            mu_draw = dpnoise.laplace(total / n_c, s1_mu, split["mean"], n_changed=p, bits=bits)
+            mu, b_mu = mu_draw.values, mu_draw.scale
             s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
-            b_m = laplace_scale(s1_m, split["covariance"])
-            noisy = add_matrix_noise(second / n_c, b_m, rng, full_matrix=cal == "paper")
+            noisy, m_draw = add_matrix_noise(second / n_c, s1_m, split["covariance"], bits,
+                                             full_matrix=cal == "paper")
+            b_m = m_draw.scale
             cov = psd_repair(noisy - np.outer(mu, mu))
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
@@ -540,6 +553,7 @@ class PCAGauss(Mechanism):
             recs += [
                 NoiseRecord(
                     statistic="mean of PCA features" + tag, sensitivity=s1_mu, scale=b_mu,
+                    **dpnoise.record_fields(mu_draw),
                     distribution="laplace", norm="L1", epsilon=split["mean"],
                     formula=("S1 = 2 p a/n_c" if cal == "paper" else "S1 = 2 sqrt(p) a/n_c "
                              "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1",
@@ -547,6 +561,7 @@ class PCAGauss(Mechanism):
                 ),
                 NoiseRecord(
                     statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
+                    **dpnoise.record_fields(m_draw),
                     distribution="laplace", norm="L1", epsilon=split["covariance"],
                     formula=("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
                              "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored")
@@ -631,13 +646,3 @@ class _PCAStats:
             Xc = Xh[y == c]
             per_class[int(c)] = (Xc.sum(axis=0), Xc.T @ Xc)
         return cls(n_rows=Xh.shape[0], sizes=sizes, per_class=per_class)
-
-
-def _symmetric_gaussian_noise(size: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """Symmetric matrix with i.i.d. ``N(0, sigma^2)`` on the upper triangle (diagonal included)."""
-    noise = np.zeros((size, size))
-    if sigma > 0:
-        iu = np.triu_indices(size)
-        noise[iu] = rng.normal(0.0, sigma, size=len(iu[0]))
-        noise = noise + np.triu(noise, 1).T
-    return noise
