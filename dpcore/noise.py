@@ -661,7 +661,7 @@ def _check_n_changed(n_changed: int) -> int:
     return int(n_changed)
 
 
-def laplace_grid(sensitivity: float, epsilon: float, n_changed: int) -> tuple[float, int, float]:
+def laplace_grid(sensitivity: float, epsilon: float | Fraction, n_changed: int) -> tuple[float, int, float]:
     """Grid ``g``, discrete scale ``t`` and inflated sensitivity ``S1' = S1 + n_changed g``.
 
     ``g`` is the largest power of two with ``n_changed g <= S1 2^-42``, doubled while
@@ -674,7 +674,7 @@ def laplace_grid(sensitivity: float, epsilon: float, n_changed: int) -> tuple[fl
     n = _check_n_changed(n_changed)
     if not (s1 > 0 and math.isfinite(s1)):
         raise ValueError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
-    eps = Fraction(float(epsilon))
+    eps = epsilon if isinstance(epsilon, Fraction) else Fraction(float(epsilon))
     g = _pow2_floor(s1 * 2.0**-ROUNDING_BITS / n)
     while True:
         s1_used = Fraction(s1) + n * Fraction(g)
@@ -757,11 +757,25 @@ def _no_noise(sensitivity: float) -> GridNoise:
     return GridNoise(0.0, 0.0, float(sensitivity), "none", "none", None)
 
 
-def laplace_plan(sensitivity: float, epsilon: float, *, n_changed: int, bits: BitSource) -> GridNoise:
-    """The exact pure-epsilon grid Laplace mechanism of :func:`laplace`, before any value is seen."""
-    eps = float(epsilon)
-    if math.isinf(eps) or float(sensitivity) == 0:
-        return _no_noise(sensitivity)
+def laplace_plan(sensitivity: float, epsilon: float | None = None, *, scale: float | None = None,
+                 n_changed: int, bits: BitSource) -> GridNoise:
+    """The exact pure-epsilon grid Laplace mechanism of :func:`laplace`, before any value is seen.
+
+    Give ``epsilon``, or the continuous ``scale = S1 / epsilon`` a calibration computed (the noise
+    then follows that calibration: ``t g >= next_float_up(scale) S1' / S1``, so the loss is at most
+    ``S1 / scale``, rounded safely); ``scale = 0`` or ``epsilon = inf`` adds nothing.
+    """
+    if (epsilon is None) == (scale is None):
+        raise ValueError("give exactly one of epsilon and scale")
+    if scale is not None:
+        if float(scale) == 0 or float(sensitivity) == 0:
+            return _no_noise(sensitivity)
+        safe_scale = Fraction(math.nextafter(float(scale), math.inf))
+        eps: float | Fraction = Fraction(float(sensitivity)) / safe_scale
+    else:
+        eps = float(epsilon)
+        if math.isinf(eps) or float(sensitivity) == 0:
+            return _no_noise(sensitivity)
     g, t, s1_used = laplace_grid(sensitivity, eps, n_changed)
     return GridNoise(
         grid=g, scale=t * g, sensitivity_used=s1_used, distribution="discrete-laplace",
@@ -770,8 +784,8 @@ def laplace_plan(sensitivity: float, epsilon: float, *, n_changed: int, bits: Bi
     )
 
 
-def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed: int,
-            bits: BitSource) -> NoiseDraw:
+def laplace(values: np.ndarray, sensitivity: float, epsilon: float | None = None, *,
+            scale: float | None = None, n_changed: int, bits: BitSource) -> NoiseDraw:
     """Pure epsilon-DP Laplace mechanism on a public grid, exactly.
 
     Parameters
@@ -782,6 +796,8 @@ def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed
         Its L1 sensitivity ``S1`` under the mechanism's neighbouring relation.
     epsilon : float
         Budget of this statistic; ``inf`` (or ``S1 = 0``) returns ``values`` unchanged.
+    scale : float, optional
+        Instead of ``epsilon``: the calibrated continuous scale ``S1 / epsilon`` (:func:`laplace_plan`).
     n_changed : int
         How many coordinates can differ between neighbours (each can gain ``g`` from rounding).
     bits : BitSource
@@ -792,7 +808,7 @@ def laplace(values: np.ndarray, sensitivity: float, epsilon: float, *, n_changed
         ``values = g * (rint(values / g) + DLap(t))`` with :func:`laplace_grid`'s ``g, t``; ``scale =
         t g >= S1' / epsilon``; ``extra_epsilon = extra_delta = 0`` (the guarantee is exact).
     """
-    return laplace_plan(sensitivity, epsilon, n_changed=n_changed, bits=bits).add(values)
+    return laplace_plan(sensitivity, epsilon, scale=scale, n_changed=n_changed, bits=bits).add(values)
 
 
 def symmetric(matrix: np.ndarray, plan: GridNoise) -> tuple[np.ndarray, NoiseDraw]:
@@ -806,12 +822,13 @@ def symmetric(matrix: np.ndarray, plan: GridNoise) -> tuple[np.ndarray, NoiseDra
     return out + np.triu(out, 1).T, draw
 
 
-def symmetric_laplace(matrix: np.ndarray, sensitivity: float, epsilon: float, *,
-                      bits: BitSource) -> tuple[np.ndarray, NoiseDraw]:
+def symmetric_laplace(matrix: np.ndarray, sensitivity: float, epsilon: float | None = None, *,
+                      scale: float | None = None, bits: BitSource) -> tuple[np.ndarray, NoiseDraw]:
     """Laplace mechanism on the upper triangle of a symmetric ``(k, k)`` matrix (``sensitivity``: the
     upper-triangle L1 sensitivity), mirrored: :func:`symmetric` with :func:`laplace_plan`."""
     k = np.shape(matrix)[0]
-    return symmetric(matrix, laplace_plan(sensitivity, epsilon, n_changed=k * (k + 1) // 2, bits=bits))
+    return symmetric(matrix, laplace_plan(sensitivity, epsilon, scale=scale, n_changed=k * (k + 1) // 2,
+                                          bits=bits))
 
 
 def gaussian_grid(l2_sensitivity: float, n_changed: int, sigma_floor: float) -> tuple[float, float]:

@@ -64,6 +64,7 @@ from dpcore.calibration import (
     EpsilonSplit,
     analytic_gaussian_sigma,
     check_delta,
+    laplace_scale,
     psd_repair,
 )
 from dpcore.mechanisms.base import Mechanism
@@ -279,8 +280,8 @@ class _IdentityLaplaceBase(Mechanism):
         widths = box_widths(data.bounds)
         s1, method = box_l1_sensitivity(M, widths)
         # one replaced row moves the k outputs of its row: n_changed = k
-        draw = dpnoise.laplace(_box_projection(priv.X, bounds=data.bounds, center=center, M=M), s1, eps_f,
-                               n_changed=k, bits=bits)
+        draw = dpnoise.laplace(_box_projection(priv.X, bounds=data.bounds, center=center, M=M), s1,
+                               scale=laplace_scale(s1, eps_f), n_changed=k, bits=bits)
         Z, b = draw.values, draw.scale
         labels = release_labels(priv, math.inf if eps_l is None else eps_l, bits)
         noise = [NoiseRecord(
@@ -624,8 +625,10 @@ def _dp_gaussian(
     n, k = Z.shape
     s1_mu, s1_m = gaussian_model_sensitivities(k, n)
     mean, second = Z.mean(axis=0), Z.T @ Z / n
-    mu_draw = dpnoise.laplace(mean, s1_mu, split["mean"], n_changed=k, bits=bits)
-    M, m_draw = dpnoise.symmetric_laplace(second, s1_m, split["covariance"], bits=bits)
+    mu_draw = dpnoise.laplace(mean, s1_mu, scale=laplace_scale(s1_mu, split["mean"]), n_changed=k,
+                              bits=bits)
+    M, m_draw = dpnoise.symmetric_laplace(second, s1_m, scale=laplace_scale(s1_m, split["covariance"]),
+                                          bits=bits)
     mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
     diag["mean"][key], diag["second_moment"][key] = mean, second
     diag["mean_dp"][key], diag["second_moment_dp"][key] = mu, M

@@ -346,7 +346,7 @@ def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> Labe
         return LabelRelease(data.classes[noisy], name, rec)
     assert data.label_bounds is not None
     width = float(data.label_bounds[1] - data.label_bounds[0])
-    draw = dpnoise.laplace(data.y, width, epsilon, n_changed=1, bits=bits)
+    draw = dpnoise.laplace(data.y, width, scale=laplace_scale(width, epsilon), n_changed=1, bits=bits)
     rec = NoiseRecord(
         statistic="label of each row", sensitivity=width, scale=draw.scale, distribution="laplace",
         norm="L1", epsilon=epsilon, delta=0.0, formula="b = (label hi - label lo) / epsilon",
@@ -574,7 +574,7 @@ class JLLaplace(Mechanism):
             feat = published_guarantee(eps_f, c_exact, c_pub, beta_pub)
             formula, source = pub_formula + "; b = c / epsilon", pub_source
         # one changed entry (or row) moves the k outputs of its row: n_changed = k
-        plan = dpnoise.laplace_plan(c, eps_f, n_changed=k, bits=bits)
+        plan = dpnoise.laplace_plan(c, scale=laplace_scale(c, eps_f), n_changed=k, bits=bits)
         b = plan.scale
         Z = inp.project(P, plan if b > 0 else None)
         labels = release_labels(data, eps if eps_l is None else eps_l, bits)

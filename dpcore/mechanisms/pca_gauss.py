@@ -327,7 +327,7 @@ class PCAGauss(Mechanism):
         gram = box_gram(data.X, data.bounds, clip=False)
         lam = np.sort(np.linalg.eigvalsh(gram / (n * d)))[::-1][:p]
         s1 = eigenvalue_sensitivity(p, n, calibration=cal)
-        draw = dpnoise.laplace(lam, s1, eps, n_changed=p, bits=bits)
+        draw = dpnoise.laplace(lam, s1, scale=laplace_scale(s1, eps), n_changed=p, bits=bits)
         lam_dp, b = draw.values, draw.scale
         lam_pos = np.clip(lam_dp, 0.0, None)
         m = n if n_samples is None else n_samples
@@ -405,7 +405,7 @@ class PCAGauss(Mechanism):
         elif source == "lap":
             s1 = lap_pca_sensitivity(d, n, calibration=cal)
             assert moments is not None
-            noisy, draw = add_matrix_noise(moments.gram / n, s1, split["pca"], bits,
+            noisy, draw = add_matrix_noise(moments.gram / n, s1, laplace_scale(s1, split["pca"]), bits,
                                            full_matrix=cal == "paper")
             W = _top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
@@ -507,7 +507,7 @@ class PCAGauss(Mechanism):
         assert data.label_bounds is not None and stats.joint is not None
         n = stats.n_rows
         s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
-        noisy, draw = add_matrix_noise(stats.joint / n, s1, split["covariance"], bits,
+        noisy, draw = add_matrix_noise(stats.joint / n, s1, laplace_scale(s1, split["covariance"]), bits,
                                        full_matrix=cal == "paper")
         b = draw.scale
         repaired = psd_repair(noisy)
@@ -539,11 +539,12 @@ class PCAGauss(Mechanism):
             total, second = stats.per_class[int(c)]
             tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
             s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
-            mu_draw = dpnoise.laplace(total / n_c, s1_mu, split["mean"], n_changed=p, bits=bits)
+            mu_draw = dpnoise.laplace(total / n_c, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
+                                      n_changed=p, bits=bits)
             mu, b_mu = mu_draw.values, mu_draw.scale
             s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
-            noisy, m_draw = add_matrix_noise(second / n_c, s1_m, split["covariance"], bits,
-                                             full_matrix=cal == "paper")
+            noisy, m_draw = add_matrix_noise(second / n_c, s1_m, laplace_scale(s1_m, split["covariance"]),
+                                             bits, full_matrix=cal == "paper")
             b_m = m_draw.scale
             cov = psd_repair(noisy - np.outer(mu, mu))
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))

@@ -71,6 +71,7 @@ from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
     haar_stiefel,
+    laplace_scale,
     psd_repair,
 )
 from dpcore.mechanisms.base import Mechanism
@@ -455,9 +456,10 @@ def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
 
 
 def noisy_second_moment(
-    Z: np.ndarray, sensitivity: float, epsilon: float, bits: BitSource, *, full_matrix: bool = False
+    Z: np.ndarray, sensitivity: float, scale: float, bits: BitSource, *, full_matrix: bool = False
 ) -> tuple[np.ndarray, np.ndarray, NoiseDraw]:
-    """``Z^T Z / m`` through the Laplace mechanism (L1 ``sensitivity``, ``epsilon``) on a grid.
+    """``Z^T Z / m`` through the Laplace mechanism (L1 ``sensitivity``, calibrated ``scale =
+    S1/epsilon``) on a grid.
 
     Default: i.i.d. noise on the upper triangle (diagonal included), mirrored (SPEC section 1).
     ``full_matrix=True``: i.i.d. noise on every entry, as the papers' Laplace mechanism on a
@@ -465,22 +467,22 @@ def noisy_second_moment(
     matrix, its PSD repair (symmetrised, eigenvalues clipped at 0), which is what gets sampled, and
     the noise draw (grid, actual scale).
     """
-    noisy, draw = add_matrix_noise(Z.T @ Z / Z.shape[0], sensitivity, epsilon, bits,
+    noisy, draw = add_matrix_noise(Z.T @ Z / Z.shape[0], sensitivity, scale, bits,
                                    full_matrix=full_matrix)
     return noisy, psd_repair(noisy), draw
 
 
 def add_matrix_noise(
-    M: np.ndarray, sensitivity: float, epsilon: float, bits: BitSource, *, full_matrix: bool = False
+    M: np.ndarray, sensitivity: float, scale: float, bits: BitSource, *, full_matrix: bool = False
 ) -> tuple[np.ndarray, NoiseDraw]:
     """``M`` (k x k) through the exact grid Laplace mechanism (:mod:`dpcore.noise`): on the upper
     triangle (diagonal included) and mirrored (default, SPEC section 1; ``n_changed = k(k+1)/2``), or
-    on every entry (``full_matrix=True``; ``n_changed = k^2``). A new array and the draw;
-    ``epsilon = inf`` adds nothing."""
+    on every entry (``full_matrix=True``; ``n_changed = k^2``); ``scale``: the calibrated ``S1/epsilon``
+    (:func:`dpcore.noise.laplace_plan`). A new array and the draw; ``scale = 0`` adds nothing."""
     if full_matrix:
-        draw = dpnoise.laplace(M, sensitivity, epsilon, n_changed=M.size, bits=bits)
+        draw = dpnoise.laplace(M, sensitivity, scale=scale, n_changed=M.size, bits=bits)
         return draw.values, draw
-    return dpnoise.symmetric_laplace(M, sensitivity, epsilon, bits=bits)
+    return dpnoise.symmetric_laplace(M, sensitivity, scale=scale, bits=bits)
 
 
 def scale_features(X: np.ndarray, lo: np.ndarray, width: np.ndarray) -> np.ndarray:
@@ -801,7 +803,7 @@ def _preprocess_project(
     inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
     eps_mu = ctx.split["mean"]
     s1 = mean_sensitivity(d, n)
-    draw = dpnoise.laplace(unit_sum / n, s1, eps_mu, n_changed=d, bits=ctx.bits)
+    draw = dpnoise.laplace(unit_sum / n, s1, scale=laplace_scale(s1, eps_mu), n_changed=d, bits=ctx.bits)
     mu = draw.values
     Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
     rec = NoiseRecord(
@@ -826,7 +828,8 @@ def _noisy_cov(
     s1_used = ron_covariance_sensitivity(ctx.p, n, ctx.calibration, label_bound)
     s1_sound = ron_covariance_sensitivity(ctx.p, n, "sound", label_bound, full_matrix=published)
     eps_true = eps * s1_sound / s1_used
-    noisy, repaired, draw = noisy_second_moment(Z, s1_used, eps, ctx.bits, full_matrix=published)
+    noisy, repaired, draw = noisy_second_moment(Z, s1_used, laplace_scale(s1_used, eps), ctx.bits,
+                                                full_matrix=published)
     if label_bound is None:
         formula = ("S1 = (p + 1)/n (upper triangle, sound)" if ctx.calibration == "sound"
                    else "S1 = 2 sqrt(p)/n (Lemma 4, published; not an entrywise L1 bound)")
