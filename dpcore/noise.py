@@ -53,10 +53,14 @@ __all__ = [
     "GridNoise",
     "laplace_plan",
     "gaussian_slack",
+    "tail_k",
     "laplace",
     "laplace_grid",
     "noise_source",
     "record_fields",
+    "reserve_slack",
+    "reserved_guarantee",
+    "fixed_sigma_guarantee",
     "slack_details",
     "symmetric",
     "symmetric_laplace",
@@ -550,6 +554,50 @@ def discrete_laplace(t: int, size: int | tuple[int, ...], bits: BitSource, *,
     return _fill(math.prod(shape), rate, lambda m: _discrete_laplace_digits(t, m, bits)).reshape(shape)
 
 
+#: acceptance exponents above this are evaluated exactly (rational arithmetic, CKS Alg. 1), so the
+#: float analysis of :func:`discrete_gaussian` is only needed for ``|y| <= FLOAT_K sigma``
+EXACT_TAIL_GAMMA = 200.0
+FLOAT_K = 22.0
+
+
+def _gaussian_exponent(y: int, sigma: float, t: int) -> Fraction:
+    """``(|y| - sigma^2/t)^2 / (2 sigma^2)`` exactly (``sigma`` is a float, i.e. a dyadic rational)."""
+    s2 = Fraction(sigma) ** 2
+    return (abs(y) - s2 / t) ** 2 / (2 * s2)
+
+
+def _uniform_int_below(m: int, bits: BitSource) -> int:
+    """Uniform integer in ``[0, m)`` for a Python integer ``m >= 1`` (rejection on whole words)."""
+    n_words = max(1, (m.bit_length() + 63) // 64)
+    span = 1 << (64 * n_words)
+    limit = span - span % m
+    while True:
+        value = 0
+        for w in bits.words(n_words):
+            value = (value << 64) | int(w)
+        if value < limit:
+            return value % m
+
+
+def _bernoulli_exp_exact(gamma: Fraction, bits: BitSource) -> bool:
+    """Bernoulli(exp(-gamma)) for a rational ``gamma >= 0``, exactly (CKS 2020, Algorithm 1)."""
+
+    def bern(p: Fraction) -> bool:
+        return _uniform_int_below(p.denominator, bits) < p.numerator
+
+    def exp_minus(g: Fraction) -> bool:  # g in [0, 1]
+        k = 1
+        while bern(g / k):
+            k += 1
+        return k % 2 == 1
+
+    while gamma > 1:
+        if not exp_minus(Fraction(1)):
+            return False
+        gamma -= 1
+    return exp_minus(gamma)
+
+
 def _bernoulli_float(c: np.ndarray, bits: BitSource) -> np.ndarray:
     """``U < c`` for a uniform ``U`` and float64 ``c`` in [0, 1]: exactly Bernoulli(c).
 
@@ -573,7 +621,11 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...], bits: BitSource
     does not fit int64 at the sigmas used here (~2^24), so ``c = exp(-gamma)`` is computed in float64
     and the test ``U < c`` is then exact (:func:`_bernoulli_float`: ``P(accept) = c``).
 
-    Error of the implemented PMF (``u = 2^-53``, ``K`` = :data:`GAUSSIAN_TAIL_K`). For ``|y| <= K sigma``
+    Proposals whose float exponent exceeds :data:`EXACT_TAIL_GAMMA` (``|y| > ~21 sigma``: probability
+    below 1e-9 per proposal) are accepted by CKS Algorithm 1 in exact rational arithmetic instead,
+    so beyond ``FLOAT_K sigma`` the implemented PMF is the exact discrete Gaussian.
+
+    Error of the implemented PMF (``u = 2^-53``, ``K`` = :data:`FLOAT_K`). For ``|y| <= K sigma``
     (``sigma >= 1``): ``sigma^2`` and ``sigma^2/t`` carry relative errors <= 2.01u, so ``d = |y| -
     sigma^2/t`` is off by <= 2.01 u sigma + u|d| with ``|d| <= K sigma``; squaring and dividing by
     ``2 sigma^2`` adds relative error <= 3.01u on ``gamma <= K^2/2``. Hence
@@ -583,8 +635,9 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...], bits: BitSource
     proposal is exact; the normaliser ``Z' = sum L a'`` is within ``e^{+-r0}`` of ``Z`` on the bulk and
     the tail beyond ``K sigma`` holds mass ``tau <= 2 exp(-K^2/2)`` (a Gaussian tail; ``1/(K sqrt(2 pi))``
     absorbs the discretisation), so on ``|k| <= K sigma`` the implemented PMF is within
-    ``exp(+-r)`` of the exact one with ``r = 2 r0 + 2 tau`` (K = 20: r < 3.1e-13) and its mass beyond
-    ``K sigma`` is at most ``2 tau``. :func:`gaussian_slack` turns this into epsilon and delta.
+    ``exp(+-r)`` of the exact one with ``r = 2 r0 + 2 tau`` (K = 22: r < 3.5e-13), and beyond
+    ``K sigma`` it is exact up to the normaliser (``e^{+-r}`` as well). :func:`gaussian_slack` turns this
+    into epsilon and delta.
 
     Parameters
     ----------
@@ -608,7 +661,12 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...], bits: BitSource
     def chunk(m: int) -> np.ndarray:
         y = _discrete_laplace_digits(t, m, bits)
         d = np.abs(y).astype(np.float64) - centre
-        return y[_bernoulli_float(np.exp(-(d * d) / two_s2), bits)]
+        gamma = (d * d) / two_s2
+        far = gamma > EXACT_TAIL_GAMMA
+        accept = _bernoulli_float(np.exp(-np.where(far, 0.0, gamma)), bits)
+        for i in np.flatnonzero(far):  # probability < 1e-9 per proposal: exact rational arithmetic
+            accept[i] = _bernoulli_exp_exact(_gaussian_exponent(int(y[i]), sigma, t), bits)
+        return y[accept]
 
     shape = _shape(size)
     return _fill(math.prod(shape), 0.7, chunk).reshape(shape)
@@ -885,23 +943,36 @@ def gaussian_slack(sigma_grid: float, n_changed: int, *, tail_k: float = GAUSSIA
     n = _check_n_changed(n_changed)
     k = float(tail_k)
     tau = 2.0 * math.exp(-k * k / 2)
-    r0 = 3 * _UNIT_ROUNDOFF * (k * k + k) + 8 * _UNIT_ROUNDOFF
-    r = 2 * r0 + 2 * tau
+    kf = FLOAT_K
+    r0 = 3 * _UNIT_ROUNDOFF * (kf * kf + kf) + 8 * _UNIT_ROUNDOFF
+    r = 2 * r0 + 2 * 2.0 * math.exp(-kf * kf / 2)
     gamma1 = max(1.0, k * k) / (24 * s * s) + math.log1p(3 * math.exp(-2 * math.pi**2 * s * s)) + r
     return 2 * n * gamma1, 2 * n * tau
+
+
+def tail_k(epsilon: float) -> float:
+    """The ``K`` of :func:`gaussian_slack` for a release at ``epsilon``: ``sqrt(2 (epsilon + 200))``, at
+    least :data:`GAUSSIAN_TAIL_K`, so that the tail term ``tau e^epsilon <= 2 e^-200``."""
+    if not math.isfinite(epsilon):
+        return GAUSSIAN_TAIL_K
+    return max(GAUSSIAN_TAIL_K, math.sqrt(2 * (max(epsilon, 0.0) + 200)))
 
 
 def combine_slack(draws: Iterable[NoiseDraw | GridNoise], epsilon: float, delta: float
                   ) -> tuple[float, float]:
     """``(extra_epsilon, extra_delta)`` for a release whose ideal mechanism is (epsilon, delta)-DP.
 
-    Sums ``a = sum extra_epsilon / 2`` and the tail deltas of every Gaussian draw (coordinates of
-    different draws are independent, so :func:`gaussian_slack`'s argument applies to their union) and
-    returns ``(2a, (e^a - 1) delta + tail (1 + e^{epsilon + a}))``. Discrete Laplace draws add nothing.
+    Sums ``a`` and the tail deltas of :func:`gaussian_slack` (with ``K =`` :func:`tail_k`) over every
+    discrete Gaussian draw (coordinates of different draws are independent, so the argument applies
+    to their union) and returns ``(2a, (e^a - 1) delta + tail (1 + e^{epsilon + a}))``. Discrete
+    Laplace draws add nothing.
     """
-    draws = list(draws)
-    a = sum(d.extra_epsilon for d in draws) / 2
-    tail = sum(d.extra_delta for d in draws)
+    k = tail_k(epsilon)
+    a = tail = 0.0
+    for d in draws:
+        if d.distribution == "discrete-gaussian":
+            extra, t = gaussian_slack(d.sigma_grid, d.n_changed, tail_k=k)
+            a, tail = a + extra / 2, tail + t
     if a == 0 and tail == 0:
         return 0.0, 0.0
     grow = math.exp(min(epsilon + a, 700.0)) if math.isfinite(epsilon) else math.inf
@@ -1008,4 +1079,56 @@ def slack_details(draws: Iterable[NoiseDraw | GridNoise], epsilon: float, delta:
     if extra_eps == 0 and extra_delta == 0:
         return epsilon, delta, info
     return epsilon + extra_eps, min(float(delta) + extra_delta, 1.0), info
+
+
+def reserve_slack(epsilon: float, delta: float, n_changed: int) -> tuple[float, float]:
+    """The (epsilon, delta) to calibrate the ideal mechanism at, so that with the discrete Gaussian
+    slack of ``n_changed`` coordinates the release is (``epsilon``, ``delta``)-DP.
+
+    Every grid of :func:`gaussian_grid` has ``sigma / g >= 2^24``, where :func:`gaussian_slack` is
+    largest, so ``a = gaussian_slack(2^24, n_changed)[0] / 2`` bounds the slack before sigma is known:
+    calibrate at ``(epsilon - 2a, (delta - tail (1 + e^epsilon)) / e^a)`` (:func:`combine_slack`).
+    ``epsilon = inf`` is returned unchanged.
+
+    Raises
+    ------
+    ValueError
+        If the slack does not fit into ``(epsilon, delta)`` (only for absurdly many coordinates).
+    """
+    if math.isinf(epsilon):
+        return epsilon, delta
+    extra_eps, tail = gaussian_slack(2.0**GAUSSIAN_GRID_BITS, n_changed, tail_k=tail_k(epsilon))
+    a = extra_eps / 2
+    eps_ideal = epsilon - extra_eps
+    delta_ideal = (float(delta) - tail * (1 + math.exp(min(epsilon, 700.0)))) / math.exp(a)
+    if eps_ideal <= 0 or delta_ideal <= 0:
+        raise ValueError(f"the discrete Gaussian slack of {n_changed} coordinates does not fit into "
+                         f"epsilon={epsilon}, delta={delta}")
+    return eps_ideal, delta_ideal
+
+
+def reserved_guarantee(draws: Iterable[NoiseDraw | GridNoise], epsilon: float, delta: float,
+                       eps_ideal: float, delta_ideal: float) -> tuple[float, float, dict]:
+    """``(epsilon', delta', details)`` for a release calibrated at :func:`reserve_slack`'s values.
+
+    The guarantee is the nominal ``(epsilon, delta)`` when the slack actually incurred fits (it does
+    by construction; a float rounding above it is reported as computed).
+    """
+    eps_total, delta_total, info = slack_details(draws, eps_ideal, delta_ideal)
+    info["calibrated_at"] = {"epsilon": eps_ideal, "delta": delta_ideal}
+    info["note"] += "; reserved from the budget: the ideal mechanism was calibrated at calibrated_at"
+    return max(eps_total, epsilon), max(delta_total, delta), info
+
+
+def fixed_sigma_guarantee(draws: Iterable[NoiseDraw | GridNoise], epsilon_at: Callable[[float], float],
+                          epsilon: float, delta: float, n_changed: int) -> tuple[float, float, dict]:
+    """``(epsilon', delta', details)`` when sigma was fixed beforehand (a published formula, a given
+    sigma): the ideal mechanism's epsilon is ``epsilon_at(delta_ideal)`` at the delta left after the
+    sampler's tail reserve, plus the slack; the nominal ``(epsilon, delta)`` is reported when that
+    fits within it, the larger computed value otherwise.
+    """
+    _, delta_ideal = reserve_slack(epsilon, delta, n_changed)
+    eps_total, delta_total, info = slack_details(draws, epsilon_at(delta_ideal), delta_ideal)
+    info["calibrated_at"] = {"delta": delta_ideal}
+    return max(eps_total, epsilon), max(delta_total, delta), info
 

@@ -267,7 +267,11 @@ def test_gaussian_mechanism_grid_scale_and_slack():
     assert abs(sd / sigma - 1) < 0.03  # a 1.5x error is ~70 standard errors away
     assert 0 < draw.extra_epsilon < 1e-9 and draw.extra_delta < 1e-80
     eps, delta = noise.combine_slack([draw], 1.0, 1e-6)
-    assert eps == draw.extra_epsilon and 0 < delta < 1e-6 * 1e-9
+    assert eps == pytest.approx(draw.extra_epsilon, rel=1e-3) and 0 < delta < 1e-6 * 1e-9
+    # reserved from the budget: calibrating at reserve_slack's values keeps the total within (1, 1e-6)
+    eps_i, delta_i = noise.reserve_slack(1.0, 1e-6, n_changed)
+    extra_eps, extra_delta = noise.combine_slack([draw], eps_i, delta_i)
+    assert eps_i + extra_eps <= 1.0 and delta_i + extra_delta <= 1e-6
     with pytest.raises(ValueError, match="too coarse"):
         noise.gaussian(values, sigma, grid=2.0, l2_sensitivity=s2, n_changed=1, bits=_seeded())
 

@@ -762,12 +762,14 @@ class RPGaussian(Mechanism):
         if sigma > 0 and calibration == "paper":  # the published sigma, on a grid: count the rounding
             g, s2_rounded = dpnoise.gaussian_grid(s2, n_changed, sigma)
             plan = dpnoise.gaussian_plan(sigma, grid=g, l2_sensitivity=s2, n_changed=n_changed, bits=bits)
-        elif sigma > 0:  # recalibrated at the rounding-inflated sensitivity
-            plan = dpnoise.calibrated_gaussian_plan(s2, lambda s: analytic_gaussian_sigma(s, eps, delta),
+        elif sigma > 0:  # recalibrated at the rounding-inflated sensitivity, the sampler's slack reserved
+            eps_i, delta_i = dpnoise.reserve_slack(eps, delta, n_changed)
+            plan = dpnoise.calibrated_gaussian_plan(s2, lambda s: analytic_gaussian_sigma(s, eps_i, delta_i),
                                                     n_changed=n_changed, bits=bits)
             sigma, s2_rounded = plan.scale, plan.sensitivity_used
         # exact epsilon of this sigma for the drawn R (and the grid rounding)
-        achieved = gaussian_epsilon(sigma, s2_rounded, delta)
+        reserved = sigma > 0 and calibration != "paper"
+        achieved = gaussian_epsilon(sigma, s2_rounded, delta_i if reserved else delta)
         draws = [plan.add(block)] if sigma > 0 else []
         if draws:
             block = draws[0].values
@@ -793,8 +795,16 @@ class RPGaussian(Mechanism):
             "assumptions": ["n is public (bounded DP, replace-one neighbours)",
                             "R is drawn independently of the data and released"],
         }
-        eps_total, delta_total, details["noise_slack"] = dpnoise.slack_details(
-            draws, max(eps, achieved), delta)
+        if reserved:
+            eps_total, delta_total, details["noise_slack"] = dpnoise.reserved_guarantee(
+                draws, eps, delta, achieved, delta_i)
+        elif draws:  # the paper's sigma: its epsilon at the rounded sensitivity, plus the slack
+            eps_total, delta_total, details["noise_slack"] = dpnoise.fixed_sigma_guarantee(
+                draws, lambda dl: gaussian_epsilon(sigma, s2_rounded, dl), max(eps, achieved),
+                delta, n_changed)
+        else:
+            eps_total, delta_total, details["noise_slack"] = dpnoise.slack_details(
+                [], max(eps, achieved), delta)
         guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
                               kind="approx")
         return self._new_release(

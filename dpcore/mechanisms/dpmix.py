@@ -333,10 +333,11 @@ class _NoiseRows:
         return out
 
 
-def mixture_noise_plans(sigma: np.ndarray, ell: int, bits: BitSource, *, boundaries: tuple[int, ...] = ()
-                        ) -> list[tuple[slice, GridNoise]]:
+def mixture_noise_plans(sigma: np.ndarray, ell: int, bits: BitSource, *, boundaries: tuple[int, ...] = (),
+                        inflate: bool = False) -> list[tuple[slice, GridNoise]]:
     """Grid Gaussian mechanisms for the column groups of equal ``sigma``, also split at ``boundaries``
-    (the features / labels border).
+    (the features / labels border). ``inflate``: draw ``sigma (1 + g ell)``, so that the rounded
+    query at that sigma is exactly as private as the raw one at ``sigma`` (for calibrated sigmas).
 
     Each coordinate of a mixture mean of rows in ``[0, 1]`` moves by at most ``1/ell`` when a row
     changes, so a group of ``w`` columns has L2 sensitivity ``sqrt(w)/ell``; the grid is
@@ -351,30 +352,29 @@ def mixture_noise_plans(sigma: np.ndarray, ell: int, bits: BitSource, *, boundar
         if s > 0:
             s2 = math.sqrt(w) / ell
             g, _ = dpnoise.gaussian_grid(s2, w, s)
+            s_used = s * (1 + g * ell) if inflate else s
             plans.append((slice(start, int(stop)),
-                          dpnoise.gaussian_plan(s, grid=g, l2_sensitivity=s2, n_changed=w, bits=bits)))
+                          dpnoise.gaussian_plan(s_used, grid=g, l2_sensitivity=s2, n_changed=w, bits=bits)))
         start = int(stop)
     return plans
 
 
-def _mixture_slack(plans: list[tuple[slice, GridNoise]], *, ell: int, n: int, T: int,
-                   tail: float = 1e-30) -> tuple[list[GridNoise], float]:
-    """The plans with :func:`~dpcore.noise.gaussian_slack` for every coordinate that can change.
+def _mixture_bound(*, ell: int, n: int, T: int, tail: float = 1e-30) -> tuple[int, float]:
+    """``(c*, P(c > c*))`` for the number ``c`` of mixtures that contain a given row.
 
     A row lies in each mixture independently with probability ``ell/n`` (uniform ``ell``-subsets),
-    so the number ``c`` of mixtures that contain the changed row is Binomial(T, ell/n); outside the
-    event ``c <= c*`` (probability ``<= tail``, added to delta like the samplers' tails) at most
-    ``c* w`` coordinates of a group of width ``w`` differ between neighbours.
+    so ``c`` is Binomial(T, ell/n); ``c*`` is chosen so that ``P(c > c*) <= tail`` (added to delta,
+    like the samplers' tails). On ``c <= c*`` at most ``c* w`` coordinates of a column group of
+    width ``w`` differ between neighbours.
     """
     q = min(1.0, ell / n)
-    c_star = int(stats.binom.isf(tail, T, q)) + 1 if q < 1 else T
-    c_star = min(c_star, T)
-    p_out = float(stats.binom.sf(c_star, T, q)) if c_star < T else 0.0
-    out = []
-    for sl, plan in plans:
-        eps, dlt = dpnoise.gaussian_slack(plan.sigma_grid, c_star * (sl.stop - sl.start))
-        out.append(dataclasses.replace(plan, extra_epsilon=eps, extra_delta=dlt))
-    return out, p_out
+    c_star = min(int(stats.binom.isf(tail, T, q)) + 1, T) if q < 1 else T
+    return c_star, float(stats.binom.sf(c_star, T, q)) if c_star < T else 0.0
+
+
+def _mixture_slack(plans: list[tuple[slice, GridNoise]], c_star: int) -> list[GridNoise]:
+    """The plans counting ``c*`` mixtures' coordinates (what :func:`~dpcore.noise.combine_slack` uses)."""
+    return [dataclasses.replace(plan, n_changed=c_star * (sl.stop - sl.start)) for sl, plan in plans]
 
 
 # ---------------------------------------------------------------------------------------- scaling
@@ -560,32 +560,47 @@ class DPMix(Mechanism):
                              "image_shape whose pixels are the features); set denoise=0")
         labels01, label_cols = _encode_labels(data)
         d_y = labels01.shape[1]
-        acct = _account(params, ell=ell, n=n, T=T, d_x=d_x, d_y=d_y, delta=delta)
+        c_star, p_out = _mixture_bound(ell=ell, n=n, T=T)
+        calibrated = params["sigma_x"] is None and math.isfinite(params["epsilon"])
+        delta_ideal = delta
+        if calibrated:  # the discrete Gaussian's slack is reserved from (epsilon, delta)
+            eps_ideal, delta_ideal = dpnoise.reserve_slack(params["epsilon"], delta, c_star * (d_x + d_y))
+            delta_ideal -= p_out * (1 + math.exp(min(params["epsilon"], 700.0)))
+            acct = _account({**params, "epsilon": eps_ideal}, ell=ell, n=n, T=T, d_x=d_x, d_y=d_y,
+                            delta=delta_ideal)
+        else:
+            acct = _account(params, ell=ell, n=n, T=T, d_x=d_x, d_y=d_y, delta=delta)
 
         dtype = np.dtype(params["dtype"])
         Z, unit = _mixing_input(data, labels01, dtype)
         sigma = np.concatenate([np.full(d_x, acct["sigma_x"]), np.full(d_y, acct["sigma_y"])])
-        plans = mixture_noise_plans(sigma, ell, bits, boundaries=(d_x,))
+        plans = mixture_noise_plans(sigma, ell, bits, boundaries=(d_x,), inflate=calibrated)
         mixed = draw_mixtures(Z, ell, T, sigma, rng, image_shape=image_hw, n_image_columns=d_x,
                               denoise=denoise, unit=unit, dtype=dtype, plans=plans)
-        slack_plans, p_out = ([], 0.0)
+        slack_plans: list[GridNoise] = []
         if math.isfinite(acct["epsilon"]):
-            # grid rounding: each coordinate moves by <= 1/ell + g, i.e. sigma_eff = sigma / (1 + g ell)
-            eff = {sl.start: plan.scale / (1 + plan.grid * ell) for sl, plan in plans}
-            res = accounting.dpmix_epsilon(
-                sigma_x=eff[0], sigma_y=eff[d_x] if d_y else None, ell=ell, n=n, n_mixtures=T,
-                d_x=d_x, d_y=d_y, delta=delta, bound=params["bound"])
-            acct = {**acct, "epsilon_unrounded": acct["epsilon"], "epsilon": float(res.epsilon)}
-            slack_plans, p_out = _mixture_slack(plans, ell=ell, n=n, T=T)
+            if not calibrated:
+                # grid rounding: each coordinate moves by <= 1/ell + g: sigma_eff = sigma / (1 + g ell)
+                eff = {sl.start: plan.scale / (1 + plan.grid * ell) for sl, plan in plans}
+                res = accounting.dpmix_epsilon(
+                    sigma_x=eff[0], sigma_y=eff[d_x] if d_y else None, ell=ell, n=n, n_mixtures=T,
+                    d_x=d_x, d_y=d_y, delta=delta, bound=params["bound"])
+                acct = {**acct, "epsilon_unrounded": acct["epsilon"], "epsilon": float(res.epsilon)}
+            slack_plans = _mixture_slack(plans, c_star)
+        else:
+            p_out = 0.0
         values = mixed[:, :d_x]
         labels, label_columns = _release_labels(data, mixed[:, d_x:], label_cols)
 
         bound = params["bound"]
-        eps_total, delta_total, slack = dpnoise.slack_details(slack_plans, acct["epsilon"], delta)
+        eps_total, delta_total, slack = dpnoise.slack_details(slack_plans, acct["epsilon"], delta_ideal)
         if p_out:
             grow = 1 + math.exp(min(eps_total, 700.0))
             delta_total += p_out * grow
             slack.update(extra_delta=slack["extra_delta"] + p_out * grow, mixtures_bound_tail=p_out)
+        if calibrated:  # within the nominal (epsilon, delta) by construction of the reserve
+            slack["calibrated_at"] = {"epsilon": eps_ideal, "delta": delta_ideal}
+            eps_total, delta_total = max(eps_total, params["epsilon"]), max(delta_total, delta)
         guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
                               kind="approx")
         details = _details(data, params, acct, ell=ell, n=n, T=T, d_y=d_y, delta=delta)

@@ -198,9 +198,10 @@ class DPPro(Mechanism):
         # one changed entry moves the k outputs of its row: n_changed = k. The exact calibration
         # is redone at the rounding-inflated sensitivity; the published sigma is kept and its
         # achieved epsilon recomputed at that sensitivity.
-        if sigma > 0 and calibration == "exact":
+        eps_i, delta_i = dpnoise.reserve_slack(eps, delta, k)
+        if sigma > 0 and calibration == "exact":  # the sampler's slack reserved from (eps, delta)
             plan = dpnoise.calibrated_gaussian_plan(
-                s2, lambda s: analytic_gaussian_sigma(s, eps, delta), n_changed=k, bits=bits)
+                s2, lambda s: analytic_gaussian_sigma(s, eps_i, delta_i), n_changed=k, bits=bits)
             sigma = plan.scale
         elif sigma > 0:
             g, s2_used = dpnoise.gaussian_grid(s2, k, sigma)
@@ -217,7 +218,14 @@ class DPPro(Mechanism):
         if labels.noise is not None:
             noise.append(labels.noise)
         total = combine_with_labels("element", eps_features, None if labels.noise is None else eps)
-        total, delta_total, slack = dpnoise.slack_details([plan] if sigma > 0 else [], total, delta)
+        if calibration == "exact":
+            total, delta_total, slack = dpnoise.reserved_guarantee(
+                [plan] if sigma > 0 else [], total, delta, total - eps + eps_i, delta_i)
+        elif sigma > 0:  # the published sigma: its epsilon at the rounded sensitivity, plus the slack
+            total, delta_total, slack = dpnoise.fixed_sigma_guarantee(
+                [plan], lambda dl: gaussian_epsilon(sigma, s2_used, dl), total, delta, k)
+        else:
+            total, delta_total, slack = dpnoise.slack_details([], total, delta)
         guarantee = Guarantee(epsilon=total, delta=delta_total, neighbouring="element", kind="approx")
         details: dict[str, Any] = {
             "n_components": k,

@@ -102,13 +102,6 @@ class LocalGaussian(Mechanism):
         eps, delta = params["epsilon"], params["delta"]
         s2 = local_gaussian_sensitivity(data)
 
-        def calibrate(sensitivity: float) -> float:
-            if math.isinf(eps):
-                return 0.0
-            if params["calibration"] == "classic":
-                return classic_gaussian_sigma(sensitivity, eps, delta)
-            return analytic_gaussian_sigma(sensitivity, eps, delta)
-
         n, d = data.X.shape
         # one row and its encoded label is the statistic: all its coordinates can change
         blocks = [data.X]
@@ -121,6 +114,18 @@ class LocalGaussian(Mechanism):
             assert data.y is not None
             blocks.append(data.y[:, None].astype(float))
         stacked = np.hstack(blocks) if len(blocks) > 1 else data.X
+        if params["calibration"] == "classic" and math.isfinite(eps):
+            classic_gaussian_sigma(s2, eps, delta)  # its validity conditions apply to the nominal epsilon
+        # the discrete Gaussian's slack is reserved from (eps, delta): the card states (eps, delta)
+        eps_i, delta_i = dpnoise.reserve_slack(eps, delta, stacked.shape[1])
+
+        def calibrate(sensitivity: float) -> float:
+            if math.isinf(eps):
+                return 0.0
+            if params["calibration"] == "classic":
+                return classic_gaussian_sigma(sensitivity, eps_i, delta_i)
+            return analytic_gaussian_sigma(sensitivity, eps_i, delta_i)
+
         draw = dpnoise.gaussian_mechanism(stacked, s2, calibrate, n_changed=stacked.shape[1], bits=bits)
         sigma = draw.scale
         values = draw.values[:, :d]
@@ -146,7 +151,7 @@ class LocalGaussian(Mechanism):
             else "Dwork & Roth 2014, Thm A.1",
             **dpnoise.record_fields(draw),
         )]
-        eps_total, delta_total, slack = dpnoise.slack_details([draw], eps, delta)
+        eps_total, delta_total, slack = dpnoise.reserved_guarantee([draw], eps, delta, eps_i, delta_i)
         guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
                               kind="approx")
         return self._new_release(

@@ -420,8 +420,10 @@ class PCAGauss(Mechanism):
             # Y^T Y for the rows Y = Xs/(sqrt(d) a), of L2 norm <= 1
             assert moments is not None
             yty = moments.gram / (d * A_BOUND**2)
+            # the sampler's slack is reserved from (eps_pca, delta)
+            eps_i, delta_i = dpnoise.reserve_slack(split["pca"], delta, d * (d + 1) // 2)
             plan = dpnoise.calibrated_gaussian_plan(
-                math.sqrt(2.0), lambda s: analytic_gaussian_sigma(s, split["pca"], delta),
+                math.sqrt(2.0), lambda s: analytic_gaussian_sigma(s, eps_i, delta_i),
                 n_changed=d * (d + 1) // 2, bits=bits)
             noisy, gdraw = dpnoise.symmetric(yty, plan)
             gaussian_draws.append(gdraw)
@@ -449,7 +451,12 @@ class PCAGauss(Mechanism):
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
 
-        eps_total, delta, slack = dpnoise.slack_details(gaussian_draws, math.fsum(split.parts), delta)
+        eps_total = math.fsum(split.parts)
+        if gaussian_draws:
+            eps_total, delta, slack = dpnoise.reserved_guarantee(
+                gaussian_draws, eps_total, delta, eps_total - split["pca"] + eps_i, delta_i)
+        else:
+            slack = {"extra_epsilon": 0.0, "extra_delta": 0.0}
         kind = "approx" if source == "analyze-gauss" else "pure"
         assumptions = [
             "n is public (bounded DP, replace-one neighbours)",
