@@ -7,6 +7,7 @@ exact PMF (chi-square) or with OpenDP's exact samplers (two-sample chi-square).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -249,6 +250,21 @@ def test_laplace_scale_cap_and_not_private():
     draw = noise.laplace(np.arange(3.0), 1.0, math.inf, n_changed=3, bits=_seeded())
     np.testing.assert_array_equal(draw.values, np.arange(3.0))
     assert draw.scale == 0 and draw.distribution == "none"
+
+
+def test_laplace_from_a_calibrated_scale_is_exactly_epsilon():
+    # the mechanisms pass their calibration's scale b = S1/epsilon (the audits mis-calibrate it):
+    # the loss must still be <= epsilon exactly, even when b was rounded down
+    for s1, eps in ((1.0, 3.0), (0.7, 0.1), (2.0 / 3.0, 1.7)):
+        b = s1 / eps
+        plan = noise.laplace_plan(s1, scale=b, n_changed=5, bits=_seeded())
+        t = round(plan.scale / plan.grid)
+        assert Fraction(plan.sensitivity_used) / (Fraction(plan.grid) * t) <= Fraction(eps)
+        assert plan.scale == pytest.approx(b, rel=1e-10)
+    # a scale divided by 1.5 gives 1.5x less noise: what a mis-calibration audit must see
+    assert noise.laplace_plan(1.0, scale=1 / 1.5, n_changed=1, bits=_seeded()).scale == pytest.approx(1 / 1.5)
+    with pytest.raises(ValueError, match="exactly one"):
+        noise.laplace_plan(1.0, 1.0, scale=1.0, n_changed=1, bits=_seeded())
 
 
 def test_gaussian_mechanism_grid_scale_and_slack():
