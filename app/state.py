@@ -163,9 +163,11 @@ def upload_limit_bytes() -> int:
 def apply_bounds_edit(ds: Dataset, new: Any) -> tuple[Dataset | None, str | None]:
     """Apply an edit of the bounds table: ``(new dataset, None)`` or ``(None, error message)``.
 
-    Only the rows the user changed become user-declared ("user"); unedited rows keep their source,
-    so unedited data-derived bounds stay ``"data"`` (and the card keeps saying so). ``(None,
-    None)`` when nothing changed.
+    Only the sides (lo, hi) the user changed become user-declared ("user"); unedited rows and
+    unedited sides keep their source, so data-derived bounds stay ``"data"`` until both sides are
+    replaced (and the card keeps saying so). ``(new dataset, note)`` when a data-derived column was
+    edited on one side only: the note says which columns stay flagged. ``(None, None)`` when
+    nothing changed.
     """
     arr = np.asarray(new, dtype=float)
     if arr.shape != ds.bounds.shape:
@@ -178,10 +180,17 @@ def apply_bounds_edit(ds: Dataset, new: Any) -> tuple[Dataset | None, str | None
             return None, ("These are still the minimum and maximum of the private data. Replace them "
                           "with bounds known from public sources before declaring them public.")
         return None, None
+    edited_sides = arr != ds.bounds
     try:
-        return ds.with_bounds(arr, "user", columns=changed.tolist()), None
+        new_ds = ds.with_bounds(arr, "user", columns=changed.tolist(), sides=edited_sides)
     except ValueError as exc:
         return None, str(exc)
+    half = [ds.feature_names[j] for j in changed if new_ds.data_side_mask()[j].any()]
+    if half:
+        return new_ds, ("only one side was replaced for " + ", ".join(half[:5])
+                        + (", ..." if len(half) > 5 else "") + ": the other side is still the "
+                        "private minimum or maximum, so these columns stay flagged as data bounds")
+    return new_ds, None
 
 
 def data_bounds_warning(ds: Dataset) -> list[str]:

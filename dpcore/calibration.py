@@ -22,6 +22,7 @@ __all__ = [
     "check_delta",
     "check_random_state",
     "classic_gaussian_sigma",
+    "default_delta",
     "gaussian_delta",
     "haar_stiefel",
     "laplace_scale",
@@ -75,6 +76,19 @@ def check_random_state(random_state: None | int | np.random.Generator) -> np.ran
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         return np.random.default_rng(int(random_state))
     raise ValueError(f"random_state must be None, an int or a numpy Generator, got {random_state!r}")
+
+
+def default_delta(n_rows: int) -> float:
+    """The default delta for ``n`` records: ``min(1e-5, n^(-3/2))``, well below ``1/n``.
+
+    ``delta`` is the probability with which an (epsilon, delta)-DP mechanism may fail outright;
+    ``delta ~ 1/n`` is "very dangerous" (Dwork & Roth 2014, section 2.3: a mechanism that publishes
+    each record with probability delta satisfies it and, at ``delta = 1/n``, publishes one record in
+    full on average). A function of the public ``n`` only.
+    """
+    if n_rows < 1:
+        raise ValueError(f"n_rows must be >= 1, got {n_rows}")
+    return min(1e-5, float(n_rows) ** -1.5)
 
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:

@@ -29,7 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset
+from dpcore.data import Dataset, bundled_datasets, load_bounds_file, load_dataset, read_table
 from dpcore.exceptions import NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry
 from dpcore.mechanisms import MECHANISMS, get_mechanism
@@ -75,7 +75,13 @@ def _add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bounds", help="public bounds file: JSON {col: [lo, hi]} or CSV column,lo,hi")
     parser.add_argument("--label-bounds", type=float, nargs=2, metavar=("LO", "HI"))
     parser.add_argument("--categories", help="JSON file {column: [public categories]} for one-hot")
-    parser.add_argument("--drop-nonfinite", action="store_true", help="drop rows with NaN/inf")
+    parser.add_argument("--classes", help="public class list of a classification label: "
+                        "comma-separated values (e.g. 0,1) or a JSON file holding a list")
+    parser.add_argument("--missing", choices=["error", "impute", "drop"], default=None,
+                        help="rows with missing/infinite features: refuse (default), impute the "
+                        "midpoint of the public bounds (n stays public), or drop them (the "
+                        "guarantee then covers the cleaned table)")
+    parser.add_argument("--drop-nonfinite", action="store_true", help="same as --missing drop")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         _add_data_options(mp)
         mp.add_argument("--data-bounds", action="store_true",
                         help="accept bounds computed from the data (the guarantee then does NOT hold)")
+        mp.add_argument("--data-classes", action="store_true",
+                        help="accept a class list read from the data (the guarantee then does NOT hold)")
+        if "public_data" in cls.extra_args:
+            mp.add_argument("--public-data", metavar="FILE",
+                            help="a separate table of PUBLIC rows with the input's columns (read with "
+                                 "the same options; never a part of the private input)")
         mp.add_argument("--n-samples", type=int, default=None, help="number of released rows")
         mp.add_argument("--ledger", help="ledger JSON file to check and append to")
         mp.add_argument("--budget", type=float, help="total epsilon budget for the ledger")
@@ -169,9 +181,33 @@ def _load_categories(path: str | None) -> dict[str, list[Any]] | None:
 def _load_input(args: argparse.Namespace, source: str) -> Dataset:
     """The dataset ``source`` read with the data options of ``args``."""
     bounds = load_bounds_file(args.bounds) if args.bounds else None
+    missing = args.missing or ("drop" if args.drop_nonfinite else "error")
     return load_dataset(source, label=args.label, task=args.task, bounds=bounds,
                         label_bounds=args.label_bounds, categories=_load_categories(args.categories),
-                        drop_nonfinite=args.drop_nonfinite)
+                        classes=_load_classes(args.classes), missing=missing)
+
+
+def _load_classes(value: str | None) -> list[Any] | None:
+    """``--classes``: comma-separated values, or a JSON file holding a list (or {"classes": [...]})."""
+    if not value:
+        return None
+    path = Path(value)
+    if value.lower().endswith(".json") or path.is_file():
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CLIError(f"cannot read the classes file {value}: {exc.strerror or exc}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CLIError(f"the classes file {value} is not valid JSON ({exc}); expected a list "
+                           "such as [0, 1] or [\"no\", \"yes\"]") from None
+        raw = raw.get("classes") if isinstance(raw, dict) else raw
+        if not isinstance(raw, list) or len(raw) < 2:
+            raise CLIError(f"the classes file {value} must hold a list of at least two classes")
+        return raw
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if len(items) < 2:
+        raise CLIError(f"--classes needs at least two comma-separated classes, got {value!r}")
+    return items
 
 
 def _describe_data(args: argparse.Namespace) -> None:
@@ -227,9 +263,26 @@ def _cmd_release(args: argparse.Namespace) -> None:
             "--label-bounds), or --data-bounds to accept bounds from the data (the privacy "
             "guarantee then does NOT hold and the card says so)"
         )
+    if ds.classes_source == "data" and not args.data_classes:
+        raise CLIError(
+            "no public class list for the label: pass --classes (e.g. --classes 0,1 or a JSON "
+            "file), or --data-classes to accept the list read from the data (the privacy "
+            "guarantee then does NOT hold and the card says so)"
+        )
     ledger = Ledger.load(args.ledger) if args.ledger else None
     if args.budget is not None and ledger is None:
         raise CLIError("--budget needs --ledger FILE")
+    if getattr(args, "public_data", None):
+        frame = read_table(args.public_data)
+        frame = frame.drop(columns=[c for c in (ds.label_name, args.label) if c and c in frame.columns])
+        same = list(frame.columns) == ds.feature_names
+        bounds = dict(zip(ds.feature_names, ds.bounds.tolist(), strict=True)) if same else None
+        public = load_dataset(frame, label="", bounds=bounds,
+                              categories=_load_categories(args.categories))
+        if public.feature_names != ds.feature_names:
+            raise CLIError(f"--public-data {args.public_data} must have the input's feature columns "
+                           f"{ds.feature_names[:5]}{' ...' if ds.n_features > 5 else ''}")
+        params["public_data"] = public
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
     release.check_downloadable()
@@ -256,7 +309,7 @@ def _cmd_release(args: argparse.Namespace) -> None:
     print(f"wrote {', '.join(str(p) for p in written.values())}")
     print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
           f"neighbouring = {g.neighbouring}" + (f", beta = {g.beta:.3g}" if g.beta else "")
-          + ("" if g.holds else "  (does NOT hold: bounds from data)"))
+          + ("" if g.holds else "  (does NOT hold: a public fact was taken from the data)"))
     if ledger is not None:
         print(f"ledger: {ledger.summary()}")
 

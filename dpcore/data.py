@@ -30,6 +30,8 @@ import pandas as pd
 
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 
+TASKS = ("unsupervised", "classification", "regression")
+
 __all__ = [
     "Dataset",
     "bundled_datasets",
@@ -106,13 +108,21 @@ class Dataset:
     meta : dict
         The bundled metadata (origin of each bound, source, licence), if any.
     n_dropped : int
-        Rows dropped for NaN/inf when ``drop_nonfinite=True``.
+        Rows dropped for NaN/inf with ``missing="drop"`` (private: exploration only; the
+        guarantee then covers the cleaned table, see :func:`load_dataset`).
     label_bounds_source : {"user", "data"} or None
         Where ``label_bounds`` came from.
     column_bounds_source : tuple of str or None
         Source of each feature's bounds (``"metadata"``, ``"user"`` or ``"data"``); ``None``
         means every column has ``bounds_source``. ``bounds_source`` is ``"data"`` as soon as one
         column's bounds came from the data.
+    classes_source : {"metadata", "user", "data"} or None
+        Where the class list came from (classification). ``"data"`` voids the guarantee.
+    missing : {"error", "impute", "drop"}
+        How missing values were handled (:func:`load_dataset`).
+    data_sides : ndarray of bool, shape (n_features, 2), or None
+        Which sides (``lo``, ``hi``) of each feature's bounds were computed from the private data;
+        a column's source is ``"data"`` while either side is.
     """
 
     X: np.ndarray
@@ -131,6 +141,9 @@ class Dataset:
     n_dropped: int = 0
     label_bounds_source: str | None = None
     column_bounds_source: tuple[str, ...] | None = None
+    classes_source: str | None = None
+    missing: str = "error"
+    data_sides: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_samples(self) -> int:
@@ -164,12 +177,16 @@ class Dataset:
             return list(self.column_bounds_source)
         return [self.bounds_source] * self.n_features
 
-    def with_bounds(self, bounds: Any, source: str = "user", columns: Any = None) -> Dataset:
+    def with_bounds(self, bounds: Any, source: str = "user", columns: Any = None,
+                    sides: np.ndarray | None = None) -> Dataset:
         """A copy with new per-feature bounds (validated) and their source.
 
         ``columns`` (indices or names): only those columns take ``source``; the others keep the
         source they had (so unedited data-derived bounds stay ``"data"`` and the guarantee stays
-        flagged). Default: every column.
+        flagged). Default: every column. ``sides``: boolean ``(n_features, 2)``, the sides
+        (``lo``, ``hi``) this call declares; default both sides of the chosen columns. A bound is
+        public per side: a column declared on one side only keeps its other side's source, and
+        stays ``"data"`` while that side came from the private data (issue 12, row 9).
 
         Raises
         ------
@@ -185,15 +202,35 @@ class Dataset:
         _check_bound_magnitude(arr, self.feature_names)
         sources = self.bounds_sources
         if columns is None:
-            picked = range(self.n_features)
+            picked = list(range(self.n_features))
         else:
             index = {n: j for j, n in enumerate(self.feature_names)}
             picked = [index[c] if isinstance(c, str) else int(c) for c in columns]
+        declared = np.zeros((self.n_features, 2), dtype=bool)
+        declared[picked] = True
+        if sides is not None:
+            declared &= np.asarray(sides, dtype=bool)
+        data_sides = self.data_side_mask()
+        data_sides[declared] = source == "data"
         for j in picked:
-            sources[j] = source
+            sources[j] = "data" if data_sides[j].any() else source
         label_flag = ["data"] if self.label_bounds_source == "data" else []
         return replace(self, bounds=arr, bounds_source=_overall_source(sources + label_flag),
-                       column_bounds_source=tuple(sources))
+                       column_bounds_source=tuple(sources), data_sides=data_sides)
+
+    def data_side_mask(self) -> np.ndarray:
+        """Boolean ``(n_features, 2)``: which bound sides (lo, hi) came from the private data."""
+        if self.data_sides is not None and self.data_sides.shape == (self.n_features, 2):
+            return self.data_sides.copy()
+        data_cols = np.array([s == "data" for s in self.bounds_sources], dtype=bool)
+        return np.repeat(data_cols[:, None], 2, axis=1)
+
+    def bound_side_sources(self) -> list[tuple[str, str]]:
+        """``(source of lo, source of hi)`` per feature, for the release card."""
+        sides = self.data_side_mask()
+        return [("data" if sides[j, 0] else (src if src != "data" else "user"),
+                 "data" if sides[j, 1] else (src if src != "data" else "user"))
+                for j, src in enumerate(self.bounds_sources)]
 
     def data_bound_columns(self) -> list[str]:
         """Names of the features whose bounds were computed from the private data."""
@@ -616,8 +653,10 @@ def _resolve_bounds(
             stacklevel=3,
         )
         vals = frame.iloc[:, missing].to_numpy(dtype=float)
-        out[missing, 0] = vals.min(axis=0)
-        out[missing, 1] = vals.max(axis=0)
+        with warnings.catch_warnings():  # an all-NaN column (missing="impute") gives NaN bounds
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[missing, 0] = np.nanmin(vals, axis=0)
+            out[missing, 1] = np.nanmax(vals, axis=0)
         for j in missing:
             per_col[j] = "data"
         source = "data"
@@ -635,9 +674,17 @@ def load_dataset(
     bounds: Any = None,
     label_bounds: tuple[float, float] | None = None,
     categories: dict[str, list[Any]] | None = None,
+    classes: Any = None,
+    missing: str = "error",
     drop_nonfinite: bool = False,
 ) -> Dataset:
     """Load a bundled dataset (by name), a file (path or bytes + ``filename``) or a DataFrame.
+
+    Everything that shapes a release besides the noisy values (the task, the class list, ``n``,
+    the bounds) must be a public fact: it comes from the bundled metadata or from the caller,
+    never silently from the private rows (issue 12). Where the caller leaves a fact to the data
+    (bounds, class list), a :class:`~dpcore.exceptions.PrivacyLeakWarning` is raised and the
+    dataset records the source ``"data"``, which makes every release's card say ``holds: false``.
 
     Parameters
     ----------
@@ -648,23 +695,110 @@ def load_dataset(
     label : str, optional
         Label column (bundled datasets default to their own; ``""`` means none).
     task : {"unsupervised", "classification", "regression"}, optional
-        Default: the bundled metadata's, else guessed from the label (integer with <= 50 values
-        -> classification), ``unsupervised`` without a label.
+        Required with a label, except for a bundled dataset's own label (its metadata's task).
+        It is never guessed from the labels: the guess would depend on the private values (a
+        51st distinct value would flip it), so one record could change the release's format.
     bounds : dict {column: (lo, hi)}, (lo, hi) or array (n_features, 2), optional
         Public feature bounds. Columns without one get data bounds plus a PrivacyLeakWarning.
     label_bounds : (lo, hi), optional
         Public bounds of a regression label.
     categories : dict {column: list of categories}, optional
         Public category lists: those non-numeric columns are one-hot encoded (``col=value``).
+    classes : sequence, optional
+        Public class list of a classification label (default: the bundled metadata's). Without
+        one the list is read from the data with a PrivacyLeakWarning (``classes_source="data"``).
+    missing : {"error", "impute", "drop"}, default "error"
+        Rows with NaN/inf features: ``"error"`` refuses them; ``"impute"`` replaces each missing
+        or infinite feature value by the midpoint of the column's public bounds, so ``n`` stays
+        the public row count (missing labels are still an error); ``"drop"`` removes those rows:
+        ``n`` then depends on the data and the guarantee covers the *cleaned* table only (the
+        card says so).
     drop_nonfinite : bool
-        Drop rows with NaN/inf instead of raising (the count is kept in ``n_dropped``).
+        Old spelling of ``missing="drop"``.
 
     Raises
     ------
     DataValidationError
-        Missing label column, non-numeric columns without categories, NaN/inf (with counts per
-        column), fewer than two rows, a classification label with one class, bad bounds.
+        Missing label column, no task for a label, non-numeric columns without categories,
+        NaN/inf under ``missing="error"`` (with counts per column), a missing label, fewer than
+        two rows, a classification label with one class or with values outside ``classes``,
+        bad bounds.
     """
+    if drop_nonfinite:
+        missing = "drop"
+    if missing not in ("error", "impute", "drop"):
+        raise DataValidationError(f"missing must be 'error', 'impute' or 'drop', got {missing!r}")
+    frame, meta, name = _read_source(source, filename)
+    label = _resolve_label(frame, label, meta)
+    task = _resolve_task(task, label, meta)
+    y_series = frame.pop(label) if label is not None else None
+    categories = dict(categories or {})
+    frame = _encode_categoricals(frame, categories)
+    frame, y_series, n_dropped = _handle_missing(frame, y_series, label, missing)
+    values = frame.to_numpy(dtype=float)
+    if values.shape[0] < 2:
+        raise DataValidationError(
+            f"the table has {values.shape[0]} usable row(s); differentially private release needs "
+            "at least 2 (and, to be useful, many more)"
+        )
+    if values.shape[1] == 0:
+        raise DataValidationError("the table has no feature columns besides the label")
+
+    y = None
+    cls, cls_source = None, None
+    lb = None
+    lb_from_data = False
+    if y_series is not None:
+        y = y_series.to_numpy()
+        if task == "classification":
+            meta_classes = meta.get("classes") if label == meta.get("label") else None
+            y, cls, cls_source = _resolve_classes(y, label, classes, meta_classes)
+        elif task == "regression":
+            try:
+                y = y.astype(float)
+            except (TypeError, ValueError):
+                raise DataValidationError(
+                    f"label {label!r} is not numeric; a regression label must be a number"
+                ) from None
+            lb = label_bounds or (tuple(meta["label_bounds"]) if meta.get("label_bounds") else None)
+            if lb is None:
+                warnings.warn(
+                    f"no public bounds for the regression label {label!r}: computed from the data "
+                    "(the privacy guarantee does NOT hold).", PrivacyLeakWarning, stacklevel=2,
+                )
+                lb = (float(np.min(y)), float(np.max(y)))
+                lb_from_data = True
+            else:
+                lb = (float(lb[0]), float(lb[1]))
+                if not (np.isfinite(lb[0]) and np.isfinite(lb[1])) or lb[0] > lb[1]:
+                    raise DataValidationError(
+                        f"label bounds must be finite with lo <= hi, got [{lb[0]:g}, {lb[1]:g}]"
+                    )
+            _check_bound_magnitude(np.asarray([lb], dtype=float), [f"{label} (label)"])
+    if task != "unsupervised" and y is None:
+        raise DataValidationError(f"task {task!r} needs a label column")
+    meta_bounds = meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None
+    onehot = {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories}
+    b, bsource, per_col = _resolve_bounds(frame, bounds, meta_bounds, onehot)
+    if missing == "impute":
+        values = _impute_midpoints(values, b)
+    if task == "regression" and lb_from_data:
+        bsource = "data"
+    image_shape = tuple(meta["image_shape"]) if meta.get("image_shape") else None
+    return Dataset(
+        X=values, y=y, feature_names=list(frame.columns), label_name=label, task=task,
+        bounds=b, bounds_source=bsource, label_bounds=lb, classes=cls,
+        image_shape=image_shape, name=name, description=meta.get("description", ""), meta=meta,
+        n_dropped=n_dropped,
+        label_bounds_source=("data" if lb_from_data else "user") if lb is not None else None,
+        column_bounds_source=per_col, classes_source=cls_source, missing=missing,
+    )
+
+
+def _read_source(
+    source: str | Path | bytes | pd.DataFrame, filename: str | None
+) -> tuple[pd.DataFrame, dict[str, Any], str]:
+    """Stage 1 of :func:`load_dataset`: the raw table, the bundled metadata (or ``{}``) and a name."""
     meta: dict[str, Any] = {}
     name = "uploaded"
     if isinstance(source, pd.DataFrame):
@@ -686,7 +820,10 @@ def load_dataset(
             name = path.stem
         frame = read_table(source, filename)
         name = Path(filename).stem if filename else name
+    return frame, meta, name
 
+
+def _resolve_label(frame: pd.DataFrame, label: str | None, meta: dict[str, Any]) -> str | None:
     if label is None:
         label = meta.get("label") or None
     if label == "":
@@ -695,108 +832,133 @@ def load_dataset(
         raise DataValidationError(
             f"label column {label!r} not found; columns are {list(frame.columns)[:20]}"
         )
-    if task is None:
-        task = meta.get("task") if label == meta.get("label") else None
-    y_series = frame.pop(label) if label is not None else None
-    if task is None:
-        task = "unsupervised" if y_series is None else None
-    categories = dict(categories or {})
-    frame = _encode_categoricals(frame, categories)
+    return label
 
+
+def _resolve_task(task: str | None, label: str | None, meta: dict[str, Any]) -> str:
+    """The task: given, the bundled metadata's for its own label, or unsupervised without a label.
+
+    Never guessed from the label values (issue 12, row 4)."""
+    if task is None:
+        if label is None:
+            task = "unsupervised"
+        elif label == meta.get("label") and meta.get("task"):
+            task = meta["task"]
+        else:
+            raise DataValidationError(
+                f"choose the task for label {label!r}: 'classification' or 'regression' (CLI "
+                "--task, app: Task). It is a public choice; guessing it from the private labels "
+                "would let one record change the release's format"
+            )
+    if task not in TASKS:
+        raise DataValidationError(f"task must be unsupervised, classification or regression: {task!r}")
+    return task
+
+
+def _handle_missing(
+    frame: pd.DataFrame, y_series: pd.Series | None, label: str | None, missing: str
+) -> tuple[pd.DataFrame, pd.Series | None, int]:
+    """Stage 3 of :func:`load_dataset`: refuse, keep (for imputation) or drop rows with NaN/inf.
+
+    With ``"impute"`` non-finite feature values become NaN here and are filled once the public
+    bounds are known (:func:`_impute_midpoints`)."""
     values = frame.to_numpy(dtype=float)
     bad = ~np.isfinite(values)
     bad_rows = bad.any(axis=1)
+    y_bad = np.zeros(len(frame), dtype=bool)
     if y_series is not None:
         y_bad = y_series.isna().to_numpy().copy()
         if y_series.dtype.kind in "fc":
             y_bad |= ~np.isfinite(y_series.to_numpy(dtype=float))
-        bad_rows |= y_bad
-    n_dropped = 0
-    if bad_rows.any():
-        per_col = {c: int(k) for c, k in zip(frame.columns, bad.sum(axis=0), strict=True) if k}
-        if y_series is not None and y_bad.any():
-            per_col[f"{label} (label)"] = int(y_bad.sum())
-        if not drop_nonfinite:
-            rows = np.flatnonzero(bad_rows)
-            raise DataValidationError(
-                f"{int(bad_rows.sum())} rows contain missing or infinite values (by column: "
-                f"{dict(list(per_col.items())[:8])}; first rows: {rows[:5].tolist()}). Clean them, "
-                "or drop those rows explicitly (drop_nonfinite=True / 'Drop rows with missing "
-                "values' in the app)."
-            )
-        n_dropped = int(bad_rows.sum())
-        keep = ~bad_rows
-        frame, values = frame.loc[keep].reset_index(drop=True), values[keep]
-        y_series = y_series.loc[keep].reset_index(drop=True) if y_series is not None else None
-    if values.shape[0] < 2:
+    if not (bad_rows.any() or y_bad.any()):
+        return frame, y_series, 0
+    per_col = {c: int(k) for c, k in zip(frame.columns, bad.sum(axis=0), strict=True) if k}
+    if y_bad.any():
+        per_col[f"{label} (label)"] = int(y_bad.sum())
+    all_bad = bad_rows | y_bad
+    if missing == "error" or (missing == "impute" and y_bad.any()):
+        rows = np.flatnonzero(y_bad if missing == "impute" else all_bad)
+        what = ("labels are missing (labels are never imputed)" if missing == "impute"
+                else "rows contain missing or infinite values")
         raise DataValidationError(
-            f"the table has {values.shape[0]} usable row(s); differentially private release needs "
-            "at least 2 (and, to be useful, many more)"
+            f"{rows.size} {what} (by column: {dict(list(per_col.items())[:8])}; first rows: "
+            f"{rows[:5].tolist()}). Clean them, impute features with a public value "
+            "(missing='impute' / --missing impute: the midpoint of each column's public bounds, "
+            "which keeps n public), or drop those rows (missing='drop' / --missing drop: the "
+            "guarantee then covers the cleaned table)."
         )
-    if values.shape[1] == 0:
-        raise DataValidationError("the table has no feature columns besides the label")
+    if missing == "impute":
+        frame = frame.mask(~np.isfinite(values))
+        return frame, y_series, 0
+    keep = ~all_bad
+    frame = frame.loc[keep].reset_index(drop=True)
+    y_series = y_series.loc[keep].reset_index(drop=True) if y_series is not None else None
+    return frame, y_series, int(all_bad.sum())
 
-    y = None
-    classes = None
-    lb = None
-    lb_from_data = False
-    if y_series is not None:
-        from dpcore.preprocessing import _guess_task
 
-        y = y_series.to_numpy()
-        task = task or _guess_task(y)
-        if task == "classification":
-            if "classes" in meta and meta.get("classes") is not None:
-                classes = np.asarray(meta["classes"])
-            else:
-                classes = np.unique(y)
-            if np.unique(y).size < 2:
-                only = y[0].item() if isinstance(y[0], np.generic) else y[0]
-                raise DataValidationError(
-                    f"label {label!r} has a single class ({only!r}); classification needs at "
-                    "least two. Choose another label or task 'unsupervised'."
-                )
-        elif task == "regression":
-            try:
-                y = y.astype(float)
-            except (TypeError, ValueError):
-                raise DataValidationError(
-                    f"label {label!r} is not numeric; a regression label must be a number"
-                ) from None
-            lb = label_bounds or (tuple(meta["label_bounds"]) if meta.get("label_bounds") else None)
-            if lb is None:
-                warnings.warn(
-                    f"no public bounds for the regression label {label!r}: computed from the data "
-                    "(the privacy guarantee does NOT hold).", PrivacyLeakWarning, stacklevel=2,
-                )
-                lb = (float(np.min(y)), float(np.max(y)))
-                lb_from_data = True
-            else:
-                lb = (float(lb[0]), float(lb[1]))
-                lb_from_data = False
-                if not (np.isfinite(lb[0]) and np.isfinite(lb[1])) or lb[0] > lb[1]:
-                    raise DataValidationError(
-                        f"label bounds must be finite with lo <= hi, got [{lb[0]:g}, {lb[1]:g}]"
-                    )
-            _check_bound_magnitude(np.asarray([lb], dtype=float), [f"{label} (label)"])
-    if task not in ("unsupervised", "classification", "regression"):
-        raise DataValidationError(f"task must be unsupervised, classification or regression: {task!r}")
-    if task != "unsupervised" and y is None:
-        raise DataValidationError(f"task {task!r} needs a label column")
-    meta_bounds = meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None
-    onehot = {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories}
-    b, bsource, per_col = _resolve_bounds(frame, bounds, meta_bounds, onehot)
-    if task == "regression" and lb_from_data:
-        bsource = "data"
-    image_shape = tuple(meta["image_shape"]) if meta.get("image_shape") else None
-    return Dataset(
-        X=values, y=y, feature_names=list(frame.columns), label_name=label, task=task,
-        bounds=b, bounds_source=bsource, label_bounds=lb, classes=classes,
-        image_shape=image_shape, name=name, description=meta.get("description", ""), meta=meta,
-        n_dropped=n_dropped,
-        label_bounds_source=("data" if lb_from_data else "user") if lb is not None else None,
-        column_bounds_source=per_col,
-    )
+def _impute_midpoints(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """NaN entries replaced by the midpoint of their column's public bounds (a public value)."""
+    nan = np.isnan(values)
+    if nan.any():
+        mid = (bounds[:, 0] + bounds[:, 1]) / 2
+        values = np.where(nan, mid[None, :], values)
+    return values
+
+
+def _resolve_classes(
+    y: np.ndarray, label: str | None, classes: Any, meta_classes: Any
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """The public class list of a classification label and its source.
+
+    Given (``"user"``) or from the bundled metadata (``"metadata"``); otherwise read from the
+    data with a :class:`PrivacyLeakWarning` (``"data"``: the guarantee does not hold, since one
+    record with a rare class would put that class into the release). Labels are converted to the
+    list's type where the list is numeric (a CSV label read as text stays text)."""
+    if classes is not None or meta_classes is not None:
+        source = "user" if classes is not None else "metadata"
+        cls = np.asarray(list(classes if classes is not None else meta_classes))
+        if cls.size != np.unique(cls).size:
+            raise DataValidationError(f"the class list of {label!r} repeats a class: {cls.tolist()[:10]}")
+        if cls.size < 2:
+            raise DataValidationError(f"the class list of {label!r} needs at least two classes")
+        y, cls = _align_class_types(y, cls, label)
+        unknown = ~np.isin(y, cls)
+        if unknown.any():
+            raise DataValidationError(
+                f"{int(unknown.sum())} values of label {label!r} are not in its public class list "
+                f"{cls.tolist()[:10]} (e.g. {y[unknown][:3].tolist()})"
+            )
+    else:
+        warnings.warn(
+            f"no public class list for label {label!r}: it was read from the private data. One "
+            "record with a rare class would change the release, so the differential-privacy "
+            "guarantee does NOT hold; give the class list (classes=[...], CLI --classes).",
+            PrivacyLeakWarning, stacklevel=3,
+        )
+        source = "data"
+        cls = np.unique(y)
+    if np.unique(y).size < 2:
+        only = y[0].item() if isinstance(y[0], np.generic) else y[0]
+        raise DataValidationError(
+            f"label {label!r} has a single class ({only!r}); classification needs at "
+            "least two. Choose another label or task 'unsupervised'."
+        )
+    return y, cls, source
+
+
+def _align_class_types(y: np.ndarray, cls: np.ndarray, label: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Make labels and class list comparable: numeric lists stay numeric, else both as text."""
+    if cls.dtype.kind in "iuf" and y.dtype.kind in "iufb":
+        return y, cls
+    try:
+        if y.dtype.kind in "iuf" and cls.dtype.kind in "OUS":
+            num = cls.astype(float)
+            if np.all(np.mod(num, 1) == 0) and y.dtype.kind in "iu":
+                return y, num.astype(y.dtype)
+            return y, num
+    except (TypeError, ValueError):
+        pass
+    return y.astype(str), cls.astype(str)
 
 
 def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) -> pd.DataFrame:

@@ -881,12 +881,15 @@ def symmetric(matrix: np.ndarray, plan: GridNoise) -> tuple[np.ndarray, NoiseDra
 
 
 def symmetric_laplace(matrix: np.ndarray, sensitivity: float, epsilon: float | None = None, *,
-                      scale: float | None = None, bits: BitSource) -> tuple[np.ndarray, NoiseDraw]:
+                      scale: float | None = None, n_changed: int | None = None,
+                      bits: BitSource) -> tuple[np.ndarray, NoiseDraw]:
     """Laplace mechanism on the upper triangle of a symmetric ``(k, k)`` matrix (``sensitivity``: the
-    upper-triangle L1 sensitivity), mirrored: :func:`symmetric` with :func:`laplace_plan`."""
+    upper-triangle L1 sensitivity), mirrored: :func:`symmetric` with :func:`laplace_plan`.
+    ``n_changed`` (default ``k (k + 1) / 2``): coordinates that can change between neighbours, over
+    every statistic the sensitivity covers jointly."""
     k = np.shape(matrix)[0]
-    return symmetric(matrix, laplace_plan(sensitivity, epsilon, scale=scale, n_changed=k * (k + 1) // 2,
-                                          bits=bits))
+    n = k * (k + 1) // 2 if n_changed is None else n_changed
+    return symmetric(matrix, laplace_plan(sensitivity, epsilon, scale=scale, n_changed=n, bits=bits))
 
 
 def gaussian_grid(l2_sensitivity: float, n_changed: int, sigma_floor: float) -> tuple[float, float]:

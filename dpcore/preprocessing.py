@@ -46,6 +46,11 @@ class PreparedInput:
     image_shape : tuple or None
     diagnostics : dict
         Clipping counts (exploration only, never on the card).
+    classes_source : {"metadata", "user", "data"} or None
+        Where the class list came from; ``"data"`` voids the guarantee.
+    public_facts : dict
+        What the release assumes public (n, task, bounds per side with their sources, class
+        list), for the release card's ``public_facts``.
     """
 
     X: np.ndarray
@@ -60,6 +65,14 @@ class PreparedInput:
     image_shape: tuple[int, ...] | None = None
     warnings: list[str] = field(default_factory=list)
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    classes_source: str | None = None
+    public_facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def holds(self) -> bool:
+        """False when a fact that shapes the release (bounds, label bounds, class list) came
+        from the private data: the calibration is then not a guarantee."""
+        return self.bounds_source != "data" and self.classes_source != "data"
 
     @property
     def n_samples(self) -> int:
@@ -264,17 +277,23 @@ def prepare_input(
     feature_names: list[str] | None = None
     label_name = None
     image_shape = None
+    classes_source = None if classes is None else "user"
+    side_sources: list[tuple[str, str]] | None = None
+    row_policy = "error"
     if isinstance(X, Dataset):
         ds: Dataset = X
         y = ds.y if y is None else y
         if bounds is None:
             bounds, source = ds.bounds, ds.bounds_source
+            side_sources = ds.bound_side_sources()
         if label_bounds is None:
             label_bounds = ds.label_bounds
             label_from_data = ds.label_bounds_source == "data"
-        classes = ds.classes if classes is None else classes
+        if classes is None and ds.classes is not None:
+            classes, classes_source = ds.classes, ds.classes_source or "user"
         task = task or ds.task
         feature_names, label_name, image_shape = list(ds.feature_names), ds.label_name, ds.image_shape
+        row_policy = ds.missing
         X = ds.X
     arr = as_2d_float(X)
     n, d = arr.shape
@@ -289,14 +308,11 @@ def prepare_input(
         source = "data"
     else:
         b = normalize_bounds(bounds, d)
-    if task is None:
-        task = "unsupervised" if y is None else _guess_task(np.asarray(y))
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if side_sources is None:
+        side_sources = [(source, source)] * d
+    task = _resolve_task(task, y, classes, label_bounds)
     if task not in supported_tasks:
         raise ValueError(f"this mechanism supports tasks {supported_tasks}, not {task!r}")
-    if task != "unsupervised" and y is None:
-        raise ValueError(f"task {task!r} needs labels y")
     clipped, n_clipped = clip_to_bounds(arr, b, col_range)
     diagnostics = {"n_clipped_entries": n_clipped}
 
@@ -308,8 +324,15 @@ def prepare_input(
         if y_arr.shape[0] != n:
             raise ValueError(f"y has {y_arr.shape[0]} labels for {n} rows")
         if classes is None:
+            warnings.warn(
+                "no public class list was given, so it was read from the private labels. One "
+                "record with a rare class would change the release: the differential-privacy "
+                "guarantee does NOT hold; pass classes=[...] (public) instead.",
+                PrivacyLeakWarning, stacklevel=3,
+            )
             cls = np.unique(y_arr)
-            notes.append("the class list was taken from the data (assumed public)")
+            classes_source = "data"
+            notes.append("the class list was read from the private data: the guarantee does NOT hold")
         else:
             cls = np.asarray(classes)
             unknown = ~np.isin(y_arr, cls)
@@ -318,8 +341,8 @@ def prepare_input(
                     f"{int(unknown.sum())} labels are not in the public class list "
                     f"{cls.tolist()[:10]} (e.g. {y_arr[unknown][:3].tolist()})"
                 )
-        if np.unique(y_arr).size < 2:
-            raise ValueError("classification needs at least two classes in the label")
+        if cls.size < 2:
+            raise ValueError("classification needs a class list of at least two classes")
         y_out = np.searchsorted(cls, y_arr) if _sorted(cls) else _index_of(cls, y_arr)
     elif task == "regression":
         try:
@@ -340,21 +363,71 @@ def prepare_input(
         lb = (float(lbarr[0]), float(lbarr[1]))
         y_out = np.clip(y_arr, lb[0], lb[1])
         diagnostics["n_clipped_labels"] = int(np.count_nonzero(y_out != y_arr))
+    if row_policy == "drop":
+        notes.append("rows with missing values were dropped before the release: the number of rows "
+                     "depends on the data, and the guarantee covers the cleaned table only")
+    facts = _public_facts(n, task, feature_names, b, side_sources, cls, classes_source, lb,
+                          "data" if (label_from_data or (task == "regression" and label_bounds is None))
+                          else "user", row_policy)
     return PreparedInput(
         X=clipped, y=y_out, bounds=b, label_bounds=lb, classes=cls, task=task,
         bounds_source=source, feature_names=feature_names, label_name=label_name,
         image_shape=tuple(image_shape) if image_shape else None, warnings=notes,
-        diagnostics=diagnostics,
+        diagnostics=diagnostics, classes_source=classes_source, public_facts=facts,
     )
 
 
-def _guess_task(y: np.ndarray) -> str:
-    if y.dtype.kind in "OUSb":
-        return "classification"
-    values = np.unique(y)
-    if np.all(np.mod(values, 1) == 0) and values.size <= 50:
-        return "classification"
-    return "regression"
+def _resolve_task(task: str | None, y: Any, classes: Any, label_bounds: Any) -> str:
+    """The task from what the caller gave, never from the label values (issue 12, row 4).
+
+    No labels: unsupervised. With labels: the given task, else classification if a class list was
+    given, regression if label bounds were given; otherwise a ``ValueError``.
+    """
+    if task is None:
+        if y is None:
+            task = "unsupervised"
+        elif classes is not None:
+            task = "classification"
+        elif label_bounds is not None:
+            task = "regression"
+        else:
+            raise ValueError(
+                "task must be given with labels y ('classification' or 'regression'), or a public "
+                "class list (classes=...) or label bounds (label_bounds=...) that imply it: it is "
+                "never guessed from the private labels"
+            )
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if task != "unsupervised" and y is None:
+        raise ValueError(f"task {task!r} needs labels y")
+    return task
+
+
+def _public_facts(
+    n: int, task: str, names: list[str], bounds: np.ndarray, sides: list[tuple[str, str]],
+    classes: np.ndarray | None, classes_source: str | None, label_bounds: tuple[float, float] | None,
+    label_bounds_source: str, row_policy: str,
+) -> dict[str, Any]:
+    """The public facts a release relies on, for the card (every bound with the source of each
+    side, the class list and its source, n, the task)."""
+    facts: dict[str, Any] = {
+        "n": int(n),
+        "n_source": "cleaned table (rows with missing values dropped)" if row_policy == "drop"
+        else "the input's row count (public)",
+        "task": task,
+        "bounds": {
+            str(name): {"lo": float(lo), "hi": float(hi), "lo_source": s_lo, "hi_source": s_hi}
+            for name, (lo, hi), (s_lo, s_hi) in zip(names, bounds.tolist(), sides, strict=True)
+        },
+        "missing_values": row_policy,
+    }
+    if classes is not None:
+        facts["classes"] = [c.item() if isinstance(c, np.generic) else c for c in classes.tolist()]
+        facts["classes_source"] = classes_source
+    if label_bounds is not None:
+        facts["label_bounds"] = list(label_bounds)
+        facts["label_bounds_source"] = label_bounds_source
+    return facts
 
 
 def _sorted(values: np.ndarray) -> bool:

@@ -27,12 +27,15 @@ import pandas as pd
 from dpcore import __version__
 from dpcore.exceptions import NotPrivateError
 
-Neighbouring = Literal["replace-one", "element", "row-l2"]
+Neighbouring = Literal["replace-one", "replace-one-within-class", "element", "row-l2"]
 GuaranteeKind = Literal["pure", "approx", "probabilistic"]
 
 NEIGHBOURING_TEXT = {
     "replace-one": "two datasets are neighbours if they have the same number of rows n (public) and "
     "differ in one row, replaced by any row of the public domain (bounded DP)",
+    "replace-one-within-class": "two datasets are neighbours if they have the same number of rows "
+    "n and the same class sizes (public), and differ in one row, replaced by another row of the "
+    "SAME class: the class sizes and each record's label are NOT protected",
     "element": "two datasets are neighbours if one entry differs, by at most the public element "
     "bound Delta",
     "row-l2": "two datasets are neighbours if one row differs by at most alpha in squared L2 norm",
@@ -95,8 +98,8 @@ class Guarantee:
     beta : float or None
         Failure probability over the projection draw for ``probabilistic`` guarantees.
     holds : bool
-        False when a public parameter (bounds) was taken from the data: the numbers above then
-        describe the calibration only, not a guarantee.
+        False when a public fact (bounds, label bounds, class list) was taken from the data: the
+        numbers above then describe the calibration only, not a guarantee.
     """
 
     epsilon: float
@@ -125,7 +128,8 @@ class Guarantee:
             + (" (up to probability delta)." if self.delta else ".")
         )
         if not self.holds:
-            text += " WARNING: bounds were taken from the private data, so this guarantee does NOT hold."
+            text += (" WARNING: a public fact (bounds or class list) was taken from the private "
+                     "data, so this guarantee does NOT hold.")
         return text
 
     def as_card(self) -> dict[str, Any]:
@@ -176,6 +180,9 @@ class Release:
         assumptions such as public class sizes).
     diagnostics : dict
         Exploration-only facts (clipping counts...). Never written to the card.
+    public_facts : dict
+        What the guarantee assumes public: n, the task, every feature bound with the source of
+        each side, the class list and its source (card key ``public_facts``).
     """
 
     data: np.ndarray
@@ -195,6 +202,7 @@ class Release:
     transform_fn: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
     details: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict, repr=False)
+    public_facts: dict[str, Any] = field(default_factory=dict)
     created_utc: str = field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds")
     )
@@ -294,6 +302,9 @@ class Release:
         if self.bounds_source == "data":
             warnings.insert(0, "bounds were computed from the private data: the privacy guarantee "
                                "stated here does NOT hold")
+        if self.public_facts.get("classes_source") == "data":
+            warnings.insert(0, "the class list was read from the private data: the privacy "
+                               "guarantee stated here does NOT hold")
         return {
             "mechanism": self.mechanism,
             "parameters": {k: _jsonable(v) for k, v in self.parameters.items()},
@@ -303,6 +314,8 @@ class Release:
             "noise": [rec.as_card() for rec in self.noise],
             "calibration": self.calibration,
             "bounds_source": self.bounds_source,
+            "classes_source": self.public_facts.get("classes_source"),
+            "public_facts": _jsonable(self.public_facts),
             "n_rows": int(self.n_rows),
             "n_released": int(np.asarray(self.data).shape[0]),
             "columns": list(self.columns) + list(self.label_columns),

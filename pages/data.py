@@ -57,8 +57,16 @@ else:
         cols = list(frame.columns)
         label = st.selectbox("Label column", ["(none)", *cols], key="upload_label")
         label = None if label == "(none)" else label
-        task = st.selectbox("Task", ["auto", "unsupervised", "classification", "regression"],
-                            key="upload_task")
+        task = st.selectbox("Task", ["(choose)", "unsupervised", "classification", "regression"],
+                            key="upload_task",
+                            help="A public choice: it is never guessed from the private labels.")
+        classes_text = ""
+        if label is not None and task == "classification":
+            classes_text = st.text_input(
+                "Public class list (comma-separated)", key="upload_classes",
+                help="The classes the label can take, from public documentation. Left empty, the "
+                     "list is read from the data: one record with a rare class would change the "
+                     "release, so the card will say the guarantee does NOT hold.")
         nonnumeric = [c for c in cols if c != label and not pd.api.types.is_numeric_dtype(frame[c])]
         categories = {}
         if nonnumeric:
@@ -68,13 +76,20 @@ else:
                 text = st.text_input(f"Categories of {md_escape(c)} (comma-separated)", key=f"cats:{c}")
                 if text.strip():
                     categories[c] = [v.strip() for v in text.split(",") if v.strip()]
-        drop = st.checkbox("Drop rows with missing or infinite values", key="upload_drop")
+        missing = st.radio(
+            "Rows with missing or infinite values",
+            ["refuse", "impute", "drop"], key="upload_missing", horizontal=True,
+            format_func={"refuse": "refuse the table", "impute": "impute the midpoint of the public "
+                         "bounds (n stays public)", "drop": "drop those rows (the guarantee then "
+                         "covers the cleaned table)"}.get)
         if st.button("Use this table", type="primary"):
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", PrivacyLeakWarning)
-                    ds = load_dataset(frame, label=label, task=None if task == "auto" else task,
-                                      categories=categories, drop_nonfinite=drop)
+                    classes = [v.strip() for v in classes_text.split(",") if v.strip()] or None
+                    ds = load_dataset(frame, label=label, task=None if task == "(choose)" else task,
+                                      categories=categories, classes=classes,
+                                      missing="error" if missing == "refuse" else missing)
                 ds.name = upload.name
                 state.set_dataset(ds, f"upload: {upload.name}")
                 st.session_state.data_warnings = list(dict.fromkeys(str(w.message) for w in caught))
@@ -83,7 +98,8 @@ else:
                 st.error(md_escape(str(exc)))
 
 ds = state.dataset()
-for msg in st.session_state.get("data_warnings", []) if ds.bounds_source == "data" else []:
+flagged = ds.bounds_source == "data" or ds.classes_source == "data"
+for msg in st.session_state.get("data_warnings", []) if flagged else []:
     st.warning(md_escape(msg), icon="⚠️")
 
 st.subheader("Preview")
@@ -93,7 +109,12 @@ c2.metric("features", ds.n_features)
 c3.metric("task", ds.task)
 c4.metric("label", ds.label_name or "—")
 if ds.n_dropped:
-    st.info(f"{ds.n_dropped} rows with missing/infinite values were dropped.")
+    st.info(f"{ds.n_dropped} rows with missing/infinite values were dropped: the guarantee covers "
+            "the cleaned table.")
+if ds.classes is not None:
+    st.caption(f"Classes ({ds.classes_source}): "
+               + md_escape(", ".join(str(c) for c in ds.classes.tolist()[:30]))
+               + (" ..." if len(ds.classes) > 30 else ""))
 st.dataframe(ds.to_frame().head(50), height=240)
 if ds.image_shape:
     st.plotly_chart(image_grid_figure(ds.X[:24], ds.image_shape, ncols=12), key="data_images")
@@ -116,13 +137,18 @@ table = pd.DataFrame({
     "origin": [src if src != "metadata" else origin.get(c, src)
                for c, src in zip(ds.feature_names, ds.bounds_sources, strict=True)],
 })
+bounds_note = st.session_state.pop("data_bounds_note", None)
+if bounds_note:
+    st.warning(md_escape(bounds_note))
 edited = st.data_editor(table, disabled=["column", "origin"], hide_index=True, height=240,
                         key=f"bounds_editor:{ds.fingerprint[:12]}")
 if st.button("Apply these bounds as public"):
     new_ds, problem = state.apply_bounds_edit(ds, edited[["lo", "hi"]].to_numpy(dtype=float))
-    if problem:
+    if problem and new_ds is None:
         st.error(md_escape(problem))
     elif new_ds is not None:
+        if problem:
+            st.session_state.data_bounds_note = problem
         state.set_dataset(new_ds, st.session_state.dataset_label)
         st.session_state.data_warnings = state.data_bounds_warning(new_ds)
         st.rerun()

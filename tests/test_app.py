@@ -160,10 +160,17 @@ def test_upload_csv_without_bounds_is_flagged_and_stays_in_session():
     at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
     assert not at.exception
     at.selectbox(key="upload_label").select("y").run()
+    at.button[0].click().run()  # no task chosen: refused (it is never guessed from the labels)
+    assert not at.exception
+    assert any("choose the task" in e.value for e in at.error)
+    assert at.session_state.dataset.name == "digits"
+    at.selectbox(key="upload_task").select("classification").run()
+    at.text_input(key="upload_classes").input("0, 1").run()
     at.button[0].click().run()
     assert not at.exception
     ds = at.session_state.dataset
     assert ds.name == "mine.csv" and ds.n_samples == 60 and ds.bounds_source == "data"
+    assert ds.classes_source == "user" and ds.classes.tolist() == [0, 1]
     assert any("computed from the private data" in e.value for e in at.error)
     # another session does not see the upload
     other = new_app()

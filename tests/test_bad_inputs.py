@@ -117,13 +117,15 @@ def test_generator_rebuilds_the_committed_files():
 # -------------------------------------------------------------------------------------- library
 def _load(entry: dict[str, Any], source: Any = None, **kw: Any) -> Dataset:
     return load_dataset(BAD / entry["file"] if source is None else source,
-                        label=entry.get("label") or "", task=entry.get("task"), **kw)
+                        label=entry.get("label") or "", task=entry.get("task"),
+                        classes=entry.get("classes"), **kw)
 
 
 @pytest.mark.parametrize("entry", [e for e in CORPUS if e["expect"] == "error"], ids=_ids)
 def test_library_raises_a_clear_validation_error(entry):
     if entry["stage"] == "bounds":
-        data = {"file": entry["data"], "label": entry["label"]}
+        data = {"file": entry["data"], "label": entry["label"], "task": entry.get("task"),
+                "classes": entry.get("classes")}
         with pytest.raises(DataValidationError) as info:
             _load(data, bounds=load_bounds_file(BAD / entry["file"]))
     else:
@@ -180,7 +182,7 @@ def test_library_loads_the_usable_inputs(entry):
 def test_constant_columns_get_zero_width_bounds_and_still_release():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        ds = load_dataset(BAD / "constant_columns.csv", label="y")
+        ds = load_dataset(BAD / "constant_columns.csv", label="y", task="classification", classes=[0, 1])
         rel = LocalGaussian(epsilon=1.0, delta=1e-5).release(ds)
     const = [ds.feature_names.index(c) for c in ("const5", "const0")]
     assert (ds.bounds[const, 0] == ds.bounds[const, 1]).all()
@@ -188,7 +190,7 @@ def test_constant_columns_get_zero_width_bounds_and_still_release():
 
 
 def test_nan_inf_rows_can_be_dropped_explicitly():
-    ds = load_dataset(BAD / "nan_inf.csv", label="y", drop_nonfinite=True,
+    ds = load_dataset(BAD / "nan_inf.csv", label="y", task="classification", classes=[0, 1], drop_nonfinite=True,
                       bounds={"a": (0, 10), "b": (0, 10), "c": (0, 10)})
     assert ds.n_dropped == 3 and ds.n_samples == 17
 
@@ -266,6 +268,8 @@ def _data_args(entry: dict[str, Any], tmp_path: Path) -> list[str]:
     args = ["--label", entry.get("label") or ""]
     if entry.get("task"):
         args += ["--task", entry["task"]]
+    if entry.get("classes"):
+        args += ["--classes=" + ",".join(str(c) for c in entry["classes"])]
     if entry.get("stage") == "bounds":
         args += ["--bounds", str(BAD / entry["file"])]
     elif "bounds_file" in entry:
@@ -311,7 +315,7 @@ def test_cli_internal_error_is_one_line_with_status_1(monkeypatch, capsys, tmp_p
     monkeypatch.setattr(LocalGaussian, "release", boom)
     monkeypatch.delenv("DPCORE_DEBUG", raising=False)
     code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
-                     str(tmp_path / "r.csv"), "--data-bounds", "--label", "y")
+                     str(tmp_path / "r.csv"), "--data-bounds", "--label", "y", "--task", "classification", "--classes", "0,1")
     assert code == 1 and err.strip().splitlines() == [
         "dpcore: internal error (RuntimeError): unexpected (DPCORE_DEBUG=1 shows the traceback)"]
     assert not list(tmp_path.iterdir())
@@ -354,7 +358,7 @@ def _is_number(text: str) -> bool:
 
 def test_cli_refuses_an_output_folder_that_does_not_exist(tmp_path, capsys):
     code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
-                     str(tmp_path / "missing" / "r.csv"), "--data-bounds", "--label", "y")
+                     str(tmp_path / "missing" / "r.csv"), "--data-bounds", "--label", "y", "--task", "classification", "--classes", "0,1")
     _assert_cli_error(code, err, "does not exist")
     assert not (tmp_path / "missing").exists()
 
@@ -374,7 +378,7 @@ def test_cli_removes_a_half_written_release(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "bom.csv"), "-o",
-                     str(out / "r.csv"), "--data-bounds", "--label", "y")
+                     str(out / "r.csv"), "--data-bounds", "--label", "y", "--task", "classification", "--classes", "0,1")
     _assert_cli_error(code, err, "No space left on device")
     assert not list(out.iterdir())
 
@@ -404,7 +408,7 @@ def _entry(name: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def small() -> Dataset:
     """30 rows x 3 features with public bounds (the far-outside file, clipped)."""
-    return load_dataset(BAD / "far_outside_bounds.csv", label="y",
+    return load_dataset(BAD / "far_outside_bounds.csv", label="y", task="classification", classes=[0, 1],
                         bounds=load_bounds_file(BAD / "far_outside_bounds.bounds.json"))
 
 
@@ -472,7 +476,7 @@ def test_cli_rejects_hostile_parameters(mech, extra, fragment, tmp_path, capsys)
     out = tmp_path / "out"
     out.mkdir()
     code, err = _cli(capsys, "release", mech, str(BAD / "far_outside_bounds.csv"), "-o",
-                     str(out / "r.csv"), "--label", "y", "--bounds",
+                     str(out / "r.csv"), "--label", "y", "--task", "classification", "--classes", "0,1", "--bounds",
                      str(BAD / "far_outside_bounds.bounds.json"), *extra)
     _assert_cli_error(code, err, fragment)
     assert not list(out.iterdir())
@@ -483,7 +487,7 @@ def test_cli_hostile_parameter_baseline_succeeds(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     code, err = _cli(capsys, "release", "dpmix", str(BAD / "far_outside_bounds.csv"), "-o",
-                     str(out / "r.csv"), "--label", "y", "--bounds",
+                     str(out / "r.csv"), "--label", "y", "--task", "classification", "--classes", "0,1", "--bounds",
                      str(BAD / "far_outside_bounds.bounds.json"), "--ell", "4", "--n-mixtures", "50")
     assert code == 0, err
     assert (out / "r.csv").exists() and (out / "r.card.json").exists()
@@ -510,7 +514,7 @@ def test_cli_bad_categories_file(name, content, fragment, tmp_path, capsys):
 def _data_bounds_dataset() -> Dataset:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        return load_dataset(BAD / "all_zero_rows.csv", label="y")
+        return load_dataset(BAD / "all_zero_rows.csv", label="y", task="classification", classes=[0, 1])
 
 
 def test_partial_bounds_edit_keeps_unedited_data_columns_flagged():
@@ -519,7 +523,7 @@ def test_partial_bounds_edit_keeps_unedited_data_columns_flagged():
     ds = _data_bounds_dataset()
     assert ds.bounds_sources == ["data"] * 3
     new = ds.bounds.copy()
-    new[0] = (0.0, 10.0)  # the user declares column "a" only
+    new[0] = (-1.0, 10.0)  # the user declares column "a" only (both sides replaced)
     edited, problem = apply_bounds_edit(ds, new)
     assert problem is None and edited is not None
     assert edited.bounds_sources == ["user", "data", "data"]
@@ -530,7 +534,7 @@ def test_partial_bounds_edit_keeps_unedited_data_columns_flagged():
     assert card["bounds_source"] == "data" and card["guarantee"]["holds"] is False
     # declaring the remaining two makes everything public
     new2 = edited.bounds.copy()
-    new2[1:] = (0.0, 10.0)
+    new2[1:] = (-1.0, 10.0)  # both sides replaced (a side left at the data minimum stays "data")
     final, problem = apply_bounds_edit(edited, new2)
     assert problem is None and final is not None
     assert final.bounds_sources == ["user"] * 3 and final.bounds_source == "user"
@@ -622,7 +626,9 @@ def _upload(at, name: str, data: bytes):
 def _use_table(at, entry: dict[str, Any]):
     label = entry.get("label") or "(none)"
     at.selectbox(key="upload_label").select(label).run()
-    at.selectbox(key="upload_task").select(entry.get("task") or "auto").run()
+    at.selectbox(key="upload_task").select(entry.get("task") or "(choose)").run()
+    if entry.get("classes"):
+        at.text_input(key="upload_classes").input(",".join(str(c) for c in entry["classes"])).run()
     buttons = [b for b in at.button if b.label == "Use this table"]
     assert buttons, [e.value for e in at.error]
     buttons[0].click().run()
@@ -667,7 +673,7 @@ def test_app_session_is_usable_after_bad_uploads():
     # a good CSV afterwards is accepted, and Explore renders on it
     good = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60)) + "\n"
     _upload(at, "good.csv", good.encode())
-    _use_table(at, {"label": "y"})
+    _use_table(at, {"label": "y", "task": "classification", "classes": [0, 1]})
     assert at.session_state.dataset.name == "good.csv"
     at.switch_page("../pages/explore.py").run()
     _no_exception(at)
@@ -751,7 +757,7 @@ def test_app_bounds_editor_partial_edit_keeps_unedited_columns_as_data():
     at = _new_upload_app()
     good = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60)) + "\n"
     _upload(at, "good.csv", good.encode())
-    _use_table(at, {"label": "y"})
+    _use_table(at, {"label": "y", "task": "classification", "classes": [0, 1]})
     assert at.session_state.dataset.bounds_sources == ["data", "data"]
     _edit_bounds(at, {0: (-1.0, 10.0)})  # the user declares "a" only
     ds = at.session_state.dataset
@@ -761,7 +767,14 @@ def test_app_bounds_editor_partial_edit_keeps_unedited_columns_as_data():
     assert any("1 column(s) (b)" in _unescape(w.value) for w in at.warning), [w.value for w in at.warning]
     card = _draw_release_card(at)
     assert card["bounds_source"] == "data" and card["guarantee"]["holds"] is False
-    _edit_bounds(at, {1: (0.0, 5.0)})  # now "b" too: everything public
+    _edit_bounds(at, {1: (0.0, 5.0)})  # only hi of "b" replaced: lo is still the private minimum
+    ds = at.session_state.dataset
+    assert ds.bounds_sources == ["user", "data"] and ds.bound_side_sources()[1] == ("data", "user")
+    assert any("only one side was replaced for b" in _unescape(w.value) for w in at.warning)
+    card = _draw_release_card(at)
+    assert card["guarantee"]["holds"] is False
+    assert card["public_facts"]["bounds"]["b"]["lo_source"] == "data"
+    _edit_bounds(at, {1: (-1.0, 5.0)})  # now both sides of "b": everything public
     ds = at.session_state.dataset
     assert ds.bounds_sources == ["user", "user"] and ds.bounds_source == "user"
     assert not any("computed from the private data" in e for e in _errors(at))

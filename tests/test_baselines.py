@@ -4,11 +4,13 @@ distribution, epsilon = inf, validation, utility at large epsilon, the CLI."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 from sklearn.datasets import load_breast_cancer, load_diabetes
@@ -19,6 +21,7 @@ from sklearn.preprocessing import StandardScaler
 
 from dpcore.calibration import analytic_gaussian_sigma, gaussian_delta
 from dpcore.cli import main
+from dpcore.data import load_dataset
 from dpcore.exceptions import NotPrivateError
 from dpcore.mechanisms import MODIPS, IdentityLaplace, PCAIdentity, RPGaussian, get_mechanism
 from dpcore.mechanisms.baselines import (
@@ -159,13 +162,13 @@ def test_identity_laplace_scale_and_noise_match_the_formula():
 
 def test_pca_identity_uses_the_public_rows_only_and_its_noise_matches():
     X = box_data(n=1000, d=8, seed=1)
+    public = box_data(n=200, d=8, seed=101)  # a separate sample from the same distribution
     eps = 2.0
-    rel = PCAIdentity(epsilon=eps, n_components=3, public_fraction=0.2, bounds=(0, 4),
+    rel = PCAIdentity(epsilon=eps, n_components=3, public_data=public, bounds=(0, 4),
                       random_state=4).release(X)
-    pub, priv = rel.diagnostics["public_rows"], rel.diagnostics["private_rows"]
-    assert len(pub) == 200 and len(priv) == 800 and not set(pub) & set(priv)
-    assert rel.data.shape == (800, 3) and rel.details["n_public_rows"] == 200
-    Xs = X[pub] / 2 - 1  # [0, 4] -> [-1, 1]
+    # every private row is released; none of them is treated as public
+    assert rel.data.shape == (1000, 3) and rel.details["n_public_rows"] == 200
+    Xs = public / 2 - 1  # [0, 4] -> [-1, 1]
     C = np.cov(Xs, rowvar=False)
     vals, vecs = np.linalg.eigh(C)
     top = vecs[:, np.argsort(vals)[::-1][:3]]
@@ -175,9 +178,9 @@ def test_pca_identity_uses_the_public_rows_only_and_its_noise_matches():
     rec = rel.noise[0]
     assert rec.sensitivity == pytest.approx(brute_l1(W, np.full(8, 2.0)), rel=1e-12)
     assert rec.sensitivity <= 2 * math.sqrt(3 * 8) + 1e-12  # sqrt(p) sigma_max(W) ||w||
-    z = (rel.data - rel.transform(X[priv])).ravel() / rec.scale
+    z = (rel.data - rel.transform(X)).ravel() / rec.scale
     assert stats.kstest(z, stats.laplace().cdf).pvalue > 1e-3
-    assert np.var(z) == pytest.approx(2.0, rel=0.1)  # 2,400 draws: s.e. ~3.5%
+    assert np.var(z) == pytest.approx(2.0, rel=0.1)  # 3,000 draws: s.e. ~3%
 
 
 def test_modips_noise_on_mean_and_second_moment_matches_the_formulas():
@@ -206,7 +209,9 @@ def test_modips_noise_on_mean_and_second_moment_matches_the_formulas():
 def test_modips_classification_is_one_gaussian_per_class_with_class_size_sensitivities():
     X = box_data(n=300, d=4, seed=3)
     y = np.repeat([0, 1, 2], [50, 100, 150])
-    rel = MODIPS(epsilon=1.0, bounds=(0, 4), random_state=0).release(X, y)
+    rel = MODIPS(epsilon=1.0, bounds=(0, 4), classes=[0, 1, 2], label_privacy="within-class",
+                 random_state=0).release(X, y)  # the papers' per-class model: class sizes public
+    assert rel.guarantee.neighbouring == "replace-one-within-class"
     assert np.array_equal(np.bincount(rel.labels), [50, 100, 150])  # n_c rows per class
     mu_scales = [r.scale for r in rel.noise if r.statistic.startswith("mean")]
     assert mu_scales == [pytest.approx(2 * 4 / n_c / 0.3) for n_c in (50, 100, 150)]
@@ -221,7 +226,8 @@ def test_rp_gaussian_sigma_is_the_analytic_gaussian_of_the_full_sensitivity(task
     y = {"unsupervised": None, "classification": rng.integers(0, 3, 1200),
          "regression": rng.uniform(-5, 5, 1200)}[task]
     eps, delta = 1.0, 1e-6
-    kw = {"label_bounds": (-5, 5)} if task == "regression" else {}
+    kw = {"regression": {"label_bounds": (-5, 5)}, "classification": {"classes": [0, 1, 2]},
+          "unsupervised": {}}[task]
     rel = RPGaussian(epsilon=eps, delta=delta, n_components=5, bounds=(0, 4), random_state=1,
                      task=task, **kw).release(X, y)
     R = rel.transform_arrays["R"]
@@ -262,10 +268,10 @@ def test_rp_gaussian_paper_calibration_and_the_epsilon_it_achieves():
 def test_infinite_epsilon_releases_the_noiseless_projection(cls, tmp_path):
     X = box_data(n=200, d=6, seed=6)
     y = (X[:, 0] > 2).astype(int)
-    rel = cls(epsilon=math.inf, bounds=(0, 4), random_state=0).release(X, y)
-    rows = rel.diagnostics.get("private_rows", np.arange(200))
-    np.testing.assert_allclose(rel.data, rel.transform(X[rows]), atol=1e-12)
-    np.testing.assert_array_equal(rel.labels, y[rows])
+    extra = {"public_data": box_data(n=60, d=6, seed=60)} if cls is PCAIdentity else {}
+    rel = cls(epsilon=math.inf, bounds=(0, 4), classes=[0, 1], random_state=0, **extra).release(X, y)
+    np.testing.assert_allclose(rel.data, rel.transform(X), atol=1e-12)  # every private row, in order
+    np.testing.assert_array_equal(rel.labels, y)
     assert not rel.is_private and math.isinf(rel.guarantee.epsilon)
     assert all(r.scale == 0 for r in rel.noise)
     with pytest.raises(NotPrivateError):
@@ -291,8 +297,9 @@ def test_modips_infinite_epsilon_fits_the_exact_gaussian():
     (IdentityLaplace, {"epsilon": 0.0}, "epsilon"),
     (IdentityLaplace, {"epsilon_split": (0.5, 0.6)}, "epsilon_split"),
     (PCAIdentity, {"n_components": 7}, "n_components"),
-    (PCAIdentity, {"public_fraction": 0.6}, "public_fraction"),
-    (PCAIdentity, {"public_fraction": 0.001}, "public_fraction"),
+    (PCAIdentity, {}, "public_data"),  # public rows are a separate, required input
+    (PCAIdentity, {"public_data": np.zeros((5, 3))}, "public_data"),
+    (PCAIdentity, {"public_data": np.full((5, 6), np.inf)}, "public_data"),
     (MODIPS, {"epsilon": -1.0}, "epsilon"),
     (MODIPS, {"epsilon_split": (1.0,)}, "epsilon_split"),
     (RPGaussian, {"delta": 1.0}, "delta"),
@@ -307,8 +314,9 @@ def test_bad_parameters_raise_value_errors_naming_them(cls, kwargs, match):
 
 @pytest.mark.parametrize("cls", [IdentityLaplace, PCAIdentity, RPGaussian])
 def test_projection_baselines_release_one_row_per_input_row(cls):
+    extra = {"public_data": box_data(n=60, d=6, seed=60)} if cls is PCAIdentity else {}
     with pytest.raises(ValueError, match="n_samples"):
-        cls(bounds=(0, 4), random_state=0).release(box_data(n=100, d=6), n_samples=50)
+        cls(bounds=(0, 4), random_state=0, **extra).release(box_data(n=100, d=6), n_samples=50)
 
 
 def test_transform_rejects_rows_of_the_wrong_width():
@@ -336,9 +344,14 @@ def test_projection_baselines_match_the_non_private_projection_at_large_epsilon(
     # At these epsilons (Laplace: labels get 200; the Gaussian sigma only falls like 1/sqrt(eps))
     # the noise is small, so accuracy agrees within 3 points.
     Xtr, Xte, ytr, yte, bounds = cancer
-    rel = cls(epsilon=eps, n_components=5, bounds=bounds, random_state=0).release(Xtr, ytr)
-    rows = rel.diagnostics.get("private_rows", np.arange(len(ytr)))
-    ref = _accuracy(rel.transform(Xtr[rows]), ytr[rows], rel.transform(Xte), yte)
+    extra = {}
+    if cls is PCAIdentity:  # its basis needs a separate public table: a tenth of the training rows
+        n_pub = len(ytr) // 10
+        extra["public_data"], Xtr, ytr = Xtr[:n_pub], Xtr[n_pub:], ytr[n_pub:]
+    rel = cls(epsilon=eps, n_components=5, bounds=bounds, classes=[0, 1], random_state=0,
+              **extra).release(Xtr, ytr)
+    assert rel.data.shape[0] == len(ytr)
+    ref = _accuracy(rel.transform(Xtr), ytr, rel.transform(Xte), yte)
     acc = _accuracy(rel.data, rel.labels, rel.transform(Xte), yte)
     assert ref > 0.85 and acc >= ref - 0.03
 
@@ -347,7 +360,8 @@ def test_modips_gmm_matches_real_data_at_large_epsilon(cancer):
     Xtr, Xte, ytr, yte, bounds = cancer
     real = _accuracy(Xtr, ytr, Xte, yte)
     accs = [_accuracy(r.data, r.labels, Xte, yte) for r in (
-        MODIPS(epsilon=1e6, bounds=bounds, random_state=s).release(Xtr, ytr) for s in range(3))]
+        MODIPS(epsilon=1e6, bounds=bounds, classes=[0, 1], random_state=s).release(Xtr, ytr)
+        for s in range(3))]
     assert np.mean(accs) >= real - 0.05
 
 
@@ -366,12 +380,158 @@ def test_rp_gaussian_regression_matches_the_noiseless_projection_at_large_epsilo
     assert ref < np.std(yte)  # the projected features carry signal
 
 
+# ------------------------------------------------------------------------------ MODIPS, labels protected
+# label_privacy="protected" (default): a DP class histogram (Laplace, L1 sensitivity 2) and noisy
+# per-class SUMS with L1 sensitivities 2k and k(k+1) (the replaced record may change class).
+def test_modips_protected_class_histogram_noise_is_laplace_with_scale_2_over_eps_histogram():
+    """2,000 draws (50 classes x 40 seeded releases; n_samples=1, so one class is modelled and
+    every class counted): KS-consistent with Lap(2/eps_histogram); 1.5x wrong scales rejected."""
+    X, y = box_data(n=200, d=3, seed=30), np.arange(200) % 50
+    eps, h = 1.0, 0.25
+    mech = MODIPS(epsilon=eps, histogram_fraction=h, bounds=(0, 4), classes=list(range(50)))
+    noise = []
+    for seed in range(40):
+        rel = mech.set_params(random_state=seed).release(X, y, n_samples=1)
+        noise.append(rel.diagnostics["class_counts_dp"] - np.bincount(y))
+    eps_h = rel.details["epsilon_parts"]["histogram"]
+    assert eps_h == pytest.approx(h * eps)
+    (rec,) = [r for r in rel.noise if r.statistic.startswith("class histogram")]
+    assert (rec.distribution, rec.sensitivity, rec.scale) == ("laplace", 2.0, pytest.approx(2 / eps_h))
+    z = np.concatenate(noise) / (2 / eps_h)
+    assert stats.kstest(z, stats.laplace().cdf).pvalue > 1e-3
+    for wrong in (1.5, 1 / 1.5):
+        assert stats.kstest(z, stats.laplace(scale=wrong).cdf).pvalue < 1e-4
+
+
+def test_modips_protected_class_sum_sensitivities_hold_with_a_class_change():
+    """Worst-case search through release() (epsilon = inf: the per-class sums are read back as
+    mean_DP x count and M x count): neighbours replace one row's features and/or label. The L1
+    change of the stacked sums (mean; second moment upper triangle) never exceeds the stated 2k
+    and k(k+1); a box corner leaving one class and joining another attains both."""
+    k, classes = 4, [0, 1, 2]
+    mech = MODIPS(epsilon=math.inf, bounds=(0, 4), classes=classes, random_state=0)
+    iu = np.triu_indices(k)
+
+    def sums(X, y):
+        rel = mech.release(X, y)
+        s_mu = {r.sensitivity for r in rel.noise if r.statistic.startswith("mean of class")}
+        s_m = {r.sensitivity for r in rel.noise if r.statistic.startswith("second moment")}
+        dg, counts = rel.diagnostics, rel.diagnostics["class_counts_dp"]
+        return (np.concatenate([dg["mean_dp"][c] * counts[c] for c in classes]),
+                np.concatenate([(dg["second_moment_dp"][c] * counts[c])[iu] for c in classes]),
+                s_mu | s_m)
+
+    rng = np.random.default_rng(31)
+    worst_mu, worst_m, stated = 0.0, 0.0, set()
+    for trial in range(40):
+        X, y = rng.uniform(0, 4, size=(9, k)), np.arange(9) % 3
+        i = int(rng.integers(9))
+        X2, y2 = X.copy(), y.copy()
+        if trial % 3 != 1:
+            X2[i] = rng.choice([0.0, 4.0], size=k) if trial % 2 else rng.uniform(0, 4, size=k)
+        if trial % 3 != 0:
+            y2[i] = (y[i] + 1 + int(rng.integers(2))) % 3
+        if trial < 3:  # adversarial: the corner (1, ..., 1) of the [-1, 1] box changes class
+            X[i] = X2[i] = 4.0
+            y2[i] = (y[i] + 1) % 3
+        (a_mu, a_m, sa), (b_mu, b_m, sb) = sums(X, y), sums(X2, y2)
+        stated |= sa | sb
+        worst_mu = max(worst_mu, np.abs(a_mu - b_mu).sum())
+        worst_m = max(worst_m, np.abs(a_m - b_m).sum())
+    assert stated == {2.0 * k, k * (k + 1.0)}
+    assert worst_mu <= 2 * k * (1 + 1e-9) and worst_m <= k * (k + 1) * (1 + 1e-9)
+    assert worst_mu >= 0.8 * 2 * k and worst_m >= 0.8 * k * (k + 1)
+
+
+def test_modips_protected_one_label_change_does_not_fix_the_released_class_sizes():
+    """{100, 100} vs {99, 101}: within-class releases the true sizes (distinguishable with
+    certainty); protected, both outcomes occur under both neighbours."""
+    X, y = box_data(n=200, d=3, seed=32), np.arange(200) % 2
+    y2 = y.copy()
+    y2[0] = 1
+    kw = {"epsilon": 2.0, "bounds": (0, 4), "classes": [0, 1]}
+    paper = MODIPS(label_privacy="within-class", random_state=0, **kw)
+    assert list(np.bincount(paper.release(X, y).labels)) == [100, 100]
+    assert list(np.bincount(paper.release(X, y2).labels)) == [99, 101]
+    mech = MODIPS(histogram_fraction=0.5, **kw)  # eps_histogram = 1
+    for labels in (y, y2):
+        outcomes = [tuple(np.bincount(mech.set_params(random_state=s).release(X, labels).labels,
+                                      minlength=2)) for s in range(60)]
+        assert outcomes.count((100, 100)) >= 3 and outcomes.count((99, 101)) >= 3
+
+
+def test_modips_protected_card_states_replace_one_and_the_histogram_part():
+    X, y = box_data(n=300, d=4, seed=33), np.arange(300) % 3
+    eps, h, k = 2.0, 0.2, 4
+    kw = {"epsilon": eps, "bounds": (0, 4), "classes": [0, 1, 2], "random_state": 0}
+    card = json.loads(MODIPS(histogram_fraction=h, **kw).release(X, y).card_json())
+    assert card["guarantee"]["neighbouring"] == "replace-one" and card["guarantee"]["holds"] is True
+    assert card["guarantee"]["epsilon"] == pytest.approx(eps)
+    parts = card["details"]["epsilon_parts"]
+    assert parts == pytest.approx({"histogram": h * eps, "mean": (1 - h) * 0.3 * eps,
+                                   "covariance": (1 - h) * 0.7 * eps})
+    hist = [r for r in card["noise"] if r["statistic"].startswith("class histogram")]
+    assert len(hist) == 1 and hist[0]["scale"] == pytest.approx(2 / parts["histogram"])
+    means = [r for r in card["noise"] if r["statistic"].startswith("mean of class")]
+    assert len(means) == 3 and all(r["scale"] == pytest.approx(2 * k / parts["mean"]) for r in means)
+    assert any("labels are protected" in a for a in card["details"]["assumptions"])
+    paper = json.loads(MODIPS(label_privacy="within-class", **kw).release(X, y).card_json())
+    assert paper["guarantee"]["neighbouring"] == "replace-one-within-class"
+    assert "histogram" not in paper["details"]["epsilon_parts"]
+    assert not any(r["statistic"].startswith("class histogram") for r in paper["noise"])
+
+
+def test_modips_protected_utility_on_separated_classes_at_large_epsilon():
+    rng = np.random.default_rng(34)
+    y = (rng.uniform(size=2400) < 0.2).astype(int)  # about 80% / 20%
+    centers = np.array([[1.0, 1.0, 3.0, 1.5, 2.0], [3.0, 2.5, 1.0, 2.5, 2.0]])
+    X = np.clip(centers[y] + 0.3 * rng.standard_normal((2400, 5)), 0, 4)
+    Xtr, Xte, ytr, yte = X[:1800], X[1800:], y[:1800], y[1800:]
+    base = _accuracy(Xtr, ytr, Xte, yte)
+    majority = max(np.mean(yte), 1 - np.mean(yte))
+    accs = [_accuracy(r.data, r.labels, Xte, yte) for r in (
+        MODIPS(epsilon=50.0, bounds=(0, 4), classes=[0, 1], random_state=s).release(Xtr, ytr)
+        for s in range(2))]
+    assert base > 0.98 and majority > 0.75
+    assert np.mean(accs) >= base - 0.03 and min(accs) > majority + 0.1
+
+
+# ------------------------------------------------------------------------------ pca-identity public data
+def test_pca_identity_needs_public_data_and_its_basis_depends_on_it_only():
+    X = box_data(n=300, d=6, seed=35)
+    with pytest.raises(ValueError, match="public_data"):
+        PCAIdentity(epsilon=1.0, n_components=2, bounds=(0, 4), random_state=0).release(X)
+    pub_a = box_data(n=80, d=6, seed=36)
+    pub_b = np.random.default_rng(37).uniform(0, 4, size=(80, 6))
+    kw = {"epsilon": 1.0, "n_components": 2, "bounds": (0, 4), "random_state": 0}
+    rel_a = PCAIdentity(public_data=pub_a, **kw).release(X)
+    rel_b = PCAIdentity(public_data=pub_b, **kw).release(X)
+    Wa, Wb = rel_a.transform_arrays["W"], rel_b.transform_arrays["W"]
+    assert np.linalg.norm(Wa @ Wa.T - Wb @ Wb.T) > 0.1  # different public rows, different basis
+    # another private table with the same public rows: the same W and centre (no private row shapes them)
+    other = PCAIdentity(public_data=pub_a, **kw).release(box_data(n=300, d=6, seed=38))
+    assert np.array_equal(other.transform_arrays["W"], Wa)
+    assert np.array_equal(other.transform_arrays["center"], rel_a.transform_arrays["center"])
+    card = json.loads(rel_a.card_json())
+    assert card["details"]["public_data_sha256"] == hashlib.sha256(pub_a.tobytes()).hexdigest()
+    assert card["details"]["n_public_rows"] == 80 and card["n_released"] == 300
+
+
 # ------------------------------------------------------------------------------ CLI
 @pytest.mark.parametrize("name", NAMES)
 def test_cli_release_writes_a_card_naming_the_mechanism(name, tmp_path):
     out = tmp_path / "out.csv"
-    assert main(["release", name, "digits", "-o", str(out), "--epsilon", "1"]) == 0
+    extra = []
+    if name == "pca-identity":  # public rows: a separate file with digits' columns, pixels in [0, 16]
+        ds = load_dataset("digits")
+        public = np.random.default_rng(0).integers(0, 17, size=(60, ds.n_features)).astype(float)
+        pd.DataFrame(public, columns=ds.feature_names).to_csv(tmp_path / "public.csv", index=False)
+        extra = ["--public-data", str(tmp_path / "public.csv")]
+    assert main(["release", name, "digits", "-o", str(out), "--epsilon", "1", *extra]) == 0
     card = json.loads((tmp_path / "out.card.json").read_text())
+    if name == "pca-identity":
+        assert card["details"]["public_data_sha256"] == hashlib.sha256(public.tobytes()).hexdigest()
+        assert card["details"]["n_public_rows"] == 60 and card["n_released"] == len(ds.X)
     assert card["mechanism"] == name
     assert card["guarantee"]["epsilon"] <= 1.0 + 1e-12
     assert card["guarantee"]["neighbouring"] == "replace-one"

@@ -139,12 +139,13 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, ar
 def test_csv_without_bounds_is_refused_unless_data_bounds(capsys, tmp_path):
     src = _toy_csv(tmp_path)
     out = tmp_path / "rel.csv"
-    code, _, err = run(capsys, "release", "local-gaussian", str(src), "--label", "y", "-o", str(out))
+    label = ["--label", "y", "--task", "classification", "--classes", "0,1"]
+    code, _, err = run(capsys, "release", "local-gaussian", str(src), *label, "-o", str(out))
     _assert_one_line_error(code, err)
     assert "--bounds" in err and "--data-bounds" in err
     assert not out.exists()
 
-    code, _, err = run(capsys, "release", "local-gaussian", str(src), "--label", "y", "-o", str(out),
+    code, _, err = run(capsys, "release", "local-gaussian", str(src), *label, "-o", str(out),
                        "--data-bounds")
     assert code == 0
     assert "dpcore: warning:" in err and "Traceback" not in err
@@ -164,6 +165,7 @@ def test_bounds_file(capsys, tmp_path, kind):
         bfile.write_text("column,lo,hi\na,0,1\nb,-2,2\nc,0,10\n")
     out = tmp_path / "rel.csv"
     code, _, err = run(capsys, "release", "local-gaussian", str(src), "--label", "y", "-o", str(out),
+                       "--task", "classification", "--classes", "0,1",
                        "--bounds", str(bfile), "--epsilon", "0.5")
     assert code == 0, err
     assert "warning" not in err

@@ -29,6 +29,10 @@ def _csv_bytes(frame: pd.DataFrame) -> bytes:
     return frame.to_csv(index=False).encode()
 
 
+# the task and the class list of ``_frame``'s label are public facts, given by the caller (issue 12)
+CLS = {"task": "classification", "classes": [0, 1, 2]}
+
+
 # ------------------------------------------------------------------------- bundled datasets
 def test_bundled_list_is_complete():
     assert set(BUNDLED) <= set(bundled_datasets())
@@ -82,18 +86,20 @@ def _check_same(ds: Dataset, frame: pd.DataFrame) -> None:
     assert ds.feature_names == ["a", "b"]
     assert ds.task == "classification"
     assert ds.bounds_source == "user"
+    assert ds.classes_source == "user"
+    np.testing.assert_array_equal(ds.classes, CLS["classes"])
 
 
 def test_csv_from_bytes_and_path(tmp_path):
     frame = _frame()
     bounds = {"a": (0, 1), "b": (-5, 5)}
-    _check_same(load_dataset(_csv_bytes(frame), filename="t.csv", label="y", bounds=bounds), frame)
+    _check_same(load_dataset(_csv_bytes(frame), filename="t.csv", label="y", bounds=bounds, **CLS), frame)
     path = tmp_path / "t.csv"
     path.write_bytes(_csv_bytes(frame))
-    ds = load_dataset(path, label="y", bounds=bounds)
+    ds = load_dataset(path, label="y", bounds=bounds, **CLS)
     _check_same(ds, frame)
     assert ds.name == "t"
-    _check_same(load_dataset(str(path), label="y", bounds=bounds), frame)
+    _check_same(load_dataset(str(path), label="y", bounds=bounds, **CLS), frame)
 
 
 def test_csv_semicolon_delimiter_is_detected():
@@ -107,8 +113,9 @@ def test_parquet_from_bytes_and_path(tmp_path):
     path = tmp_path / "t.parquet"
     frame.to_parquet(path)
     bounds = {"a": (0, 1), "b": (-5, 5)}
-    _check_same(load_dataset(path, label="y", bounds=bounds), frame)
-    _check_same(load_dataset(path.read_bytes(), filename="upload.parquet", label="y", bounds=bounds), frame)
+    _check_same(load_dataset(path, label="y", bounds=bounds, **CLS), frame)
+    _check_same(load_dataset(path.read_bytes(), filename="upload.parquet", label="y", bounds=bounds, **CLS),
+                frame)
 
 
 def test_npz_images_from_bytes_and_path(tmp_path):
@@ -118,7 +125,7 @@ def test_npz_images_from_bytes_and_path(tmp_path):
     path = tmp_path / "imgs.npz"
     np.savez(path, X=images, y=y)
     for source, kw in ((path, {}), (path.read_bytes(), {"filename": "imgs.npz"})):
-        ds = load_dataset(source, label="label", bounds=(0, 255), **kw)
+        ds = load_dataset(source, label="label", bounds=(0, 255), **CLS, **kw)
         assert ds.X.shape == (12, 20)
         np.testing.assert_array_equal(ds.X, images.reshape(12, -1))
         np.testing.assert_array_equal(ds.y, y)
@@ -162,7 +169,8 @@ def test_missing_label_column_lists_columns():
 
 def test_label_with_one_class():
     with pytest.raises(DataValidationError, match="single class"):
-        load_dataset(b"a,y\n1,0\n2,0\n3,0\n", filename="c.csv", label="y", bounds=(0, 5))
+        load_dataset(b"a,y\n1,0\n2,0\n3,0\n", filename="c.csv", label="y", bounds=(0, 5),
+                     task="classification", classes=[0, 1])
 
 
 def test_duplicate_column_names_in_csv():
@@ -187,7 +195,8 @@ def test_non_numeric_column_without_categories_names_it():
 def test_categories_are_one_hot_encoded():
     raw = b"a,city,y\n1,Paris,0\n2,Rome,1\n3,Paris,1\n4,Rome,0\n"
     cats = ["Paris", "Rome", "Oslo"]
-    ds = load_dataset(raw, filename="c.csv", label="y", categories={"city": cats}, bounds=(0, 5))
+    ds = load_dataset(raw, filename="c.csv", label="y", categories={"city": cats}, bounds=(0, 5),
+                      task="classification", classes=[0, 1])
     assert ds.feature_names == ["a", "city=Paris", "city=Rome", "city=Oslo"]
     expected_city = ["Paris", "Rome", "Paris", "Rome"]
     for j, cat in enumerate(cats, start=1):
@@ -211,13 +220,14 @@ def test_nonfinite_values_are_reported_with_counts():
     msg = str(info.value)
     assert "'a': 2" in msg and "'b': 2" in msg
     assert "[1, 2, 4]" in msg  # first bad rows
-    assert "drop_nonfinite" in msg
+    assert "missing='impute'" in msg and "missing='drop'" in msg
 
 
 def test_drop_nonfinite_drops_and_counts():
     raw = b"a,b\n1,2\n,3\n4,inf\n5,6\nnan,-inf\n7,8\n"
     ds = load_dataset(raw, filename="nan.csv", bounds=(-10, 10), drop_nonfinite=True)
     assert ds.n_dropped == 3
+    assert ds.missing == "drop"  # the old spelling still means missing="drop"
     np.testing.assert_array_equal(ds.X, [[1, 2], [5, 6], [7, 8]])
 
 
@@ -228,7 +238,8 @@ def test_drop_nonfinite_drops_and_counts():
 )
 def test_float_label_loads_or_gives_a_specific_error(raw):
     try:
-        ds = load_dataset(raw, filename="f.csv", label="t", bounds=(0, 1), label_bounds=(0, 5))
+        ds = load_dataset(raw, filename="f.csv", label="t", task="regression", bounds=(0, 1),
+                          label_bounds=(0, 5))
     except DataValidationError as exc:
         assert "t (label)" in str(exc)  # the NaN-count message names the label
     else:
@@ -238,14 +249,15 @@ def test_float_label_loads_or_gives_a_specific_error(raw):
 # ------------------------------------------------------------------------- bounds
 def test_bounds_as_dict_tuple_and_array():
     raw = _csv_bytes(_frame())
-    ds = load_dataset(raw, filename="t.csv", label="y", bounds={"a": (0, 1), "b": (-5, 5)})
+    ds = load_dataset(raw, filename="t.csv", label="y", bounds={"a": (0, 1), "b": (-5, 5)}, **CLS)
     np.testing.assert_array_equal(ds.bounds, [[0, 1], [-5, 5]])
     assert ds.bounds_source == "user"
-    ds = load_dataset(raw, filename="t.csv", label="y", bounds=(-5, 5))
+    ds = load_dataset(raw, filename="t.csv", label="y", bounds=(-5, 5), **CLS)
     np.testing.assert_array_equal(ds.bounds, [[-5, 5], [-5, 5]])
     assert ds.bounds_source == "user"
     three = _frame().assign(c=1.0)
-    ds = load_dataset(_csv_bytes(three), filename="t.csv", label="y", bounds=[[0, 1], [-6, 6], [0, 2]])
+    ds = load_dataset(_csv_bytes(three), filename="t.csv", label="y", bounds=[[0, 1], [-6, 6], [0, 2]],
+                      **CLS)
     np.testing.assert_array_equal(ds.bounds, [[0, 1], [-6, 6], [0, 2]])
     assert ds.bounds_source == "user"
 
@@ -253,7 +265,7 @@ def test_bounds_as_dict_tuple_and_array():
 def test_bounds_as_numpy_array():
     raw = _csv_bytes(_frame().assign(c=1.0))  # 3 features: no (2, 2) ambiguity
     bounds = np.array([[-1, 1], [-6, 6], [0, 2]])
-    ds = load_dataset(raw, filename="t.csv", label="y", bounds=bounds)
+    ds = load_dataset(raw, filename="t.csv", label="y", bounds=bounds, **CLS)
     np.testing.assert_array_equal(ds.bounds, bounds)
     assert ds.bounds_source == "user"
 
@@ -267,7 +279,7 @@ def test_bounds_files_json_and_csv(tmp_path):
     for name in ("b.json", "wrapped.json", "b.csv", "nohead.csv"):
         bounds = load_bounds_file(tmp_path / name)
         assert bounds == {"a": (0.0, 1.0), "b": (-5.0, 5.0)}
-        ds = load_dataset(raw, filename="t.csv", label="y", bounds=bounds)
+        ds = load_dataset(raw, filename="t.csv", label="y", bounds=bounds, **CLS)
         assert ds.bounds_source == "user"
         np.testing.assert_array_equal(ds.bounds, [[0, 1], [-5, 5]])
 
@@ -283,7 +295,7 @@ def test_malformed_bounds_file(tmp_path, name, text):
 def test_partial_bounds_warn_and_are_marked_data():
     frame = _frame()
     with pytest.warns(PrivacyLeakWarning, match="b") as record:
-        ds = load_dataset(_csv_bytes(frame), filename="t.csv", label="y", bounds={"a": (0, 1)})
+        ds = load_dataset(_csv_bytes(frame), filename="t.csv", label="y", bounds={"a": (0, 1)}, **CLS)
     assert any("NOT hold" in str(w.message) for w in record)
     assert ds.bounds_source == "data"
     np.testing.assert_array_equal(ds.bounds[0], [0, 1])
@@ -292,18 +304,18 @@ def test_partial_bounds_warn_and_are_marked_data():
 
 def test_no_bounds_at_all_warn_and_are_marked_data():
     with pytest.warns(PrivacyLeakWarning):
-        ds = load_dataset(_csv_bytes(_frame()), filename="t.csv", label="y")
+        ds = load_dataset(_csv_bytes(_frame()), filename="t.csv", label="y", **CLS)
     assert ds.bounds_source == "data"
 
 
 def test_bad_bounds_are_rejected():
     raw = _csv_bytes(_frame())
     with pytest.raises(DataValidationError, match="unknown column"):
-        load_dataset(raw, filename="t.csv", label="y", bounds={"a": (0, 1), "zzz": (0, 1)})
+        load_dataset(raw, filename="t.csv", label="y", bounds={"a": (0, 1), "zzz": (0, 1)}, **CLS)
     with pytest.raises(DataValidationError, match="'a'"):
-        load_dataset(raw, filename="t.csv", label="y", bounds={"a": (1, 0), "b": (-5, 5)})
+        load_dataset(raw, filename="t.csv", label="y", bounds={"a": (1, 0), "b": (-5, 5)}, **CLS)
     with pytest.raises(ValueError, match="lower bound above upper"):
-        load_dataset(raw, filename="t.csv", label="y", bounds=(1, 0))
+        load_dataset(raw, filename="t.csv", label="y", bounds=(1, 0), **CLS)
 
 
 def _regression_csv(n: int = 80) -> bytes:
@@ -316,7 +328,7 @@ def _regression_csv(n: int = 80) -> bytes:
 def test_regression_label_without_bounds_warns_and_marks_data():
     raw = _regression_csv()
     with pytest.warns(PrivacyLeakWarning, match="regression label 't'"):
-        ds = load_dataset(raw, filename="r.csv", label="t", bounds={"a": (0, 1)})
+        ds = load_dataset(raw, filename="r.csv", label="t", task="regression", bounds={"a": (0, 1)})
     assert ds.task == "regression"
     assert ds.bounds_source == "data"
     assert ds.label_bounds == (float(ds.y.min()), float(ds.y.max()))
@@ -325,8 +337,8 @@ def test_regression_label_without_bounds_warns_and_marks_data():
 def test_regression_label_with_public_bounds_is_user():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
-        ds = load_dataset(_regression_csv(), filename="r.csv", label="t", bounds={"a": (0, 1)},
-                          label_bounds=(0, 1000))
+        ds = load_dataset(_regression_csv(), filename="r.csv", label="t", task="regression",
+                          bounds={"a": (0, 1)}, label_bounds=(0, 1000))
     assert ds.task == "regression"
     assert ds.bounds_source == "user"
     assert ds.label_bounds == (0.0, 1000.0)
@@ -337,7 +349,7 @@ def test_split_is_stratified_disjoint_and_complete():
     n = 200
     y = np.repeat([0, 1, 2], [120, 60, 20])
     frame = pd.DataFrame({"id": np.arange(n), "v": np.linspace(0, 1, n), "y": y})
-    ds = load_dataset(frame, label="y", bounds={"id": (0, n), "v": (0, 1)})
+    ds = load_dataset(frame, label="y", bounds={"id": (0, n), "v": (0, 1)}, **CLS)
     train, test = ds.split(test_size=0.25, random_state=1)
     ids_tr, ids_te = train.X[:, 0].astype(int), test.X[:, 0].astype(int)
     assert set(ids_tr).isdisjoint(ids_te)
@@ -354,7 +366,7 @@ def test_split_is_stratified_disjoint_and_complete():
 
 
 def test_split_rejects_bad_test_size():
-    ds = load_dataset(_frame(), label="y", bounds=(-5, 5))
+    ds = load_dataset(_frame(), label="y", bounds=(-5, 5), **CLS)
     for bad in (0, 1, 1.5, -0.1):
         with pytest.raises(ValueError, match="test_size"):
             ds.split(test_size=bad)

@@ -243,7 +243,8 @@ def test_calibrated_sigma_achieves_target_epsilon(digits):
     n = len(X)
     rel = _release(X, y, epsilon=3.0, ell=8)
     d = rel.details
-    common = dict(ell=8, n=n, n_mixtures=n, d_x=64, d_y=10, delta=1 / n)
+    delta = min(1e-5, n ** -1.5)  # DPMix's default delta (its rule is checked below)
+    common = dict(ell=8, n=n, n_mixtures=n, d_x=64, d_y=10, delta=delta)
     sigma = accounting.dpmix_calibrate_sigma(epsilon=3.0, **common)
     # calibrated at (3, 1/n) minus the discrete Gaussian sampler's reserve (dpcore.noise): the card
     # states (3, 1/n), the ideal mechanism is calibrated at calibrated_at
@@ -257,7 +258,7 @@ def test_calibrated_sigma_achieves_target_epsilon(digits):
     # a slightly smaller sigma would break the target (calibration is the smallest sigma)
     worse = accounting.dpmix_epsilon(sigma_x=0.99 * sigma, sigma_y=0.99 * sigma, **common)
     assert worse.epsilon > 3.0
-    assert rel.guarantee.delta == pytest.approx(1 / n) and d["delta_rule"] == "1/n"
+    assert rel.guarantee.delta == pytest.approx(delta) and d["delta_rule"] == "min(1e-5, n^-1.5)"
     assert rel.guarantee.neighbouring == "replace-one" and rel.guarantee.kind == "approx"
     assert rel.noise[0].sensitivity == pytest.approx(math.sqrt(64) / 8)
     assert rel.noise[1].sensitivity == pytest.approx(math.sqrt(10) / 8)
@@ -344,7 +345,8 @@ def test_classification_columns_soft_labels_and_argmax(digits):
     np.testing.assert_array_equal(rel.labels[:, 10], np.argmax(soft, axis=1))
     frame = rel.to_frame()
     assert list(frame.columns[-11:]) == rel.label_columns and frame.shape == (400, 64 + 11)
-    strings = _release(X, np.array([f"c{v}" for v in y]), classes=None, ell=2, sigma_x=0.0)
+    strings = _release(X, np.array([f"c{v}" for v in y]), classes=[f"c{v}" for v in range(10)], ell=2,
+                       sigma_x=0.0)
     assert set(strings.labels[:, -1]) <= {f"c{v}" for v in range(10)}
 
 

@@ -182,7 +182,8 @@ def test_svm_trained_on_the_release_beats_the_majority_class():
     for eps in (np.inf, 10.0):
         scores = []
         for seed in range(6):
-            rel = DPPro(epsilon=eps, n_components=10, bounds=bounds, random_state=seed).release(Xtr, ytr)
+            rel = DPPro(epsilon=eps, n_components=10, bounds=bounds, classes=[0, 1],
+                        random_state=seed).release(Xtr, ytr)
             clf = LinearSVC().fit(rel.data, rel.labels)
             scores.append(clf.score(rel.transform(Xte), yte))
         acc[eps] = np.mean(scores)

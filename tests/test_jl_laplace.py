@@ -212,7 +212,7 @@ def test_row_relation_splits_the_budget_with_labels():
     n = 6000
     y = np.arange(n) % 2
     rel = JLLaplace(epsilon=2.0, n_components=3, relation="row", epsilon_split=(0.75, 0.25),
-                    bounds=(0, 1), random_state=0).release(unit_data(n=n), y)
+                    bounds=(0, 1), classes=[0, 1], random_state=0).release(unit_data(n=n), y)
     feat, lab = rel.noise
     assert feat.epsilon + lab.epsilon <= 2.0 and feat.epsilon == pytest.approx(1.5)
     assert feat.scale == pytest.approx(feat.sensitivity / 1.5)

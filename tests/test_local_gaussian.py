@@ -45,7 +45,7 @@ def test_sensitivity_adds_one_hot_label_of_height_max_width():
     b = _box(5)
     X = _uniform_in(b, 30, 1)
     y = np.arange(30) % 4
-    rel = LocalGaussian(epsilon=1.0, bounds=b).release(X, y)
+    rel = LocalGaussian(epsilon=1.0, bounds=b, task="classification", classes=np.arange(4)).release(X, y)
     widths2 = float(np.sum((b[:, 1] - b[:, 0]) ** 2))
     c = float(np.max(b[:, 1] - b[:, 0]))  # the one-hot label has the widest feature's height
     assert rel.noise[0].sensitivity == pytest.approx(math.sqrt(widths2 + 2 * c**2), rel=1e-12)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dpcore.calibration import analytic_gaussian_sigma
 from dpcore.mechanisms import PCAGauss
 from dpcore.mechanisms.pca_gauss import (
+    class_sum_sensitivities,
     eigenvalue_sensitivity,
     lap_pca_sensitivity,
     pca_mean_sensitivity,
@@ -160,10 +164,13 @@ def test_alg1_epsilon_inf_converges_to_pca_spectrum():
 
 # ------------------------------------------------------------------------------------ Alg. 3
 def test_gmm_noise_scales_budget_parts_and_class_sizes():
+    """The paper's Alg. 3 (label_privacy="within-class"): noise scaled by n_c, n_c rows per class."""
     X, y = _blobs(n=902, seed=1)
     n, d, p, eps = len(y), X.shape[1], 4, 2.0
+    paper = {"bounds": (-1, 1), "classes": [0, 1, 2], "label_privacy": "within-class"}
     rel = PCAGauss(epsilon=eps, n_components=p, pca_source="lap", pca_fraction=0.4,
-                   random_state=0, bounds=(-1, 1)).release(X, y)
+                   random_state=0, **paper).release(X, y)
+    assert rel.guarantee.neighbouring == "replace-one-within-class"
     e_pca, e_mu, e_cov = 0.4 * eps, 0.6 * 0.1 * eps, 0.6 * 0.9 * eps
     parts = rel.details["epsilon_parts"]
     assert parts["pca"] == pytest.approx(e_pca) and parts["mean"] == pytest.approx(e_mu)
@@ -180,7 +187,7 @@ def test_gmm_noise_scales_budget_parts_and_class_sizes():
         assert mom_rec.scale == pytest.approx((p + 1) / (n_c * e_cov))
     assert np.array_equal(np.bincount(rel.labels), sizes)
     rel = PCAGauss(epsilon=eps, n_components=p, calibration="paper", pca_source="lap",
-                   random_state=0, bounds=(-1, 1)).release(X, y, n_samples=50)
+                   random_state=0, **paper).release(X, y, n_samples=50)
     assert rel.noise[0].scale == pytest.approx(d * d / (n * 0.5 * eps))
     assert rel.noise[1].scale == pytest.approx(2 * p / (sizes[0] * 0.5 * 0.1 * eps))
     assert rel.noise[2].scale == pytest.approx(p * p / (sizes[0] * 0.5 * 0.9 * eps))
@@ -190,7 +197,8 @@ def test_gmm_noise_scales_budget_parts_and_class_sizes():
 def test_gmm_class_mean_noise_spread_is_laplace():
     X, y = _blobs(n=600, d=10, k=2, seed=3)
     p, eps = 5, 1.0
-    mech = PCAGauss(epsilon=eps, n_components=p, pca_source="lap", bounds=(-1, 1))
+    mech = PCAGauss(epsilon=eps, n_components=p, pca_source="lap", bounds=(-1, 1), classes=[0, 1],
+                    label_privacy="within-class")  # the paper's Alg. 3: noise scaled by n_c
     Xs = scale_to_box(X, np.tile([-1.0, 1.0], (10, 1)))
     noise = []
     for s in range(250):
@@ -205,21 +213,28 @@ def test_gmm_class_mean_noise_spread_is_laplace():
 
 
 def test_analyze_gauss_and_public_sources():
-    X, y = _blobs(n=1000, seed=5)
+    X, y = _blobs(n=1200, seed=5)
+    X, y, public = X[:1000], y[:1000], X[1000:]  # public: a separate sample, not private rows
     rel = PCAGauss(epsilon=1.0, delta=1e-6, n_components=3, pca_source="analyze-gauss",
-                   random_state=0, bounds=(-1, 1)).release(X, y)
+                   random_state=0, bounds=(-1, 1), classes=[0, 1, 2]).release(X, y)
     ag = rel.noise[0]
     assert ag.distribution == "gaussian" and ag.sensitivity == pytest.approx(math.sqrt(2))
     assert ag.scale == pytest.approx(analytic_gaussian_sigma(math.sqrt(2), 0.5, 1e-6))
     assert rel.guarantee.kind == "approx" and rel.guarantee.delta == 1e-6
     assert rel.guarantee.epsilon == pytest.approx(1.0)
-    rel = PCAGauss(epsilon=1.0, n_components=3, pca_source="public", public_fraction=0.2,
-                   random_state=0, bounds=(-1, 1)).release(X, y)
+    rel = PCAGauss(epsilon=1.0, n_components=3, pca_source="public", public_data=public,
+                   random_state=0, bounds=(-1, 1), classes=[0, 1, 2],
+                   label_privacy="within-class").release(X, y)
     assert rel.guarantee.kind == "pure" and rel.guarantee.delta == 0
     assert rel.details["epsilon_parts"] == pytest.approx({"mean": 0.1, "covariance": 0.9})
-    assert len(rel.data) == 800 and rel.diagnostics["n_public_rows"] == 200
-    priv_sizes = np.bincount(y[rel.diagnostics["private_rows"]], minlength=3)
-    assert np.array_equal(np.bincount(rel.labels, minlength=3), priv_sizes)
+    # every private row is modelled (none is taken as "public"); W is the public rows' top-p basis
+    assert len(rel.data) == 1000 and rel.details["n_public_rows"] == 200
+    assert rel.details["public_data_sha256"] == hashlib.sha256(public.tobytes()).hexdigest()
+    vals, vecs = np.linalg.eigh(public.T @ public)
+    top = vecs[:, np.argsort(vals)[::-1][:3]]
+    W = rel.transform_arrays["W"]
+    np.testing.assert_allclose(W @ W.T, top @ top.T, atol=1e-8)
+    assert np.array_equal(np.bincount(rel.labels, minlength=3), np.bincount(y, minlength=3))
     assert all(r.distribution == "laplace" for r in rel.noise)
     assert any("PUBLIC" in a for a in rel.details["assumptions"])
 
@@ -228,32 +243,34 @@ def test_regression_alg2_scale_and_labels():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(500, 8))
     y = 50 + 10 * X[:, 0]
-    rel = PCAGauss(epsilon=2.0, n_components=3, pca_source="public", random_state=0,
-                   bounds=(-1, 1), label_bounds=(30, 70)).release(X, y)
+    public = rng.uniform(-1, 1, size=(50, 8))  # a separate sample from the same distribution
+    kw = {"pca_source": "public", "public_data": public, "bounds": (-1, 1), "label_bounds": (30, 70)}
+    rel = PCAGauss(epsilon=2.0, n_components=3, random_state=0, **kw).release(X, y)
     (rec,) = rel.noise
-    n_priv = 450
-    assert rec.scale == pytest.approx((3 + 2 + 2 * math.sqrt(3)) / (n_priv * 2.0))
-    assert rel.labels.shape == (450,)
-    rel = PCAGauss(epsilon=INF, n_components=3, pca_source="public", random_state=0,
-                   bounds=(-1, 1), label_bounds=(30, 70)).release(X, y, n_samples=50_000)
+    n = 500  # all private rows (the public rows are a separate input)
+    assert rec.scale == pytest.approx((3 + 2 + 2 * math.sqrt(3)) / (n * 2.0))
+    assert rel.labels.shape == (500,) and rel.data.shape == (500, 3)
+    rel = PCAGauss(epsilon=INF, n_components=3, random_state=0, **kw).release(X, y, n_samples=50_000)
     # second moment of the label on the [-1, 1] scale is preserved at epsilon = inf
     y_unit = (rel.labels - 50) / 20
     assert np.mean(y_unit**2) == pytest.approx(np.mean(((y - 50) / 20) ** 2), rel=0.03)
 
 
 def test_gmm_utility_approaches_non_private():
-    """PubPCA + GMM on three blobs: near the non-private accuracy at epsilon = 3, equal to it at
-    epsilon = inf (at epsilon = 1 the second-moment noise, ~0.007, exceeds the within-class
-    variance, ~0.002, and some releases merge two classes)."""
-    X, y = _blobs(n=4000, d=12, k=3, seed=7)
-    tr, te = np.arange(3000), np.arange(3000, 4000)
+    """PubPCA + the paper's GMM (Alg. 3) on three blobs: near the non-private accuracy at
+    epsilon = 3, equal to it at epsilon = inf (at epsilon = 1 the second-moment noise, ~0.007,
+    exceeds the within-class variance, ~0.002, and some releases merge two classes)."""
+    X, y = _blobs(n=4300, d=12, k=3, seed=7)
+    tr, te, public = np.arange(3000), np.arange(3000, 4000), X[4000:]  # public: a separate sample
     base = evaluate_non_private((X[tr], y[tr]), (X[te], y[te]), "classification")
     assert base["svm_accuracy"] > 0.99
 
     def acc(eps):
         return np.mean([
             evaluate_release(PCAGauss(epsilon=eps, n_components=3, pca_source="public",
-                                      random_state=s, bounds=(-1, 1)).release(X[tr], y[tr]),
+                                      public_data=public, random_state=s, bounds=(-1, 1),
+                                      classes=[0, 1, 2], label_privacy="within-class",
+                                      ).release(X[tr], y[tr]),
                              X[te], y[te])["svm_accuracy"]
             for s in range(4)
         ])
@@ -268,13 +285,175 @@ def test_gmm_utility_approaches_non_private():
     ({"n_components": 30}, "n_components"),
     ({"epsilon": 0.0}, "epsilon"),
     ({"pca_fraction": 1.0}, "pca_fraction"),
-    ({"public_fraction": 0.7}, "public_fraction"),
+    ({"pca_source": "public"}, "public_data"),  # public rows are a separate, required input
     ({"pca_source": "svd"}, "pca_source"),
     ({"calibration": "sound"}, "calibration"),
     ({"delta": 0.0, "pca_source": "analyze-gauss"}, "delta"),
-    ({"public_fraction": 0.001, "pca_source": "public"}, "public_fraction"),
+    ({"pca_source": "public", "public_data": np.zeros((5, 3))}, "public_data"),
+    ({"pca_source": "public", "public_data": np.full((5, 12), np.nan)}, "public_data"),
 ])
 def test_bad_parameters_raise(kwargs, match):
     X, y = _blobs(n=60, seed=0)
     with pytest.raises(ValueError, match=match):
-        PCAGauss(random_state=0, bounds=(-1, 1), **kwargs).release(X, y)
+        PCAGauss(random_state=0, bounds=(-1, 1), classes=[0, 1, 2], **kwargs).release(X, y)
+
+
+# ------------------------------------------------------------------------------------ labels protected
+# label_privacy="protected" (default) for Alg. 3: a DP class histogram (Laplace, L1 sensitivity 2)
+# and noisy per-class SUMS with class_sum_sensitivities (the replaced record may change class).
+def test_protected_class_histogram_noise_is_laplace_with_scale_2_over_eps_histogram():
+    """2,000 draws (50 classes x 40 seeded releases; n_samples=1 so one class is modelled, every
+    class is counted): KS-consistent with Lap(2/eps_histogram); a 1.5x wrong scale is rejected."""
+    rng = np.random.default_rng(20)
+    X, y = rng.uniform(-1, 1, size=(200, 4)), np.arange(200) % 50
+    eps, h, f = 2.0, 0.25, 0.5
+    mech = PCAGauss(epsilon=eps, histogram_fraction=h, pca_fraction=f, n_components=2,
+                    pca_source="lap", bounds=(-1, 1), classes=list(range(50)))
+    noise = []
+    for seed in range(40):
+        rel = mech.set_params(random_state=seed).release(X, y, n_samples=1)
+        noise.append(rel.diagnostics["class_counts_dp"] - np.bincount(y))
+    eps_h = rel.details["epsilon_parts"]["histogram"]
+    assert eps_h == pytest.approx(h * (1 - f) * eps)
+    (rec,) = [r for r in rel.noise if r.statistic.startswith("class histogram")]
+    assert (rec.distribution, rec.sensitivity, rec.scale) == ("laplace", 2.0, pytest.approx(2 / eps_h))
+    z = np.concatenate(noise) / (2 / eps_h)
+    assert stats.kstest(z, stats.laplace().cdf).pvalue > 1e-3
+    for wrong in (1.5, 1 / 1.5):
+        assert stats.kstest(z, stats.laplace(scale=wrong).cdf).pvalue < 1e-4
+
+
+def _designed_public_rows(n=40, seed=21):
+    """Public rows in [-1, 1]^4 whose top-2 principal directions are (1,0,1,0)/sqrt(2) and
+    (0,1,0,1)/sqrt(2): their span holds cube vertices x with ||W^T x/2||_1 = sqrt(2) and
+    ||W^T x/2||_2 = 1, the rows that attain the tight per-class sum sensitivities."""
+    rng = np.random.default_rng(seed)
+    w1, w2 = np.array([1.0, 0, 1, 0]) / math.sqrt(2), np.array([0, 1.0, 0, 1]) / math.sqrt(2)
+    s = rng.choice([-1.0, 1.0], size=(n, 2))
+    return 0.9 * s[:, :1] * w1 + 0.5 * s[:, 1:] * w2 + 0.01 * rng.uniform(-1, 1, size=(n, 4))
+
+
+@pytest.mark.parametrize("cal", ["tight", "paper"])
+def test_protected_class_sum_sensitivities_hold_with_a_class_change(cal):
+    """Worst-case search through release() (public W, epsilon = inf: the per-class sums are read
+    back exactly as mu_DP x count and M x count): neighbours replace one row's features and/or
+    its label. The L1 change of the stacked sums (mean; second moment upper triangle for
+    "tight", every entry for "paper") never exceeds class_sum_sensitivities; the tight bounds
+    are attained by a vertex in W's span that changes class."""
+    p, d, classes = 2, 4, [0, 1, 2]
+    mech = PCAGauss(epsilon=INF, n_components=p, pca_source="public",
+                    public_data=_designed_public_rows(), calibration=cal, bounds=(-1, 1),
+                    classes=classes, random_state=0)
+    s_mu, s_m = class_sum_sensitivities(p, calibration=cal)
+    mask = np.triu(np.ones((p, p), bool)) if cal == "tight" else np.ones((p, p), bool)
+
+    def sums(X, y):
+        rel = mech.release(X, y)
+        assert {r.sensitivity for r in rel.noise if r.statistic.startswith("sum of PCA")} == {s_mu}
+        assert {r.sensitivity for r in rel.noise if r.statistic.startswith("second moment")} == {s_m}
+        dg, counts = rel.diagnostics, rel.diagnostics["class_counts_dp"]
+        return (np.concatenate([dg["mu_dp"][c] * counts[c] for c in classes]),
+                np.concatenate([(dg["second_moment_dp"][c] * counts[c])[mask] for c in classes]),
+                rel.transform_arrays["W"])
+
+    rng = np.random.default_rng(22)
+    corners = np.array(list(itertools.product([-1.0, 1.0], repeat=d)))
+    worst_mu, worst_m = 0.0, 0.0
+    for trial in range(40):
+        X, y = rng.uniform(-1, 1, size=(9, d)), np.arange(9) % 3
+        i = int(rng.integers(9))
+        X2, y2 = X.copy(), y.copy()
+        if trial % 3 != 1:
+            X2[i] = corners[rng.integers(len(corners))] if trial % 2 else rng.uniform(-1, 1, size=d)
+        if trial % 3 != 0:
+            y2[i] = (y[i] + 1 + int(rng.integers(2))) % 3
+        if trial < 3:  # adversarial: the vertex in W's span with the largest ||W^T x/2||_1
+            _, _, W = sums(X, y)
+            best = corners[np.argmax(np.abs(corners @ W / 2).sum(axis=1))]
+            X[i], X2[i], y2[i] = best, best, (y[i] + 1) % 3
+        (a_mu, a_m, _), (b_mu, b_m, _) = sums(X, y), sums(X2, y2)
+        worst_mu = max(worst_mu, np.abs(a_mu - b_mu).sum())
+        worst_m = max(worst_m, np.abs(a_m - b_m).sum())
+    assert worst_mu <= s_mu * (1 + 1e-9) and worst_m <= s_m * (1 + 1e-9)
+    if cal == "tight":  # "paper" bounds the box, not the ball: not attainable for p >= 2
+        assert s_mu == pytest.approx(2 * math.sqrt(p)) and s_m == pytest.approx(p + 1)
+        assert worst_mu >= 0.8 * s_mu and worst_m >= 0.8 * s_m
+
+
+def test_protected_one_label_change_does_not_fix_the_released_class_sizes():
+    """{100, 100} vs {99, 101}: within-class releases the true sizes (distinguishable with
+    certainty); protected, both outcomes occur under both neighbours."""
+    rng = np.random.default_rng(23)
+    X, y = rng.uniform(-1, 1, size=(200, 4)), np.arange(200) % 2
+    y2 = y.copy()
+    y2[0] = 1
+    kw = {"epsilon": 4.0, "n_components": 2, "pca_source": "lap", "bounds": (-1, 1), "classes": [0, 1]}
+    paper = PCAGauss(label_privacy="within-class", random_state=0, **kw)
+    assert list(np.bincount(paper.release(X, y).labels)) == [100, 100]
+    assert list(np.bincount(paper.release(X, y2).labels)) == [99, 101]
+    mech = PCAGauss(histogram_fraction=0.5, **kw)  # eps_histogram = 0.5 * (1 - 0.5) * 4 = 1
+    for labels in (y, y2):
+        outcomes = [tuple(np.bincount(mech.set_params(random_state=s).release(X, labels).labels,
+                                      minlength=2)) for s in range(60)]
+        assert outcomes.count((100, 100)) >= 3 and outcomes.count((99, 101)) >= 3
+
+
+def test_protected_card_states_replace_one_and_the_histogram_part():
+    X, y = _blobs(n=300, d=6, k=3, seed=24)
+    eps, h, f, p = 2.0, 0.2, 0.4, 2
+    kw = {"epsilon": eps, "n_components": p, "pca_source": "lap", "pca_fraction": f,
+          "bounds": (-1, 1), "classes": [0, 1, 2], "random_state": 0}
+    card = json.loads(PCAGauss(histogram_fraction=h, **kw).release(X, y).card_json())
+    assert card["guarantee"]["neighbouring"] == "replace-one" and card["guarantee"]["holds"] is True
+    assert card["guarantee"]["epsilon"] == pytest.approx(eps)
+    parts = card["details"]["epsilon_parts"]
+    assert parts["pca"] == pytest.approx(f * eps) and parts["histogram"] == pytest.approx(h * (1 - f) * eps)
+    assert math.fsum(parts.values()) == pytest.approx(eps)
+    hist = [r for r in card["noise"] if r["statistic"].startswith("class histogram")]
+    assert len(hist) == 1 and hist[0]["scale"] == pytest.approx(2 / parts["histogram"])
+    s_mu, s_m = class_sum_sensitivities(p)
+    sums = [r for r in card["noise"] if r["statistic"].startswith("sum of PCA features of class")]
+    assert len(sums) == 3 and all(r["scale"] == pytest.approx(s_mu / parts["mean"]) for r in sums)
+    moms = [r for r in card["noise"] if r["statistic"].startswith("second moment of PCA features")]
+    assert len(moms) == 3 and all(r["scale"] == pytest.approx(s_m / parts["covariance"]) for r in moms)
+    paper = json.loads(PCAGauss(label_privacy="within-class", **kw).release(X, y).card_json())
+    assert paper["guarantee"]["neighbouring"] == "replace-one-within-class"
+    assert "histogram" not in paper["details"]["epsilon_parts"]
+    assert not any(r["statistic"].startswith("class histogram") for r in paper["noise"])
+
+
+def test_protected_utility_on_separated_classes_at_large_epsilon():
+    X, y = _blobs(n=3000, d=12, k=2, seed=25)
+    keep = (y == 0) | (np.arange(len(y)) % 5 == 0)  # about 83% / 17%
+    X, y = X[keep], y[keep]
+    te = np.random.default_rng(0).permutation(len(y)) < len(y) // 4
+    tr = ~te
+    base = evaluate_non_private((X[tr], y[tr]), (X[te], y[te]), "classification")["svm_accuracy"]
+    majority = max(np.mean(y[te]), 1 - np.mean(y[te]))
+    accs = [evaluate_release(PCAGauss(epsilon=50.0, n_components=3, pca_source="lap",
+                                      bounds=(-1, 1), classes=[0, 1], random_state=s
+                                      ).release(X[tr], y[tr]), X[te], y[te])["svm_accuracy"]
+            for s in range(2)]
+    assert base > 0.98 and majority > 0.8
+    assert np.mean(accs) >= base - 0.03 and min(accs) > majority + 0.1
+
+
+# ------------------------------------------------------------------------------------ public data
+def test_public_pca_needs_public_data_and_w_depends_on_it_only():
+    X, y = _blobs(n=500, seed=26)
+    rng = np.random.default_rng(27)
+    kw = {"epsilon": 1.0, "n_components": 3, "pca_source": "public", "bounds": (-1, 1),
+          "classes": [0, 1, 2], "random_state": 0}
+    with pytest.raises(ValueError, match="public_data"):
+        PCAGauss(**kw).release(X, y)
+    pub_a, pub_b = _blobs(n=100, seed=28)[0], rng.uniform(-1, 1, size=(100, 12))
+    rel_a = PCAGauss(public_data=pub_a, **kw).release(X, y)
+    rel_b = PCAGauss(public_data=pub_b, **kw).release(X, y)
+    Wa, Wb = rel_a.transform_arrays["W"], rel_b.transform_arrays["W"]
+    assert np.linalg.norm(Wa @ Wa.T - Wb @ Wb.T) > 0.1  # different public rows, different basis
+    # a different private table with the same public rows: the same W (no private row shapes it)
+    X2, y2 = _blobs(n=500, seed=29)
+    assert np.array_equal(PCAGauss(public_data=pub_a, **kw).release(X2, y2).transform_arrays["W"], Wa)
+    card = json.loads(rel_a.card_json())
+    assert card["details"]["public_data_sha256"] == hashlib.sha256(pub_a.tobytes()).hexdigest()
+    assert card["details"]["n_public_rows"] == 100 and card["n_released"] == 500

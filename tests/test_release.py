@@ -57,7 +57,8 @@ def test_dataset_bounds_are_used_for_clipping():
     rng = np.random.default_rng(4)
     frame = pd.DataFrame({"a": rng.uniform(-2, 2, 30), "b": rng.uniform(-2, 2, 30),
                           "c": rng.uniform(-2, 2, 30), "y": np.arange(30) % 2})
-    ds = load_dataset(frame, label="y", bounds={"a": (-1, 1), "b": (0, 0.5), "c": (-3, 3)})
+    ds = load_dataset(frame, label="y", task="classification", classes=[0, 1],
+                      bounds={"a": (-1, 1), "b": (0, 0.5), "c": (-3, 3)})
     rel = LocalGaussian(epsilon=math.inf, random_state=0).release(ds)
     np.testing.assert_array_equal(rel.data, np.clip(ds.X, [-1, 0, -3], [1, 0.5, 3]))
     np.testing.assert_array_equal(rel.labels, ds.y)

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dpcore.calibration import EpsilonSplit
 from dpcore.mechanisms import RONGauss, get_mechanism
@@ -91,7 +92,7 @@ def test_default_n_components_and_normalisation():
     assert all(1 <= default_n_components(d) < d for d in range(2, 300))
     X = np.array([[3.0, 4.0], [0.0, 0.0], [1e-300, 0.0], [1e-3, 0.0]])
     out, n_zero = normalize_rows(X)
-    assert n_zero == 2  # exact zero, and a norm below 1e-12 x the largest (no usable direction)
+    assert n_zero == 2  # exact zero, and a norm below the public constant ZERO_NORM = 1e-12
     assert np.allclose(out[0], [0.6, 0.8]) and np.all(out[1:3] == 0) and np.allclose(out[3], [1, 0])
     counts = proportional_counts(1000, np.array([178, 182, 177, 183]))
     assert counts.sum() == 1000 and np.all(np.abs(counts - 1000 * np.array([178, 182, 177, 183]) / 720) < 1)
@@ -199,6 +200,8 @@ def test_epsilon_inf_sample_covariance_converges_to_non_private():
 
 # ------------------------------------------------------------------------------------ GMM
 def test_gmm_labels_match_class_sizes_and_parallel_composition():
+    """The paper's Alg. 5 (label_privacy="within-class"): exactly n_c rows per class, noise scaled
+    by n_c, parallel composition over the classes."""
     X, y = _blobs(n=903, d=12, k=3, seed=2)
     y = np.where(y == 2, 7, y)  # class values 0, 1, 7
     keep = np.ones(len(y), bool)
@@ -206,7 +209,9 @@ def test_gmm_labels_match_class_sizes_and_parallel_composition():
     X, y = X[keep], y[keep]
     sizes = {c: int(np.sum(y == c)) for c in (0, 1, 7)}
     eps = 0.8
-    rel = RONGauss(epsilon=eps, n_components=3, random_state=0, bounds=(-2, 2)).release(X, y)
+    paper = {"bounds": (-2, 2), "classes": [0, 1, 7], "label_privacy": "within-class"}
+    rel = RONGauss(epsilon=eps, n_components=3, random_state=0, **paper).release(X, y)
+    assert rel.guarantee.neighbouring == "replace-one-within-class"  # class sizes are public
     got = dict(zip(*np.unique(rel.labels, return_counts=True), strict=True))
     assert {int(k): int(v) for k, v in got.items()} == sizes
     assert rel.guarantee.epsilon == pytest.approx(eps)  # not 3 * eps: parallel composition
@@ -218,8 +223,7 @@ def test_gmm_labels_match_class_sizes_and_parallel_composition():
         assert cov_rec.scale == pytest.approx(4 / (n_c * 0.7 * eps))
     assert any("class sizes n_c are public" in a for a in rel.details["assumptions"])
     # n_samples split in proportion to the public class sizes
-    rel = RONGauss(epsilon=eps, n_components=3, random_state=1, bounds=(-2, 2)).release(
-        X, y, n_samples=100)
+    rel = RONGauss(epsilon=eps, n_components=3, random_state=1, **paper).release(X, y, n_samples=100)
     counts = {int(k): int(v) for k, v in zip(*np.unique(rel.labels, return_counts=True), strict=True)}
     assert sum(counts.values()) == 100
     for c, n_c in sizes.items():
@@ -233,7 +237,8 @@ def test_gmm_utility_close_to_non_private_on_separated_classes():
     accs = []
     for seed in range(3):
         rel = RONGauss(epsilon=1.0, n_components=10, random_state=seed, bounds=(-2, 2),
-                       feature_scaling="none").release(X[tr], y[tr])
+                       feature_scaling="none", classes=[0, 1, 2],
+                       label_privacy="within-class").release(X[tr], y[tr])  # the paper's Alg. 5
         accs.append(evaluate_release(rel, X[te], y[te])["svm_accuracy"])
     assert base["svm_accuracy"] > 0.99
     assert np.mean(accs) > 0.9
@@ -253,7 +258,7 @@ def test_feature_scaling_bounds_equals_prescaled_rows():
 def test_reconstruct_output_and_transform():
     X, y = _blobs(n=600, d=10, k=2, seed=6)
     rel = RONGauss(epsilon=INF, n_components=3, reconstruct=True, random_state=0,
-                   bounds=(-2, 2)).release(X, y)
+                   bounds=(-2, 2), classes=[0, 1]).release(X, y)
     assert rel.data.shape == (600, 10) and rel.columns[0] == "x0"
     W = rel.transform_arrays["W"]
     # reconstructed rows lie in the column span of W (classification: class means included)
@@ -314,3 +319,187 @@ def test_paper_projection_is_orthonormal():
 def test_bad_parameters_raise_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RONGauss(random_state=0, bounds=(-1, 1), **kwargs).release(_data(50, 20))
+
+
+# ------------------------------------------------------------------------------------ labels protected
+# label_privacy="protected" (default): a DP class histogram (Laplace, L1 sensitivity 2) and noisy
+# per-class SUMS whose sensitivities hold when the replaced record changes class (issue 12, row 2).
+def _labelled(n=200, d=3, k=50, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1.0, 1.0, size=(n, d)), np.arange(n) % k
+
+
+def test_protected_class_histogram_noise_is_laplace_with_scale_2_over_eps_histogram():
+    """2,000 draws (50 classes x 40 seeded releases) of the released noisy class counts minus
+    the true counts: KS-consistent with Lap(2/eps_histogram), and a 1.5x wrong scale (either
+    way) is rejected. (n_samples=1: one class is modelled, every class is counted.)"""
+    X, y = _labelled()
+    eps, h = 1.0, 0.25
+    mech = RONGauss(epsilon=eps, histogram_fraction=h, n_components=1, bounds=(-1, 1),
+                    classes=list(range(50)))
+    sizes = np.bincount(y)
+    noise = []
+    for seed in range(40):
+        rel = mech.set_params(random_state=seed).release(X, y, n_samples=1)
+        noise.append(rel.diagnostics["class_counts_dp"] - sizes)
+    eps_h = rel.details["epsilon_parts"]["histogram"]
+    assert eps_h == pytest.approx(h * eps)
+    (rec,) = [r for r in rel.noise if r.statistic.startswith("class histogram")]
+    assert (rec.distribution, rec.sensitivity) == ("laplace", 2.0)
+    assert rec.scale == pytest.approx(2 / eps_h) and rec.epsilon == pytest.approx(eps_h)
+    z = np.concatenate(noise) / (2 / eps_h)
+    assert stats.kstest(z, stats.laplace().cdf).pvalue > 1e-3
+    for wrong in (1.5, 1 / 1.5):
+        assert stats.kstest(z, stats.laplace(scale=wrong).cdf).pvalue < 1e-4
+
+
+def _stacked_unit_sums(rel, classes):
+    """Per-class sums of the unit rows, all classes stacked, read back from an epsilon = inf
+    release (no noise: mu_DP = sum / exact count)."""
+    counts = rel.diagnostics["class_counts_dp"]
+    return np.concatenate([rel.diagnostics["mu_dp"][c] * counts[i] for i, c in enumerate(classes)])
+
+
+@pytest.mark.parametrize("scaling", ["bounds", "none"])
+def test_protected_unit_row_sums_sensitivity_holds_with_a_class_change(scaling):
+    """Worst-case search through release() (epsilon = inf, so the sums are exact): a neighbour
+    replaces one row's features and/or its label. The L1 change of the stacked per-class sums
+    never exceeds the stated S1 = 2 sqrt(d), and the adversarial pairs reach it."""
+    rng = np.random.default_rng(11)
+    n, d, classes = 12, 5, [0, 1, 2]
+    mech = RONGauss(epsilon=INF, n_components=2, bounds=(-1, 1), classes=classes,
+                    feature_scaling=scaling, random_state=0)
+
+    def sums(X, y):
+        rel = mech.release(X, y)
+        (s1,) = {r.sensitivity for r in rel.noise if r.statistic.startswith("sum of unit rows")}
+        return _stacked_unit_sums(rel, classes), s1
+
+    corner = np.ones(d)  # "bounds": scaled to (1, ..., 1); "none": the unit row (1, ..., 1)/sqrt(d)
+    worst, stated = 0.0, set()
+    for trial in range(40):
+        X = rng.uniform(-1, 1, size=(n, d))
+        y = np.arange(n) % 3
+        i = int(rng.integers(n))
+        X2, y2 = X.copy(), y.copy()
+        if trial % 3 != 1:
+            X2[i] = rng.choice([-1.0, 1.0], size=d) if trial % 2 else rng.uniform(-1, 1, size=d)
+        if trial % 3 != 0:
+            y2[i] = (y[i] + 1 + int(rng.integers(2))) % 3  # the record changes class
+        if trial < 6:  # adversarial: the extreme row, then moved to another class / negated
+            X[i] = corner
+            X2[i] = corner if trial % 3 == 1 else (-corner if scaling == "none" else corner)
+        (a, s1), (b, s1b) = sums(X, y), sums(X2, y2)
+        stated |= {s1, s1b}
+        worst = max(worst, np.abs(a - b).sum())
+    (s1,) = stated
+    assert s1 == pytest.approx(2 * math.sqrt(d))
+    assert worst <= s1 * (1 + 1e-9)
+    assert worst >= 0.8 * s1  # attained: a corner row leaving one class and joining another
+
+
+def test_protected_second_moment_sums_are_over_unit_rows_and_their_sensitivity_holds():
+    """Alg. 5 protected: the released per-class second moment is sum_c z z^T / DP count over the
+    class's projected rows (norm <= 1, checked at epsilon = inf against an independent
+    recomputation); for such rows the stacked upper triangles change by at most the stated
+    S1 = p + 1 when one row is replaced, its label included, and a unit row (1, ..., 1)/sqrt(p)
+    moving class attains it."""
+    X, y = _blobs(n=60, d=8, k=3, seed=12)
+    p, classes = 3, [0, 1, 2]
+    rel = RONGauss(epsilon=INF, n_components=p, bounds=(-2, 2), feature_scaling="none",
+                   classes=classes, random_state=0).release(X, y)
+    W, counts = rel.transform_arrays["W"], rel.diagnostics["class_counts_dp"]
+    for c in classes:
+        Z = _true_preprocessed(X[y == c], rel.diagnostics["mu_dp"][c]) @ W
+        assert np.linalg.norm(Z, axis=1).max() <= 1 + 1e-12
+        np.testing.assert_allclose(rel.diagnostics["sigma_dp"][c] * counts[c], Z.T @ Z, atol=1e-10)
+    (s1,) = {r.sensitivity for r in rel.noise if r.statistic.startswith("second moment Sigma")}
+    assert s1 == pytest.approx(p + 1)
+
+    iu = np.triu_indices(p)
+
+    def stacked(Z, lab):
+        return np.concatenate([(Z[lab == c].T @ Z[lab == c])[iu] for c in classes])
+
+    rng = np.random.default_rng(13)
+    worst = 0.0
+    for trial in range(1500):
+        Z = rng.standard_normal((9, p))
+        Z *= rng.uniform(0, 1, size=(9, 1)) ** (1 / p) / np.linalg.norm(Z, axis=1, keepdims=True)
+        lab = np.arange(9) % 3
+        i = int(rng.integers(9))
+        Z2, lab2 = Z.copy(), lab.copy()
+        if trial % 3 != 1:
+            v = rng.standard_normal(p) if trial % 2 else rng.choice([-1.0, 1.0], size=p)
+            Z2[i] = v / np.linalg.norm(v)
+        if trial % 3 != 0:
+            lab2[i] = (lab[i] + 1 + int(rng.integers(2))) % 3
+        if trial == 0:  # adversarial: the same extreme unit row leaves class 0 and joins class 1
+            Z[i] = Z2[i] = np.ones(p) / math.sqrt(p)
+            lab[i], lab2[i] = 0, 1
+        worst = max(worst, np.abs(stacked(Z, lab) - stacked(Z2, lab2)).sum())
+    assert worst <= s1 * (1 + 1e-12)
+    assert worst >= 0.8 * s1
+
+
+def test_protected_one_label_change_does_not_fix_the_released_class_sizes():
+    """{100, 100} vs {99, 101} (one record's label changed): the paper's algorithm releases the
+    true class sizes deterministically (distinguishable with certainty); with protected labels
+    both outcomes occur under both neighbours."""
+    X, y = _labelled(n=200, d=4, k=2, seed=14)
+    y2 = y.copy()
+    y2[np.flatnonzero(y == 0)[0]] = 1
+    assert list(np.bincount(y)) == [100, 100] and list(np.bincount(y2)) == [99, 101]
+    kw = {"epsilon": 2.0, "n_components": 2, "bounds": (-1, 1), "classes": [0, 1]}
+    paper = RONGauss(label_privacy="within-class", random_state=0, **kw)
+    assert list(np.bincount(paper.release(X, y).labels)) == [100, 100]
+    assert list(np.bincount(paper.release(X, y2).labels)) == [99, 101]
+    mech = RONGauss(histogram_fraction=0.5, **kw)  # eps_histogram = 1
+    seen = {}
+    for name, labels in (("D", y), ("D'", y2)):
+        outcomes = [tuple(np.bincount(mech.set_params(random_state=s).release(X, labels).labels,
+                                      minlength=2)) for s in range(60)]
+        seen[name] = {o: outcomes.count(o) for o in ((100, 100), (99, 101))}
+    for name in seen:  # ~10 of each outcome expected in 60 releases
+        assert min(seen[name].values()) >= 3, seen
+
+
+def test_protected_card_states_replace_one_and_the_histogram_part():
+    X, y = _blobs(n=300, d=6, k=3, seed=15)
+    eps, h, d, p = 2.0, 0.2, 6, 2
+    rel = RONGauss(epsilon=eps, histogram_fraction=h, n_components=p, bounds=(-2, 2),
+                   classes=[0, 1, 2], random_state=0).release(X, y)
+    card = json.loads(rel.card_json())
+    assert card["guarantee"]["neighbouring"] == "replace-one" and card["guarantee"]["holds"] is True
+    assert card["guarantee"]["epsilon"] == pytest.approx(eps)
+    parts = card["details"]["epsilon_parts"]
+    assert parts["histogram"] == pytest.approx(h * eps)
+    assert parts["mean"] == pytest.approx((1 - h) * 0.3 * eps)
+    assert parts["covariance"] == pytest.approx((1 - h) * 0.7 * eps)
+    hist = [r for r in card["noise"] if r["statistic"].startswith("class histogram")]
+    assert len(hist) == 1 and hist[0]["scale"] == pytest.approx(2 / (h * eps))
+    sums = [r for r in card["noise"] if r["statistic"].startswith("sum of unit rows of class")]
+    assert len(sums) == 3 and all(r["scale"] == pytest.approx(2 * math.sqrt(d) / parts["mean"])
+                                  for r in sums)
+    assert any("labels are protected" in a for a in card["details"]["assumptions"])
+    paper = json.loads(RONGauss(epsilon=eps, n_components=p, bounds=(-2, 2), classes=[0, 1, 2],
+                                label_privacy="within-class", random_state=0).release(X, y).card_json())
+    assert paper["guarantee"]["neighbouring"] == "replace-one-within-class"
+    assert "histogram" not in paper["details"]["epsilon_parts"]
+    assert not any(r["statistic"].startswith("class histogram") for r in paper["noise"])
+
+
+def test_protected_utility_on_separated_classes_at_large_epsilon():
+    X, y = _blobs(n=3000, d=10, k=2, seed=16)
+    keep = (y == 0) | (np.arange(len(y)) % 5 == 0)  # about 83% / 17%: the majority rate matters
+    X, y = X[keep], y[keep]
+    te = np.random.default_rng(0).permutation(len(y)) < len(y) // 4
+    tr = ~te
+    base = evaluate_non_private((X[tr], y[tr]), (X[te], y[te]), "classification")["svm_accuracy"]
+    majority = max(np.mean(y[te]), 1 - np.mean(y[te]))
+    accs = [evaluate_release(RONGauss(epsilon=50.0, n_components=4, bounds=(-2, 2),
+                                      feature_scaling="none", classes=[0, 1],
+                                      random_state=s).release(X[tr], y[tr]),
+                             X[te], y[te])["svm_accuracy"] for s in range(2)]
+    assert base > 0.98 and majority > 0.8
+    assert np.mean(accs) >= base - 0.03 and min(accs) > majority + 0.1

@@ -90,6 +90,14 @@ def upload(at: AppTest, name: str, data: bytes) -> AppTest:
     return at
 
 
+def choose_label(at: AppTest) -> AppTest:
+    """Label ``y``, declared a classification label with the public class list ``0,1``."""
+    at.selectbox(key="upload_label").select("y").run()
+    at.selectbox(key="upload_task").select("classification").run()
+    at.text_input(key="upload_classes").input("0,1").run()
+    return at
+
+
 def hostile_csv(marker: str = "") -> bytes:
     """Columns named with HTML/script payloads (+ an optional unique marker column), a
     non-numeric column whose name is a payload (its category-text input label shows the name)."""
@@ -165,7 +173,7 @@ def test_uploaded_names_are_rendered_as_text_on_every_page():
     at = upload(new_app(), name, hostile_csv())
     assert not _html_sinks(at), _html_sinks(at)
     assert _shown_anywhere(at, PAYLOADS[1]), "the file name should be shown (as text)"
-    at.selectbox(key="upload_label").select("y").run()
+    choose_label(at)
     at.text_input(key=f"cats:{PAYLOADS[2]}").input("u, v").run()
     assert not _html_sinks(at), _html_sinks(at)
     button(at, "Use this table").click().run()
@@ -236,7 +244,7 @@ def test_user_strings_are_not_interpreted_as_markdown():
     data = "\n".join(",".join(r) for r in [header, *rows]).encode()
     at = upload(new_app(), MD_FILE, data)
     found = _markdown_injections(at)
-    at.selectbox(key="upload_label").select("y").run()
+    choose_label(at)
     found += _markdown_injections(at)  # the categories label of the non-numeric column
     at.text_input(key=f"cats:{MD_LINK}").input("u, v").run()
     button(at, "Use this table").click().run()
@@ -342,7 +350,7 @@ def test_upload_is_never_written_to_disk(tmp_path):
     recorder.active = True
     try:
         at = upload(new_app(), f"{marker}.csv", data)
-        at.selectbox(key="upload_label").select("y").run()
+        choose_label(at)
         at.text_input(key=f"cats:{PAYLOADS[2]}").input("u, v").run()
         button(at, "Use this table").click().run()
         assert at.session_state.dataset.name == f"{marker}.csv"
@@ -368,7 +376,7 @@ def test_upload_is_never_written_to_disk(tmp_path):
 def test_two_sessions_do_not_see_each_others_upload():
     marker = f"othercol{uuid.uuid4().hex}"
     a = upload(new_app(), f"{marker}.csv", hostile_csv(marker))
-    a.selectbox(key="upload_label").select("y").run()
+    choose_label(a)
     a.text_input(key=f"cats:{PAYLOADS[2]}").input("u, v").run()
     button(a, "Use this table").click().run()
     assert a.session_state.dataset.name == f"{marker}.csv"

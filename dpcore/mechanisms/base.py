@@ -60,6 +60,8 @@ class Mechanism:
     capabilities: ClassVar[frozenset[str]] = frozenset()
     #: True for the papers' comparison baselines (Compare page)
     baseline: ClassVar[bool] = False
+    #: constructor arguments beyond the schema and COMMON_ARGS (e.g. ``public_data``)
+    extra_args: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -67,7 +69,7 @@ class Mechanism:
             MECHANISMS[cls.name] = cls
 
     def __init__(self, **kwargs: Any) -> None:
-        allowed = {p.name for p in self.params} | set(COMMON_ARGS)
+        allowed = {p.name for p in self.params} | set(COMMON_ARGS) | set(self.extra_args)
         unknown = set(kwargs) - allowed
         if unknown:
             raise TypeError(
@@ -76,14 +78,14 @@ class Mechanism:
             )
         for p in self.params:
             setattr(self, p.name, kwargs.get(p.name, p.default))
-        for name in COMMON_ARGS:
+        for name in (*COMMON_ARGS, *self.extra_args):
             setattr(self, name, kwargs.get(name))
 
     # ------------------------------------------------------------------ sklearn-style API
     def get_params(self) -> dict[str, Any]:
         """Schema parameters and common arguments, as given."""
         out = {p.name: getattr(self, p.name) for p in self.params}
-        out.update({name: getattr(self, name) for name in COMMON_ARGS})
+        out.update({name: getattr(self, name) for name in (*COMMON_ARGS, *self.extra_args)})
         return out
 
     def set_params(self, **kwargs: Any) -> Mechanism:
@@ -191,8 +193,9 @@ class Mechanism:
         parameters["task"] = data.task
         if n_samples is not None:
             parameters["n_samples"] = n_samples
-        if data.bounds_source == "data":
+        if not data.holds:
             guarantee = Guarantee(**{**guarantee.__dict__, "holds": False})
+        kwargs.setdefault("public_facts", data.public_facts)
         return Release(
             data=values,
             columns=columns,

@@ -67,6 +67,16 @@ from dpcore.calibration import (
     laplace_scale,
     psd_repair,
 )
+from dpcore.mechanisms._labels import (
+    HISTOGRAM_FRACTION,
+    LABEL_PRIVACY,
+    WITHIN_CLASS,
+    divide_by_count,
+    dp_class_histogram,
+    label_privacy_assumption,
+    synthetic_counts,
+)
+from dpcore.mechanisms._public import public_rows
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.dppro import gaussian_epsilon
 from dpcore.mechanisms.jl_laplace import (
@@ -392,10 +402,10 @@ class PCAIdentity(_IdentityLaplaceBase):
 
     The baseline "Jiang et al. [52]: PCA on the identity query" in its PubPCA form (PCA-Gauss
     section VIII-B4: PCA derived from a small public data set, "for the best performance"; RON-Gauss
-    section 5.2.4). A random ``public_fraction`` of the rows is treated as PUBLIC data: their mean
-    ``c`` and top-``p`` principal directions ``W`` (``d x p``, orthonormal, of their covariance in
-    the ``[-1, 1]``-scaled units) are computed without noise, and those rows are excluded from the
-    private part and from the release. Every private row is released as ``(x - c) W + Lap(S1/eps)``
+    section 5.2.4). ``public_data`` is a separate table of PUBLIC rows (never a part of the private
+    input: :mod:`dpcore.mechanisms._public`): their mean ``c`` and top-``p`` principal directions
+    ``W`` (``d x p``, orthonormal, of their covariance in the ``[-1, 1]``-scaled units) are computed
+    without noise. Every private row is released as ``(x - c) W + Lap(S1/eps)``
     with ``S1 = max_{t in {-1,1}^p} sum_l w_l |(W t)_l|`` (exact, module docstring; at most
     ``sqrt(p) ||w||_2 = 2 sqrt(p d)`` because ``sigma_max(W) = 1``).
 
@@ -406,42 +416,41 @@ class PCAIdentity(_IdentityLaplaceBase):
     n_components : int, optional
         ``p``, ``1 <= p < n_features``; default ``floor(2 ln d / ln ln d)``
         (:func:`~dpcore.mechanisms.ron_gauss.default_n_components`, as PCA-Gauss).
-    public_fraction : float, default 0.1
-        Fraction of rows (chosen uniformly at random) treated as public for ``W``; ``(0, 0.5]``.
     epsilon_split : (float, float), default (0.9, 0.1)
         Supervised tasks: fractions for the features and the labels.
+    public_data : array-like of shape (n_public, n_features) or Dataset
+        Public rows with the private data's columns (clipped to the same public bounds), recorded
+        on the card by their SHA-256. Required.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
-    Released table: the ``n - n_public`` private rows, ``z1..zp``, plus their privately released
+    Released table: the ``n`` private rows, ``z1..zp``, plus their privately released
     labels. ``transform_arrays``: ``W``, ``center`` (``c``), ``bounds``;
     ``transform(x) = (scale_to_box(clip(x)) - c) @ W``.
 
-    Guarantee: pure eps-DP for the private rows (replace-one among them; their number is public).
-    The public rows get NO protection: in a real release they must be genuinely public data (the
-    card says so). Deviation from Jiang et al.: their DPPCA derives ``W`` privately; the papers'
+    Guarantee: pure eps-DP for the private rows (replace-one). The public rows get NO protection:
+    the custodian asserts they are public (the card says so). Deviation from Jiang et al.: their
+    DPPCA derives ``W`` privately; the papers'
     comparison (and this baseline) uses the public-data variant.
 
     Raises
     ------
     ValueError
-        ``n_components >= n_features``, too few rows for ``public_fraction``, bad parameters.
+        ``n_components >= n_features``, missing or malformed ``public_data``, bad parameters.
     """
 
     name = "pca-identity"
     title = "Public PCA + Laplace (Jiang et al. baseline)"
-    summary = ("Baseline: PCA basis from a public split of rows, then every private row's PCA "
+    summary = ("Baseline: PCA basis from a separate public table, then every private row's PCA "
                "coordinates released with Laplace noise (the identity query).")
     citation = JIANG_CITATION
     params = (
         EPSILON,
         Param("n_components", "int", None, "Number of principal components p (< number of "
               "features); empty = 2 ln d / ln ln d.", low=1, optional=True),
-        Param("public_fraction", "float", 0.1, "Fraction of rows treated as public data for the "
-              "PCA (excluded from the private part and from the release).", low=0.0, high=0.5,
-              low_open=True),
         _LABEL_SPLIT,
     )
+    extra_args = ("public_data",)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -449,34 +458,24 @@ class PCAIdentity(_IdentityLaplaceBase):
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
-        n_pub = int(round(params["public_fraction"] * n))
-        if n_pub < 2 or n - n_pub < 2:
-            raise ValueError(
-                f"public_fraction={params['public_fraction']} leaves {n_pub} public and "
-                f"{n - n_pub} private rows; need at least 2 of each"
-            )
-        check_one_row_per_input(n_samples, n - n_pub, "pca-identity (private rows)")
-        perm = rng.permutation(n)
-        pub, priv = np.sort(perm[:n_pub]), np.sort(perm[n_pub:])
-        Xpub = scale_to_box(data.X[pub], data.bounds)
+        pub = public_rows(getattr(self, "public_data", None), data.bounds, mechanism="pca-identity")
+        check_one_row_per_input(n_samples, n, "pca-identity")
+        Xpub = scale_to_box(pub.X, data.bounds)
         center = Xpub.mean(axis=0)
         W = _top_eigvecs((Xpub - center).T @ (Xpub - center), p)
-        rel = self._identity_release(
-            data, params, bits, M=W, center=center, rows=priv, matrix_name="W",
+        return self._identity_release(
+            data, params, bits, M=W, center=center, rows=None, matrix_name="W",
             statistic="PCA coordinates Z = (scale(X) - c) W of the private rows",
             source=JIANG_CITATION,
             details={
                 "projection": "top-p principal directions of the public rows (PubPCA)",
-                "n_public_rows": n_pub,
-                "n_private_rows": n - n_pub,
+                **pub.card(),
                 "assumptions": [
-                    f"{n_pub} randomly chosen rows were treated as PUBLIC data for the PCA (no "
-                    "protection for them) and are not in the release",
+                    "the public_data rows (identified by public_data_sha256) are PUBLIC: W and c "
+                    "are computed from them without noise and they get no protection",
                 ],
             },
         )
-        rel.diagnostics.update({"private_rows": priv, "public_rows": pub})
-        return rel
 
 
 # ------------------------------------------------------------------------------------ MODIPS
@@ -538,6 +537,8 @@ class MODIPS(Mechanism):
         EPSILON,
         Param("epsilon_split", "fraction_split", (0.3, 0.7), "Fractions of epsilon for the DP "
               "mean and the DP second moment.", privacy=True, split_names=("mean", "covariance")),
+        LABEL_PRIVACY,
+        HISTOGRAM_FRACTION,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -549,8 +550,12 @@ class MODIPS(Mechanism):
         n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
-        split = EpsilonSplit.from_fractions(
-            params["epsilon"], dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)))
+        fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
+        protected = data.task == "classification" and params["label_privacy"] == "protected"
+        if protected:
+            h = params["histogram_fraction"]
+            fractions = {"histogram": h, **{k: (1 - h) * v for k, v in fractions.items()}}
+        split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         lo, hi = data.bounds[:, 0], data.bounds[:, 1]
         active = hi > lo
         Z = scale_to_box(data.X, data.bounds)[:, active]
@@ -562,17 +567,29 @@ class MODIPS(Mechanism):
             raise ValueError("bounds: every feature has lo == hi, so there is nothing to model")
         m = n if n_samples is None else n_samples
         diag: dict[str, Any] = {"mean_dp": {}, "second_moment_dp": {}, "mean": {}, "second_moment": {}}
+        noise: list[NoiseRecord] = []
+        noisy_counts = None
         if data.task == "classification":
             assert data.y is not None and data.classes is not None
             sizes = np.bincount(data.y, minlength=data.classes.size)
-            groups = [(c, data.y == c, f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
-                      for c in np.flatnonzero(sizes)]
-            counts = proportional_counts(m, sizes)
+            if protected:
+                noisy_counts, hist_rec = dp_class_histogram(
+                    data.y, data.classes.size, split["histogram"], bits, "MODIPS per class (label privacy)")
+                noise.append(hist_rec)
+                diag["class_counts_dp"] = noisy_counts
+                counts = synthetic_counts(m, noisy_counts)
+                groups = [(c, data.y == c, f" of class {data.classes[c]!s}")
+                          for c in np.flatnonzero(counts)]  # chosen from the DP histogram only
+            else:
+                groups = [(c, data.y == c, f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
+                          for c in np.flatnonzero(sizes)]
+                counts = proportional_counts(m, sizes)
         else:
             groups, counts = [(0, slice(None), "")], np.array([m])
-        chunks, labels, noise = [], [], []
+        chunks, labels = [], []
         for c, rows, tag in groups:
-            mu, cov, recs = _dp_gaussian(Z[rows], split, bits, tag, diag, key=c)
+            count = None if noisy_counts is None else float(noisy_counts[c])
+            mu, cov, recs = _dp_gaussian(Z[rows], split, bits, tag, diag, key=c, count=count)
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
             noise += recs
@@ -591,9 +608,7 @@ class MODIPS(Mechanism):
         assumptions = ["n is public (bounded DP, replace-one neighbours)",
                        f"{BOX}; synthetic rows are mapped back to the original units"]
         if data.task == "classification":
-            assumptions.append("class sizes n_c are public (as RON-Gauss Alg. 5 / PCA-Gauss Alg. 3); "
-                               "neighbours replace one record by another of the same class, and the "
-                               "class label itself is not protected")
+            assumptions.append(label_privacy_assumption(params["label_privacy"]))
         if regression:
             assumptions.append(f"labels lie in the public label_bounds {data.label_bounds}, mapped to "
                                "[-1, 1] and modelled jointly with the features")
@@ -606,8 +621,9 @@ class MODIPS(Mechanism):
         }
         rel = self._new_release(
             data, params, values=values, columns=list(data.feature_names),
-            guarantee=Guarantee(epsilon=math.fsum(split.parts), delta=0.0, neighbouring="replace-one",
-                                kind="pure"),
+            guarantee=Guarantee(epsilon=math.fsum(split.parts), delta=0.0, kind="pure",
+                                neighbouring=WITHIN_CLASS if data.task == "classification"
+                                and not protected else "replace-one"),
             noise=noise, calibration="sound", n_samples=n_samples, labels=out_labels,
             label_columns=label_columns, details=details,
         )
@@ -617,34 +633,53 @@ class MODIPS(Mechanism):
 
 def _dp_gaussian(
     Z: np.ndarray, split: EpsilonSplit, bits: BitSource, tag: str, diag: dict[str, Any],
-    key: Any,
+    key: Any, count: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
     """DP mean, DP second moment (upper triangle, mirrored) and PSD-repaired covariance of the rows
     ``Z`` (entries in ``[-1, 1]``), with their noise records; exact and noisy statistics go to
-    ``diag`` (exploration only)."""
+    ``diag`` (exploration only).
+
+    ``count`` (a DP class count, labels protected): noisy per-class *sums* over the count. Stacked
+    over the classes, the sums have L1 sensitivities ``2k`` (one vector of L1 norm ``<= k`` leaves
+    a class and one joins another, or one difference ``<= 2k``) and ``k(k+1)`` (upper triangle: one
+    term ``(||z||_1^2 + ||z||^2)/2 <= k(k+1)/2``, two of them when the record changes class; the
+    within-class difference is ``<= k(k+1)/2``)."""
     n, k = Z.shape
-    s1_mu, s1_m = gaussian_model_sensitivities(k, n)
-    mean, second = Z.mean(axis=0), Z.T @ Z / n
-    mu_draw = dpnoise.laplace(mean, s1_mu, scale=laplace_scale(s1_mu, split["mean"]), n_changed=k,
-                              bits=bits)
+    if count is None:
+        s1_mu, s1_m = gaussian_model_sensitivities(k, n)
+        mean, second = Z.mean(axis=0), Z.T @ Z / n
+    else:
+        s1_mu, s1_m = 2.0 * k, k * (k + 1.0)
+        mean, second = Z.sum(axis=0), Z.T @ Z
+    # grid rounding: with protected labels a replaced record may change two classes' statistics
+    changed = 1 if count is None else 2
+    mu_draw = dpnoise.laplace(mean, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
+                              n_changed=changed * k, bits=bits)
     M, m_draw = dpnoise.symmetric_laplace(second, s1_m, scale=laplace_scale(s1_m, split["covariance"]),
-                                          bits=bits)
+                                          n_changed=changed * k * (k + 1) // 2, bits=bits)
     mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
+    if count is not None:
+        mu, M = divide_by_count(mu, count), divide_by_count(M, count)
+        mean, second = divide_by_count(mean, max(n, 1)), divide_by_count(second, max(n, 1))
     diag["mean"][key], diag["second_moment"][key] = mean, second
     diag["mean_dp"][key], diag["second_moment_dp"][key] = mu, M
     recs = [
         NoiseRecord(
             statistic="mean" + tag, sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
             epsilon=split["mean"], delta=0.0, **dpnoise.record_fields(mu_draw),
-            formula="S1 = 2k/n (k coordinates of width 2, one row replaced); b = S1/eps_mu",
+            formula=("S1 = 2k/n (k coordinates of width 2, one row replaced); b = S1/eps_mu"
+                     if count is None else "S1 = 2k (per-class sums, all classes jointly; the "
+                     "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
             source=f"{LIU_CITATION}; {LAPLACE_SOURCE}",
         ),
         NoiseRecord(
             statistic="second moment (1/n) Z^T Z" + tag, sensitivity=s1_m, scale=b_m,
             distribution="laplace", norm="L1", epsilon=split["covariance"], delta=0.0,
             **dpnoise.record_fields(m_draw),
-            formula="S1 = k(k+1)/(2n) (upper triangle with diagonal, entries in [-1, 1]; proof in "
-                    "gaussian_model_sensitivities); b = S1/eps_Sigma, mirrored; covariance = "
+            formula=("S1 = k(k+1)/(2n) (upper triangle with diagonal, entries in [-1, 1]; proof in "
+                     "gaussian_model_sensitivities)" if count is None else "S1 = k(k+1) (per-class "
+                     "sums, upper triangle, the replaced record may change class; divided by the "
+                     "DP count)") + "; b = S1/eps_Sigma, mirrored; covariance = "
                     "psd_repair(M - mu mu^T) (post-processing)",
             source=f"{LIU_CITATION}; {LAPLACE_SOURCE}; SPEC section 1 (upper triangle, PSD repair)",
         ),

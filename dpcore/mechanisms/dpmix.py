@@ -46,6 +46,7 @@ from scipy import ndimage, stats
 
 from dpcore import accounting
 from dpcore import noise as dpnoise
+from dpcore.calibration import default_delta
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource, GridNoise
 from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks
@@ -471,8 +472,9 @@ class DPMix(Mechanism):
         Target budget used to calibrate the noise when ``sigma_x`` is None (> 0; ``inf`` = zero
         noise, NOT PRIVATE). Ignored when ``sigma_x`` is given: epsilon is then computed.
     delta : float or None, default None
-        In (0, 1). ``None`` means ``1/n`` (the paper's choice; ``n`` is public under replace-one).
-        Note that ``delta = 1/n`` is weak: a mechanism releasing one random row exactly meets it.
+        In (0, 1). ``None`` means ``min(1e-5, n^(-3/2))``
+        (:func:`~dpcore.calibration.default_delta`; ``n`` is public under replace-one). The paper
+        uses ``1/n``, which is weak: a mechanism releasing one random row exactly meets it.
     ell : int, default 16
         Mixture degree: rows averaged per mixture, ``1 <= ell <= n`` (``ell = 1`` is Gaussian local
         perturbation of random rows). Larger ``ell`` needs less noise for the same epsilon but
@@ -519,8 +521,8 @@ class DPMix(Mechanism):
         Param("epsilon", "float", 10.0, EPSILON.help + " Ignored when sigma_x is given.",
               low=0.0, low_open=True, log=True, privacy=True, allow_inf=True),
         Param("delta", "float", None, "Failure probability of (epsilon, delta)-DP, in (0, 1); "
-              "empty = 1/n (the paper's choice).", low=0.0, high=1.0, low_open=True,
-              high_open=True, log=True, privacy=True, optional=True),
+              "empty = min(1e-5, n^-1.5), well below 1/n (the paper used 1/n).", low=0.0, high=1.0,
+              low_open=True, high_open=True, log=True, privacy=True, optional=True),
         Param("ell", "int", 16, "Mixture degree: number of distinct random rows averaged in each "
               "released row (1 <= ell <= n).", low=1, log=True, privacy=True),
         Param("n_mixtures", "int", None, "Number T of released mixtures (empty = n).", low=1,
@@ -552,7 +554,7 @@ class DPMix(Mechanism):
         if ell > n:
             raise ValueError(f"ell must be <= n (the number of rows, {n}), got ell={ell}")
         T = _resolve_n_mixtures(params["n_mixtures"], n_samples, n)
-        delta = params["delta"] if params["delta"] is not None else 1.0 / n
+        delta = params["delta"] if params["delta"] is not None else default_delta(n)
         denoise = params["denoise"]
         image_hw = _image_hw(data.image_shape)
         if denoise > 0 and (image_hw is None or math.prod(image_hw) != d_x):
@@ -704,7 +706,7 @@ def _details(data: PreparedInput, params: dict[str, Any], acct: dict[str, Any], 
         "after clipping; original units x = lo + z (hi - lo) (post-processing, "
         "dpcore.mechanisms.dpmix.to_original_units)",
         "ell": ell, "n_mixtures": T, "n": n, "d_x": data.n_features, "d_y": d_y, "delta": delta,
-        "delta_rule": "given" if params["delta"] is not None else "1/n",
+        "delta_rule": "given" if params["delta"] is not None else "min(1e-5, n^-1.5)",
         "sigma_x": acct["sigma_x"], "sigma_y": acct["sigma_y"], "sigma_source": acct["sigma_source"],
         "bound": params["bound"], "alpha_star": acct["alpha"], "denoise": params["denoise"],
     }

@@ -44,10 +44,9 @@ Where ``W`` comes from (Alg. 2 and 3; each changes the total guarantee):
   2014): rows scaled to L2 norm <= 1, ``X^T X`` plus a symmetric matrix of i.i.d. Gaussians on the
   upper triangle; replace-one Frobenius sensitivity ``sqrt(2)``; ``sigma`` from the analytic
   Gaussian mechanism (Balle & Wang 2018). Total ``(eps_pca + eps_mu + eps_Sigma, delta)``.
-* ``pca_source="public"`` (PubPCA): a random ``public_fraction`` of the rows is treated as public
-  data: ``W`` is their top-``p`` eigenvectors, and they are excluded from the private part. No budget;
-  total ``eps_mu + eps_Sigma`` for the remaining rows. Those rows get no protection; in a real
-  release they must be genuinely public.
+* ``pca_source="public"`` (PubPCA): ``W`` is the top-``p`` eigenvectors of a separate table of
+  PUBLIC rows, ``public_data`` (recorded on the card by its SHA-256; never a part of the private
+  input, see :mod:`dpcore.mechanisms._public`). No budget; total ``eps_mu + eps_Sigma``.
 
 ``epsilon`` is always the total: LapPCA/AGPCA take ``pca_fraction`` of it, the Gaussian model the
 rest (split by ``epsilon_split`` in Alg. 3). Each part is in the release's noise records.
@@ -74,6 +73,16 @@ from dpcore.calibration import (
     laplace_scale,
     psd_repair,
 )
+from dpcore.mechanisms._labels import (
+    HISTOGRAM_FRACTION,
+    LABEL_PRIVACY,
+    WITHIN_CLASS,
+    divide_by_count,
+    dp_class_histogram,
+    label_privacy_assumption,
+    synthetic_counts,
+)
+from dpcore.mechanisms._public import public_rows
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.ron_gauss import (
     add_matrix_noise,
@@ -94,6 +103,7 @@ __all__ = [
     "box_gram",
     "box_moments",
     "box_project",
+    "class_sum_sensitivities",
     "eigenvalue_sensitivity",
     "lap_pca_sensitivity",
     "pca_mean_sensitivity",
@@ -149,6 +159,24 @@ def pca_mean_sensitivity(p: int, n_rows: int, a: float = A_BOUND, calibration: s
     (ours: ``||x^ - x^'||_1 <= sqrt(p) ||x^ - x^'||_2 <= 2 sqrt(p) a`` since ``||x^||_2 <= a``).
     """
     return 2 * (p if calibration == "paper" else math.sqrt(p)) * a / n_rows
+
+
+def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tight") -> tuple[float, float]:
+    """L1 sensitivities of the per-class *sums* ``(sum x^, sum x^ x^^T)``, all classes stacked,
+    under replace-one with the label included (labels protected; the replaced record may change
+    class, so one class loses a term and another gains one).
+
+    Mean sums: one term has ``||x^||_1 <= sqrt(p) a`` ("tight", ``||x^||_2 <= a``) or ``p a``
+    (box, "paper"); two terms or one difference give ``2 sqrt(p) a`` / ``2 p a``. Second-moment
+    sums: "tight" (upper triangle) one term ``(||x^||_1^2 + ||x^||^2)/2 <= (p + 1) a^2/2``, so
+    ``(p + 1) a^2`` covers both cases (the within-class difference bound is ``min(p(p+1)/2, p+1)
+    a^2 <= (p + 1) a^2``); "paper" (every entry) one term ``||x^||_1^2 <= p^2 a^2``, two terms
+    ``2 p^2 a^2`` (the within-class bound is ``p^2 a^2``). Ours, from the same argument as
+    :func:`pca_mean_sensitivity` and :func:`pca_second_moment_sensitivity` with ``n = 1``.
+    """
+    if calibration == "paper":
+        return 2.0 * p * a, 2.0 * p**2 * a**2
+    return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
 def lap_pca_sensitivity(d: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
@@ -255,9 +283,8 @@ class PCAGauss(Mechanism):
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
     pca_fraction : float, default 0.5
         Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``).
-    public_fraction : float, default 0.1
-        ``pca_source="public"``: fraction of rows (chosen at random) treated as public data for
-        ``W`` and excluded from the private part.
+    public_data : array-like of shape (n_public, n_features) or Dataset, optional
+        ``pca_source="public"``: the public rows ``W`` is computed from (required there).
     calibration : {"tight", "paper"}, default "tight"
         Sensitivities: the paper's values (noise on every matrix entry) or the tighter proven ones
         (``min(p, 2)`` for Alg. 1; upper-triangle noise and the L2-ball bound ``||x^||_2 <= a`` for
@@ -275,7 +302,7 @@ class PCAGauss(Mechanism):
     Raises
     ------
     ValueError
-        ``n_components >= n_features``, too few rows left for ``public_fraction``, bad parameters.
+        ``n_components >= n_features``, ``pca_source="public"`` without ``public_data``, bad parameters.
     """
 
     name = "pca-gauss"
@@ -293,19 +320,19 @@ class PCAGauss(Mechanism):
         Param("n_components", "int", None, "Number of principal components p (< number of "
               "features); empty = 2 ln d / ln ln d.", low=1, optional=True),
         Param("pca_source", "choice", "lap", "Supervised tasks: W from LapPCA (pure), Analyze "
-              "Gauss (epsilon, delta) or a public split of the rows (no budget).",
+              "Gauss (epsilon, delta) or a separate public table, public_data (no budget).",
               choices=("lap", "analyze-gauss", "public"), privacy=True),
         Param("pca_fraction", "float", 0.5, "Fraction of epsilon spent on the DP PCA (lap, "
               "analyze-gauss).", low=0.0, high=1.0, low_open=True, high_open=True, privacy=True),
-        Param("public_fraction", "float", 0.1, "pca_source='public': fraction of rows treated as "
-              "public (used for W only, excluded from the private part).", low=0.0, high=0.5,
-              low_open=True),
         Param("calibration", "choice", "tight", "Sensitivities: tight (proven, less noise) or "
               "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
+        LABEL_PRIVACY,
+        HISTOGRAM_FRACTION,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
     space = "projected"
+    extra_args = ("public_data",)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -368,11 +395,15 @@ class PCAGauss(Mechanism):
                     n_samples: int | None, p: int, bits: BitSource) -> Release:
         n, d = data.X.shape
         X, bounds = data.X, data.bounds
-        rows = None  # the private rows (all but the public split)
+        rows = None  # every private row (public rows are a separate input)
         source, cal = params["pca_source"], params["calibration"]
         gmm = data.task == "classification"
         model = (dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)) if gmm
                  else {"covariance": 1.0})
+        protected = gmm and params["label_privacy"] == "protected"
+        if protected:
+            h = params["histogram_fraction"]
+            model = {"histogram": h, **{k: (1 - h) * v for k, v in model.items()}}
         if source == "public":
             fractions = model
         else:
@@ -391,17 +422,10 @@ class PCAGauss(Mechanism):
             # Gaussian model needs: the PCA-space moments are W^T (.) W / d of the same sums
             moments = _Moments.collect(X, bounds, None, y, data, gmm)
         if source == "public":
-            n_pub = int(round(params["public_fraction"] * n))
-            if n_pub < 1 or n - n_pub < 2:
-                raise ValueError(
-                    f"public_fraction={params['public_fraction']} leaves {n_pub} public and "
-                    f"{n - n_pub} private rows; need at least 1 public and 2 private rows"
-                )
-            perm = rng.permutation(n)
-            pub, priv = np.sort(perm[:n_pub]), np.sort(perm[n_pub:])
-            W = _top_eigvecs(box_gram(X, bounds, pub, clip=False), p)
-            rows, y = priv, None if y is None else y[priv]
-            diag.update({"n_public_rows": n_pub, "private_rows": priv})
+            pub = public_rows(getattr(self, "public_data", None), bounds,
+                              mechanism="pca-gauss with pca_source='public'", min_rows=1)
+            W = _top_eigvecs(box_gram(pub.X, bounds, clip=False), p)
+            diag["public_data"] = pub.card()
         elif source == "lap":
             s1 = lap_pca_sensitivity(d, n, calibration=cal)
             assert moments is not None
@@ -444,7 +468,13 @@ class PCAGauss(Mechanism):
             stats = _PCAStats.from_moments(moments, W / math.sqrt(d))
         m = stats.n_rows if n_samples is None else n_samples
         if gmm:
-            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag)
+            noisy_counts = None
+            if protected:
+                assert y is not None and data.classes is not None
+                noisy_counts, hist_rec = dp_class_histogram(
+                    y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)")
+                noise.append(hist_rec)
+            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag, noisy_counts)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
             values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, bits, diag)
@@ -465,14 +495,11 @@ class PCAGauss(Mechanism):
         ]
         if source == "public":
             assumptions.append(
-                f"{diag['n_public_rows']} randomly chosen rows were treated as PUBLIC data for W "
-                "(no protection for them) and excluded from the private part"
+                "W was computed without noise from the public_data rows (identified by "
+                "public_data_sha256), which the custodian asserts are PUBLIC; they get no protection"
             )
         if gmm:
-            assumptions.append(
-                "class sizes n_c are public (paper Alg. 3); neighbours replace one record by "
-                "another of the same class, and the class label itself is not protected"
-            )
+            assumptions.append(label_privacy_assumption(params["label_privacy"]))
         else:
             assumptions.append(f"labels lie in the public label_bounds {data.label_bounds}, "
                                "mapped to [-1, 1]")
@@ -485,6 +512,7 @@ class PCAGauss(Mechanism):
             "guaranteed_epsilon": eps_total,
             "noise_slack": slack,
             "assumptions": assumptions,
+            **diag.get("public_data", {}),
             # noise the tight calibration saves: paper S1 / tight S1 (1.0 when calibration="paper")
             "paper_over_tight_sensitivity": {
                 "second_moment": pca_second_moment_sensitivity(p, 1, calibration="paper",
@@ -498,8 +526,8 @@ class PCAGauss(Mechanism):
         label_columns = [data.label_name or "label"]
         rel = self._new_release(
             data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
-            guarantee=Guarantee(epsilon=eps_total, delta=delta, neighbouring="replace-one",
-                                kind=kind),
+            guarantee=Guarantee(epsilon=eps_total, delta=delta, kind=kind,
+                                neighbouring=WITHIN_CLASS if gmm and not protected else "replace-one"),
             noise=noise, calibration=cal, n_samples=n_samples, labels=labels,
             label_columns=label_columns, transform_arrays=transform_arrays,
             transform_fn=partial(_pca_transform, W=W, bounds=data.bounds.copy()), details=details,
@@ -534,45 +562,71 @@ class PCAGauss(Mechanism):
 
     @staticmethod
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any]
+              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any],
+              noisy_counts: np.ndarray | None = None,
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
+        """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
+        sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes."""
         assert data.classes is not None and stats.sizes is not None
         sizes = stats.sizes
-        counts = proportional_counts(m, sizes)
+        protected = noisy_counts is not None
+        if protected:
+            counts = synthetic_counts(m, noisy_counts)
+            modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
+            s1_mu, s1_m = class_sum_sensitivities(p, calibration=cal)
+            diag["class_counts_dp"] = noisy_counts
+        else:
+            counts = proportional_counts(m, sizes)
+            modelled = np.flatnonzero(sizes)
         chunks, labels, recs = [], [], []
         diag.update({"class_sizes": sizes, "mu_dp": {}, "second_moment_dp": {}})
-        for c in np.flatnonzero(sizes):
+        zero = (np.zeros(p), np.zeros((p, p)))
+        for c in modelled:
             n_c = int(sizes[c])
-            total, second = stats.per_class[int(c)]
-            tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
-            s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
-            mu_draw = dpnoise.laplace(total / n_c, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
-                                      n_changed=p, bits=bits)
-            mu, b_mu = mu_draw.values, mu_draw.scale
-            s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
-            noisy, m_draw = add_matrix_noise(second / n_c, s1_m, laplace_scale(s1_m, split["covariance"]),
-                                             bits, full_matrix=cal == "paper")
-            b_m = m_draw.scale
+            total, second = stats.per_class.get(int(c), zero) if stats.per_class else zero
+            if protected:
+                tag = f" of class {data.classes[c]!s}"
+                stat_mu, stat_m, count = total, second, float(noisy_counts[c])
+            else:
+                tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
+                s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
+                s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
+                stat_mu, stat_m, count = total / n_c, second / n_c, None
+            # grid rounding: with protected labels a replaced record may change two classes' sums
+            changed = 1 if count is None else 2
+            mu_draw = dpnoise.laplace(stat_mu, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
+                                      n_changed=changed * p, bits=bits)
+            noisy, m_draw = add_matrix_noise(stat_m, s1_m, laplace_scale(s1_m, split["covariance"]), bits,
+                                             full_matrix=cal == "paper", n_statistics_changed=changed)
+            mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
+            if count is not None:
+                mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
             cov = psd_repair(noisy - np.outer(mu, mu))
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
             diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
+            per = "" if protected else "/n_c"
             recs += [
                 NoiseRecord(
-                    statistic="mean of PCA features" + tag, sensitivity=s1_mu, scale=b_mu,
-                    **dpnoise.record_fields(mu_draw),
-                    distribution="laplace", norm="L1", epsilon=split["mean"],
-                    formula=("S1 = 2 p a/n_c" if cal == "paper" else "S1 = 2 sqrt(p) a/n_c "
-                             "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1",
+                    statistic=("sum" if protected else "mean") + " of PCA features" + tag,
+                    sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
+                    epsilon=split["mean"], **dpnoise.record_fields(mu_draw),
+                    formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
+                             "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
+                    + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
                     source=f"{SOURCE}, Alg. 3 / Theorem 6",
                 ),
                 NoiseRecord(
                     statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
                     **dpnoise.record_fields(m_draw),
                     distribution="laplace", norm="L1", epsilon=split["covariance"],
-                    formula=("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
-                             "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored")
+                    formula=((("S1 = 2 p^2 a^2, every entry" if cal == "paper" else
+                               "S1 = (p+1) a^2, upper triangle mirrored")
+                              + " (per-class sums, the replaced record may change class); divided "
+                              "by the DP count") if protected else
+                             ("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
+                              "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored"))
                     + "; b = S1/eps_Sigma; covariance = M - mu mu^T (post-processing)",
                     source=f"{SOURCE}, Alg. 3 / Theorem 6",
                 ),

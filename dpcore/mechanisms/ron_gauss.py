@@ -74,6 +74,15 @@ from dpcore.calibration import (
     laplace_scale,
     psd_repair,
 )
+from dpcore.mechanisms._labels import (
+    HISTOGRAM_FRACTION,
+    LABEL_PRIVACY,
+    WITHIN_CLASS,
+    divide_by_count,
+    dp_class_histogram,
+    label_privacy_assumption,
+    synthetic_counts,
+)
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
@@ -417,7 +426,10 @@ def guaranteed_epsilon(
     if calibration == "published":
         ratio = (ron_covariance_sensitivity(p, 1, "sound", label_bound, full_matrix=True)
                  / ron_covariance_sensitivity(p, 1, "published", label_bound))
-    return math.fsum([split["mean"], split["covariance"] * ratio])
+    parts = [split["mean"], split["covariance"] * ratio]
+    if "histogram" in split.names:
+        parts.append(split["histogram"])
+    return math.fsum(parts)
 
 
 def gaussian_samples(
@@ -473,16 +485,22 @@ def noisy_second_moment(
 
 
 def add_matrix_noise(
-    M: np.ndarray, sensitivity: float, scale: float, bits: BitSource, *, full_matrix: bool = False
+    M: np.ndarray, sensitivity: float, scale: float, bits: BitSource, *, full_matrix: bool = False,
+    n_statistics_changed: int = 1,
 ) -> tuple[np.ndarray, NoiseDraw]:
     """``M`` (k x k) through the exact grid Laplace mechanism (:mod:`dpcore.noise`): on the upper
     triangle (diagonal included) and mirrored (default, SPEC section 1; ``n_changed = k(k+1)/2``), or
     on every entry (``full_matrix=True``; ``n_changed = k^2``); ``scale``: the calibrated ``S1/epsilon``
-    (:func:`dpcore.noise.laplace_plan`). A new array and the draw; ``scale = 0`` adds nothing."""
+    (:func:`dpcore.noise.laplace_plan`); ``n_statistics_changed``: how many such matrices the
+    sensitivity covers jointly can change (2 for per-class sums when a record may change class).
+    A new array and the draw; ``scale = 0`` adds nothing."""
+    k = M.shape[0]
     if full_matrix:
-        draw = dpnoise.laplace(M, sensitivity, scale=scale, n_changed=M.size, bits=bits)
+        draw = dpnoise.laplace(M, sensitivity, scale=scale, n_changed=n_statistics_changed * M.size,
+                               bits=bits)
         return draw.values, draw
-    return dpnoise.symmetric_laplace(M, sensitivity, scale=scale, bits=bits)
+    return dpnoise.symmetric_laplace(M, sensitivity, scale=scale, bits=bits,
+                                     n_changed=n_statistics_changed * k * (k + 1) // 2)
 
 
 def scale_features(X: np.ndarray, lo: np.ndarray, width: np.ndarray) -> np.ndarray:
@@ -609,6 +627,8 @@ class RONGauss(Mechanism):
         Param("feature_scaling", "choice", "bounds", "Scale features from their public bounds "
               "to [0, 1] before normalising rows ('none' = raw rows, as in the paper).",
               choices=("bounds", "none")),
+        LABEL_PRIVACY,
+        HISTOGRAM_FRACTION,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -622,9 +642,12 @@ class RONGauss(Mechanism):
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
-        split = EpsilonSplit.from_fractions(
-            params["epsilon"], dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
-        )
+        fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
+        protected = data.task == "classification" and params["label_privacy"] == "protected"
+        if protected:
+            h = params["histogram_fraction"]
+            fractions = {"histogram": h, **{k: (1 - h) * v for k, v in fractions.items()}}
+        split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         calibration = params["calibration"]
         width = data.bounds[:, 1] - data.bounds[:, 0]
         lo, wd = (data.bounds[:, 0], np.where(width > 0, width, 1.0)) \
@@ -635,7 +658,7 @@ class RONGauss(Mechanism):
         ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, bits=bits, p=p, d=d,
                        scaling={"lo": lo, "width": wd})
         if data.task == "classification":
-            out = self._gmm(ctx, X, data, m)
+            out = self._gmm(ctx, X, data, m, protected)
         else:
             out = self._single(ctx, X, data, m, params["label_bound"])
 
@@ -643,17 +666,14 @@ class RONGauss(Mechanism):
             split, p, calibration,
             params["label_bound"] if data.task == "regression" else None,
         )
-        guarantee = Guarantee(epsilon=eps_guaranteed, delta=0.0, neighbouring="replace-one",
-                              kind="pure")
+        relation = WITHIN_CLASS if data.task == "classification" and not protected else "replace-one"
+        guarantee = Guarantee(epsilon=eps_guaranteed, delta=0.0, neighbouring=relation, kind="pure")
         assumptions = [
             "n (the number of records) is public (bounded DP, replace-one neighbours)",
             "W is drawn independently of the data and released; mu_DP is a DP statistic",
         ]
         if data.task == "classification":
-            assumptions.append(
-                "class sizes n_c are public (paper Alg. 5); neighbours replace one record by "
-                "another of the same class, and the class label itself is not protected"
-            )
+            assumptions.append(label_privacy_assumption(params["label_privacy"]))
         if data.task == "regression":
             assumptions.append(
                 f"labels lie in the public label_bounds {data.label_bounds}, mapped to "
@@ -737,21 +757,38 @@ class RONGauss(Mechanism):
         )
 
     # ------------------------------------------------------------------------------ Alg. 5
-    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, m: int) -> _Output:
+    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, m: int,
+             protected: bool) -> _Output:
+        """Alg. 5. ``protected``: DP class histogram, per-class noisy sums over noisy counts
+        (replace-one with the label); else the paper's algorithm with public class sizes."""
         assert data.y is not None and data.classes is not None
         n_classes = data.classes.size
         sizes = np.bincount(data.y, minlength=n_classes)
-        counts = proportional_counts(m, sizes)
-        chunks, labels, noise = [], [], []
+        noise: list[NoiseRecord] = []
+        if protected:
+            noisy_counts, hist_rec = dp_class_histogram(
+                data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)")
+            noise.append(hist_rec)
+            counts = synthetic_counts(m, noisy_counts)
+            modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
+        else:
+            noisy_counts = None
+            counts = proportional_counts(m, sizes)
+            modelled = np.flatnonzero(sizes)
+        chunks, labels = [], []
         class_means = np.zeros((n_classes, ctx.d))
         diag: dict[str, Any] = {"class_sizes": sizes, "mu_dp": {}, "sigma_dp": {},
                                 "sigma_dp_repaired": {}, "n_zero_norm_rows": 0,
                                 "n_zero_after_centering": 0}
-        for c in np.flatnonzero(sizes):
-            tag = f" of class {data.classes[c]!s} (n_c = {sizes[c]})"
+        if noisy_counts is not None:
+            diag["class_counts_dp"] = noisy_counts
+        for c in modelled:
+            count = None if noisy_counts is None else float(noisy_counts[c])
+            tag = (f" of class {data.classes[c]!s}" if protected
+                   else f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
             loader = _RowLoader(X, rows=np.flatnonzero(data.y == c), **ctx.scaling)
-            Z, mu, mean_rec, cdiag = _preprocess_project(loader, ctx, "mean" + tag)
-            cov_rec, noisy, repaired = _noisy_cov(Z, ctx, "second moment Sigma" + tag)
+            Z, mu, mean_rec, cdiag = _preprocess_project(loader, ctx, "mean" + tag, count=count)
+            cov_rec, noisy, repaired = _noisy_cov(Z, ctx, "second moment Sigma" + tag, count=count)
             chunks.append(gaussian_samples(mu @ ctx.W, repaired, int(counts[c]), ctx.rng))
             labels.append(np.full(int(counts[c]), c))
             noise += [mean_rec, cov_rec]
@@ -764,7 +801,8 @@ class RONGauss(Mechanism):
         return _Output(
             samples=np.vstack(chunks), labels=data.classes[np.concatenate(labels)], center=None,
             class_means=class_means, noise=noise, diagnostics=diag,
-            algorithm="Alg. 5 (Gaussian mixture, one Gaussian per class)",
+            algorithm="Alg. 5 (Gaussian mixture, one Gaussian per class)"
+            + (", DP class histogram (labels protected)" if protected else ", public class sizes"),
         )
 
 
@@ -794,42 +832,65 @@ class _Output:
 
 
 def _preprocess_project(
-    loader: _RowLoader, ctx: _Context, statistic: str
+    loader: _RowLoader, ctx: _Context, statistic: str, count: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, NoiseRecord, dict[str, Any]]:
     """RON-Gauss Alg. 1 and 2 on the loader's rows (all rows, or one class): normalise, DP mean,
     centre, normalise, project with ``W``, in two streaming passes (module docstring).
+
+    ``count=None``: the mean over the public ``n`` rows, ``S1 = 2 sqrt(d)/n`` (Lemma 2).
+    ``count`` (a DP class count, labels protected): the noisy *sum* of the class's unit rows over
+    the noisy count. The per-class sums, stacked over all classes, have L1 sensitivity
+    ``2 sqrt(d)`` under replace-one with the label (the replaced record changes one class's sum
+    by at most ``||x^ - x^'||_1 <= 2 sqrt(d)``, or two classes' sums by ``||x^||_1 <= sqrt(d)``
+    each), so ``Lap(2 sqrt(d)/eps_mu)`` on every class's sum is ``eps_mu``-DP.
     Returns ``(X~ (n, p), mu_DP, noise record, diagnostics)``."""
     n, d = loader.n_rows, ctx.d
     inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
     eps_mu = ctx.split["mean"]
-    s1 = mean_sensitivity(d, n)
-    draw = dpnoise.laplace(unit_sum / n, s1, scale=laplace_scale(s1, eps_mu), n_changed=d, bits=ctx.bits)
-    mu = draw.values
+    s1 = mean_sensitivity(d, n if count is None else 1)
+    # grid rounding: with protected labels a replaced record may change two classes' sums
+    draw = dpnoise.laplace(unit_sum / n if count is None else unit_sum, s1, scale=laplace_scale(s1, eps_mu),
+                           n_changed=d if count is None else 2 * d, bits=ctx.bits)
+    mu = draw.values if count is None else divide_by_count(draw.values, count)
     Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
     rec = NoiseRecord(
-        statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
-        epsilon=eps_mu, formula="S1 = 2 sqrt(d)/n (mean of unit-norm rows); b = S1/eps_mu",
+        statistic=statistic if count is None else statistic.replace("mean", "sum of unit rows", 1),
+        sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1", epsilon=eps_mu,
+        formula=("S1 = 2 sqrt(d)/n (mean of unit-norm rows); b = S1/eps_mu" if count is None else
+                 "S1 = 2 sqrt(d) (per-class sums of unit-norm rows, all classes jointly, the "
+                 "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
         source=f"{SOURCE}, Alg. 1 / Lemma 2", **dpnoise.record_fields(draw),
     )
     return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
 
 
 def _noisy_cov(
-    Z: np.ndarray, ctx: _Context, statistic: str, label_bound: float | None = None
+    Z: np.ndarray, ctx: _Context, statistic: str, label_bound: float | None = None,
+    count: float | None = None,
 ) -> tuple[NoiseRecord, np.ndarray, np.ndarray]:
     """DP second moment of the projected (possibly augmented) rows ``Z`` with its noise record.
 
     The noise scale is ``S1/eps_Sigma`` with ``S1`` from the chosen calibration; the record's
-    ``epsilon`` is the one actually guaranteed, ``eps_Sigma * S1_sound/S1_used``.
+    ``epsilon`` is the one actually guaranteed, ``eps_Sigma * S1_sound/S1_used``. ``count`` (a
+    DP class count, labels protected): noise on the per-class *sum* ``Z^T Z`` (sensitivity with
+    ``n = 1``: a replaced record changes one class's sum by ``A = z z^T - z' z'^T`` or two
+    classes' sums by ``z z^T`` and ``z' z'^T``, whose upper-triangle L1 norms are at most
+    ``(p + 1)/2`` each, so the same ``p + 1`` bounds both cases), divided by the count.
     """
-    n = Z.shape[0]
+    n = Z.shape[0] if count is None else 1
     eps = ctx.split["covariance"]
     published = ctx.calibration == "published"
     s1_used = ron_covariance_sensitivity(ctx.p, n, ctx.calibration, label_bound)
     s1_sound = ron_covariance_sensitivity(ctx.p, n, "sound", label_bound, full_matrix=published)
     eps_true = eps * s1_sound / s1_used
-    noisy, repaired, draw = noisy_second_moment(Z, s1_used, laplace_scale(s1_used, eps), ctx.bits,
-                                                full_matrix=published)
+    b = laplace_scale(s1_used, eps)
+    if count is None:
+        noisy, repaired, draw = noisy_second_moment(Z, s1_used, b, ctx.bits, full_matrix=published)
+    else:
+        noisy, draw = add_matrix_noise(Z.T @ Z, s1_used, b, ctx.bits, full_matrix=published,
+                                       n_statistics_changed=2)
+        noisy = divide_by_count(noisy, count)
+        repaired = psd_repair(noisy)
     if label_bound is None:
         formula = ("S1 = (p + 1)/n (upper triangle, sound)" if ctx.calibration == "sound"
                    else "S1 = 2 sqrt(p)/n (Lemma 4, published; not an entrywise L1 bound)")
@@ -839,6 +900,8 @@ def _noisy_cov(
                    if ctx.calibration == "sound"
                    else "S1 = (2 sqrt(p) + 4a sqrt(p) + a^2)/n (Lemma 5, published)")
         src = "Lemma 5 / Alg. 4; SPEC section 2 (sound value)"
+    if count is not None:
+        formula = formula.replace("/n", "") + " of the per-class sum Z^T Z, divided by the DP count"
     rec = NoiseRecord(
         statistic=statistic, sensitivity=s1_used, scale=draw.scale, distribution="laplace", norm="L1",
         epsilon=eps_true, **dpnoise.record_fields(draw),
