@@ -22,6 +22,7 @@ from bench_common import Row, peak_memory, ratio_row, row_blocks, time_pair
 def _callables(cls: type, X: np.ndarray, y: np.ndarray | None = None, **kwargs: Any
                ) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """``(release, mechanism-only)`` closures for a mechanism class on ``X`` (seeded previews)."""
+    from dpcore.noise import noise_source
     from dpcore.preprocessing import prepare_input
     from dpcore.schema import validate_params
 
@@ -34,7 +35,7 @@ def _callables(cls: type, X: np.ndarray, y: np.ndarray | None = None, **kwargs: 
         return mech.release(X, y)
 
     def own() -> Any:
-        return mech._release(data, params, np.random.default_rng(0), None)
+        return mech._release(data, params, np.random.default_rng(0), None, bits=noise_source(0))
 
     return release, own
 

@@ -37,13 +37,15 @@ def _mechanisms() -> dict[str, tuple[type, dict[str, Any]]]:
 
 def _own_time(cls: type, kwargs: dict[str, Any], X: np.ndarray, repeats: int
               ) -> tuple[float, float]:
+    from dpcore.noise import noise_source
     from dpcore.preprocessing import prepare_input
     from dpcore.schema import validate_params
 
     mech = cls(random_state=0, bounds=(0, 1), **kwargs)
     data = prepare_input(X, bounds=(0, 1), supported_tasks=mech.tasks)
     params = validate_params(mech.params, {p.name: getattr(mech, p.name) for p in mech.params})
-    t = time_repeat(lambda: mech._release(data, params, np.random.default_rng(0), None), repeats)
+    t = time_repeat(lambda: mech._release(data, params, np.random.default_rng(0), None, bits=noise_source(0)),
+                    repeats)
     return t.cpu_median, t.wall_median
 
 

@@ -29,7 +29,6 @@ __all__ = [
     "haar_stiefel",
     "laplace_scale",
     "psd_repair",
-    "symmetric_laplace_noise",
     "upper_triangle_l1_sensitivity",
 ]
 
@@ -266,17 +265,6 @@ def upper_triangle_l1_sensitivity(diff: np.ndarray) -> float:
     """
     diff = np.asarray(diff, dtype=float)
     return float((np.abs(diff).sum() + np.abs(np.diag(diff)).sum()) / 2)
-
-
-def symmetric_laplace_noise(size: int, scale: float, rng: np.random.Generator) -> np.ndarray:
-    """Symmetric ``(size, size)`` matrix of i.i.d. ``Lap(scale)`` on the upper triangle (diagonal
-    included), mirrored below. Used with the upper-triangle L1 sensitivity (SPEC section 1)."""
-    noise = np.zeros((size, size))
-    if scale > 0:
-        iu = np.triu_indices(size)
-        noise[iu] = rng.laplace(0.0, scale, size=len(iu[0]))
-        noise = noise + np.triu(noise, 1).T
-    return noise
 
 
 def psd_repair(matrix: np.ndarray, floor: float = 0.0) -> np.ndarray:

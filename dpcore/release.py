@@ -60,7 +60,8 @@ CSV_ESCAPE_RULE = (
 class NoiseRecord:
     """One noisy statistic: what was perturbed, its sensitivity and the noise scale.
 
-    ``scale`` is the Laplace ``b`` or the Gaussian standard deviation ``sigma``; ``norm`` is the
+    ``scale`` is the Laplace ``b`` or the Gaussian standard deviation ``sigma`` actually drawn (discrete
+    Laplace / discrete Gaussian on the public ``grid``, :mod:`dpcore.noise`); ``norm`` is the
     norm the sensitivity is measured in ("L1" for Laplace, "L2" for Gaussian); ``formula`` and
     ``source`` say where the numbers come from (paper, equation).
     """
@@ -74,6 +75,11 @@ class NoiseRecord:
     delta: float | None = None
     formula: str = ""
     source: str = ""
+    #: floating-point-safe noise (dpcore.noise): the public power-of-two grid the value was rounded
+    #: to, the sampler and bit source, and the sensitivity including the rounding
+    grid: float | None = None
+    sampler: str = ""
+    sensitivity_used: float | None = None
 
     def as_card(self) -> dict[str, Any]:
         return {k: _jsonable(v) for k, v in self.__dict__.items()}

@@ -237,7 +237,8 @@ def test_rp_gaussian_sigma_is_the_analytic_gaussian_of_the_full_sensitivity(task
     s2 = math.hypot(s_r, s_label)
     rec = rel.noise[0]
     assert rec.sensitivity == pytest.approx(s2, rel=1e-12)
-    assert rec.scale == pytest.approx(analytic_gaussian_sigma(s2, eps, delta), rel=1e-12)
+    # calibrated at (eps, delta) minus the discrete Gaussian sampler's reserve (~1e-11; dpcore.noise)
+    assert rec.scale == pytest.approx(analytic_gaussian_sigma(s2, eps, delta), rel=1e-9)
     z = (rel.data - rel.transform(X)).ravel() / rec.scale
     assert stats.kstest(z, stats.norm().cdf).pvalue > 1e-3
     assert np.var(z) == pytest.approx(1.0, rel=0.06)  # 6,000 draws: s.e. ~1.8%

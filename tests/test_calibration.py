@@ -23,9 +23,9 @@ from dpcore.calibration import (
     haar_stiefel,
     laplace_scale,
     psd_repair,
-    symmetric_laplace_noise,
     upper_triangle_l1_sensitivity,
 )
+from dpcore.noise import noise_source, symmetric_laplace
 
 GRID = [(eps, delta, s) for eps in (0.1, 1.0, 5.0, 20.0) for delta in (1e-3, 1e-8) for s in (0.5, 3.0)]
 
@@ -204,14 +204,17 @@ def test_split_bad_total_raises(total):
 
 # ------------------------------------------------------------------------- symmetric noise
 def test_symmetric_laplace_noise_is_symmetric_with_laplace_variance():
-    rng = np.random.default_rng(2024)
+    # dpcore.noise.symmetric_laplace: the grid Laplace mechanism on the upper triangle, mirrored
+    bits = noise_source(2024)
     size, scale, reps = 40, 1.7, 50
-    draws = [symmetric_laplace_noise(size, scale, rng) for _ in range(reps)]
+    zero = np.zeros((size, size))
+    draws = [symmetric_laplace(zero, scale, 1.0, bits=bits) for _ in range(reps)]
     iu = np.triu_indices(size)
-    for m in draws:
+    for m, draw in draws:
         assert m.shape == (size, size)
         np.testing.assert_array_equal(m, m.T)
-    upper = np.concatenate([m[iu] for m in draws])
+        assert draw.scale == pytest.approx(scale, rel=1e-9) and draw.scale >= scale
+    upper = np.concatenate([m[iu] for m, _ in draws])
     n = upper.size  # 41,000 draws
     # Var(Lap(b)) = 2 b^2; the sample variance has relative s.e. sqrt((kurtosis - 1)/n) = sqrt(5/n)
     # (Laplace kurtosis 6) = 1.1%; tolerance 6 s.e.
@@ -221,12 +224,14 @@ def test_symmetric_laplace_noise_is_symmetric_with_laplace_variance():
     # E|X| = b for Laplace (a second, shape-sensitive moment; s.e. b/sqrt(n))
     assert np.mean(np.abs(upper)) == pytest.approx(scale, abs=6 * scale / math.sqrt(n))
     # the diagonal is noised too, and off-diagonal entries are not duplicated draws
-    assert np.all(np.diag(draws[0]) != 0)
+    assert np.all(np.diag(draws[0][0]) != 0)
     assert np.unique(upper).size == n
 
 
 def test_symmetric_laplace_noise_zero_scale_is_zero():
-    np.testing.assert_array_equal(symmetric_laplace_noise(5, 0.0, np.random.default_rng(0)), np.zeros((5, 5)))
+    m, draw = symmetric_laplace(np.eye(5), 1.0, math.inf, bits=noise_source(0))
+    np.testing.assert_array_equal(m, np.eye(5))
+    assert draw.scale == 0
 
 
 # ------------------------------------------------------------------------- sensitivity

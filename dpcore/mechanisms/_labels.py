@@ -25,7 +25,9 @@ import math
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import laplace_scale
+from dpcore.noise import BitSource
 from dpcore.release import NoiseRecord
 from dpcore.schema import Param
 
@@ -63,20 +65,23 @@ HISTOGRAM_FRACTION = Param(
 
 
 def dp_class_histogram(
-    y: np.ndarray, n_classes: int, epsilon: float, rng: np.random.Generator, source: str
+    y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource, source: str
 ) -> tuple[np.ndarray, NoiseRecord]:
     """Laplace-noised class counts, shape ``(n_classes,)`` (floats; may be negative).
 
     ``y`` holds class indices into the public class list. Pure ``epsilon``-DP under replace-one
     with the label included (L1 sensitivity :data:`HISTOGRAM_SENSITIVITY`). Every class of the
-    public list gets a count, whether or not it occurs in the data.
+    public list gets a count, whether or not it occurs in the data. Exact grid Laplace noise
+    (:mod:`dpcore.noise`; two counts change between neighbours).
     """
     counts = np.bincount(y, minlength=n_classes).astype(float)
-    b = laplace_scale(HISTOGRAM_SENSITIVITY, epsilon)
-    noisy = counts + (rng.laplace(0.0, b, size=n_classes) if b > 0 else 0.0)
+    draw = dpnoise.laplace(counts, HISTOGRAM_SENSITIVITY, scale=laplace_scale(HISTOGRAM_SENSITIVITY, epsilon),
+                           n_changed=min(2, n_classes), bits=bits)
+    noisy = draw.values
     rec = NoiseRecord(
         statistic=f"class histogram ({n_classes} public classes)", sensitivity=HISTOGRAM_SENSITIVITY,
-        scale=b, distribution="laplace", norm="L1", epsilon=epsilon, delta=0.0,
+        scale=draw.scale, distribution="laplace", norm="L1", epsilon=epsilon, delta=0.0,
+        **dpnoise.record_fields(draw),
         formula="S1 = 2 (replace-one with the label: one record leaves a class, joins another); "
                 "b = S1/eps_histogram",
         source=f"Dwork & Roth 2014, histogram queries; {source}",

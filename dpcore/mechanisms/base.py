@@ -15,6 +15,7 @@ import numpy as np
 from dpcore.calibration import check_random_state
 from dpcore.exceptions import NonFiniteNoiseError
 from dpcore.limits import check_memory
+from dpcore.noise import BitSource, noise_source
 from dpcore.preprocessing import PreparedInput, prepare_input
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import Param, validate_params
@@ -171,7 +172,8 @@ class Mechanism:
                      self.peak_bytes(n, d, values, n_classes=n_classes, n_released=n_samples))
         rng = check_random_state(self.random_state)
         try:
-            rel = self._release(data, values, rng, n_samples)
+            # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
+            rel = self._release(data, values, rng, n_samples, bits=noise_source(self.random_state))
         except NonFiniteNoiseError as exc:
             named = _privacy_parameters(values)
             if str(exc).startswith(named):
@@ -191,8 +193,11 @@ class Mechanism:
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
+        """The mechanism's work. ``rng`` draws public randomness (projection matrices, synthetic rows
+        from released statistics, index sets); every noise draw uses ``bits`` through
+        :mod:`dpcore.noise`."""
         raise NotImplementedError
 
     @classmethod

@@ -59,13 +59,13 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
     analytic_gaussian_sigma,
     check_delta,
     laplace_scale,
     psd_repair,
-    symmetric_laplace_noise,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
@@ -95,6 +95,7 @@ from dpcore.mechanisms.ron_gauss import (
     proportional_counts,
     unit_to_label,
 )
+from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
@@ -269,7 +270,7 @@ class _IdentityLaplaceBase(Mechanism):
     baseline = True
 
     def _identity_release(
-        self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
+        self, data: PreparedInput, params: dict[str, Any], bits: BitSource, *,
         M: np.ndarray, center: np.ndarray, rows: np.ndarray | None, matrix_name: str,
         statistic: str, source: str, details: dict[str, Any],
     ) -> Release:
@@ -288,14 +289,14 @@ class _IdentityLaplaceBase(Mechanism):
             eps_f, eps_l = eps, None
         widths = box_widths(data.bounds)
         s1, method = box_l1_sensitivity(M, widths)
-        b = laplace_scale(s1, eps_f)
-        Z = _box_projection(priv.X, bounds=data.bounds, center=center, M=M)
-        if b > 0:
-            Z = Z + rng.laplace(0.0, b, size=Z.shape)
-        labels = release_labels(priv, math.inf if eps_l is None else eps_l, rng)
+        # one replaced row moves the k outputs of its row: n_changed = k
+        draw = dpnoise.laplace(_box_projection(priv.X, bounds=data.bounds, center=center, M=M), s1,
+                               scale=laplace_scale(s1, eps_f), n_changed=k, bits=bits)
+        Z, b = draw.values, draw.scale
+        labels = release_labels(priv, math.inf if eps_l is None else eps_l, bits)
         noise = [NoiseRecord(
             statistic=f"{statistic} ({n} x {k})", sensitivity=s1, scale=b, distribution="laplace",
-            norm="L1", epsilon=eps_f, delta=0.0,
+            norm="L1", epsilon=eps_f, delta=0.0, **dpnoise.record_fields(draw),
             formula=f"S1 = sup over the public box of ||(x - x') {matrix_name}||_1 = max_t sum_l w_l "
                     f"|({matrix_name} t)_l| ({method}); b = S1 / eps_features",
             source=f"{source}; {LAPLACE_SOURCE}; sensitivity derived in dpcore.mechanisms.baselines",
@@ -382,14 +383,14 @@ class IdentityLaplace(_IdentityLaplaceBase):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         check_one_row_per_input(n_samples, data.n_samples, "identity-laplace")
         d = data.n_features
         k = resolve_n_components(params["n_components"], d)
         B = bernoulli_projection(d, k, rng)
         return self._identity_release(
-            data, params, rng, M=B, center=np.zeros(d), rows=None, matrix_name="B",
+            data, params, bits, M=B, center=np.zeros(d), rows=None, matrix_name="B",
             statistic="projected rows Z = scale(X) B", source=LI_CITATION,
             details={"projection": "Bernoulli +-1/sqrt(k), public, data-independent",
                      "assumptions": ["B is drawn independently of the data and released"]},
@@ -454,7 +455,7 @@ class PCAIdentity(_IdentityLaplaceBase):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
@@ -464,7 +465,7 @@ class PCAIdentity(_IdentityLaplaceBase):
         center = Xpub.mean(axis=0)
         W = _top_eigvecs((Xpub - center).T @ (Xpub - center), p)
         return self._identity_release(
-            data, params, rng, M=W, center=center, rows=None, matrix_name="W",
+            data, params, bits, M=W, center=center, rows=None, matrix_name="W",
             statistic="PCA coordinates Z = (scale(X) - c) W of the private rows",
             source=JIANG_CITATION,
             details={
@@ -549,7 +550,7 @@ class MODIPS(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
         fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
@@ -576,7 +577,7 @@ class MODIPS(Mechanism):
             sizes = np.bincount(data.y, minlength=data.classes.size)
             if protected:
                 noisy_counts, hist_rec = dp_class_histogram(
-                    data.y, data.classes.size, split["histogram"], rng, "MODIPS per class (label privacy)")
+                    data.y, data.classes.size, split["histogram"], bits, "MODIPS per class (label privacy)")
                 noise.append(hist_rec)
                 diag["class_counts_dp"] = noisy_counts
                 counts = synthetic_counts(m, noisy_counts)
@@ -591,7 +592,7 @@ class MODIPS(Mechanism):
         chunks, labels = [], []
         for c, rows, tag in groups:
             count = None if noisy_counts is None else float(noisy_counts[c])
-            mu, cov, recs = _dp_gaussian(Z[rows], split, rng, tag, diag, key=c, count=count)
+            mu, cov, recs = _dp_gaussian(Z[rows], split, bits, tag, diag, key=c, count=count)
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
             noise += recs
@@ -634,7 +635,7 @@ class MODIPS(Mechanism):
 
 
 def _dp_gaussian(
-    Z: np.ndarray, split: EpsilonSplit, rng: np.random.Generator, tag: str, diag: dict[str, Any],
+    Z: np.ndarray, split: EpsilonSplit, bits: BitSource, tag: str, diag: dict[str, Any],
     key: Any, count: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
     """DP mean, DP second moment (upper triangle, mirrored) and PSD-repaired covariance of the rows
@@ -653,9 +654,13 @@ def _dp_gaussian(
     else:
         s1_mu, s1_m = 2.0 * k, k * (k + 1.0)
         mean, second = Z.sum(axis=0), Z.T @ Z
-    b_mu, b_m = laplace_scale(s1_mu, split["mean"]), laplace_scale(s1_m, split["covariance"])
-    mu = mean + (rng.laplace(0.0, b_mu, size=k) if b_mu > 0 else 0.0)
-    M = second + symmetric_laplace_noise(k, b_m, rng)
+    # grid rounding: with protected labels a replaced record may change two classes' statistics
+    changed = 1 if count is None else 2
+    mu_draw = dpnoise.laplace(mean, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
+                              n_changed=changed * k, bits=bits)
+    M, m_draw = dpnoise.symmetric_laplace(second, s1_m, scale=laplace_scale(s1_m, split["covariance"]),
+                                          n_changed=changed * k * (k + 1) // 2, bits=bits)
+    mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
     if count is not None:
         mu, M = divide_by_count(mu, count), divide_by_count(M, count)
         mean, second = divide_by_count(mean, max(n, 1)), divide_by_count(second, max(n, 1))
@@ -664,7 +669,7 @@ def _dp_gaussian(
     recs = [
         NoiseRecord(
             statistic="mean" + tag, sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
-            epsilon=split["mean"], delta=0.0,
+            epsilon=split["mean"], delta=0.0, **dpnoise.record_fields(mu_draw),
             formula=("S1 = 2k/n (k coordinates of width 2, one row replaced); b = S1/eps_mu"
                      if count is None else "S1 = 2k (per-class sums, all classes jointly; the "
                      "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
@@ -673,6 +678,7 @@ def _dp_gaussian(
         NoiseRecord(
             statistic="second moment (1/n) Z^T Z" + tag, sensitivity=s1_m, scale=b_m,
             distribution="laplace", norm="L1", epsilon=split["covariance"], delta=0.0,
+            **dpnoise.record_fields(m_draw),
             formula=("S1 = k(k+1)/(2n) (upper triangle with diagonal, entries in [-1, 1]; proof in "
                      "gaussian_model_sensitivities)" if count is None else "S1 = k(k+1) (per-class "
                      "sums, upper triangle, the replaced record may change class; divided by the "
@@ -761,7 +767,7 @@ class RPGaussian(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         check_one_row_per_input(n_samples, data.n_samples, "rp-gaussian")
         n, d = data.X.shape
@@ -786,17 +792,31 @@ class RPGaussian(Mechanism):
             formula = ("S2 = sqrt(min(sigma_max(R) ||w||_2, sum_l w_l ||R_l||_2)^2 + S_label^2); "
                        "sigma = analytic Gaussian(S2, eps, delta)")
             source = f"{DPMIX_RP_CITATION}; Balle & Wang, ICML 2018, Thm 8 / Alg. 1"
-        achieved = gaussian_epsilon(sigma, s2, delta)  # exact epsilon of this sigma for the drawn R
         block = np.column_stack([_box_projection(data.X, bounds=data.bounds, center=np.zeros(d), M=R),
                                  encoded])
-        if sigma > 0:
-            block = block + rng.normal(0.0, sigma, size=block.shape)
+        # one replaced row moves its projected row and encoded label: n_changed = its width
+        n_changed = block.shape[1]
+        s2_rounded = s2
+        if sigma > 0 and calibration == "paper":  # the published sigma, on a grid: count the rounding
+            g, s2_rounded = dpnoise.gaussian_grid(s2, n_changed, sigma)
+            plan = dpnoise.gaussian_plan(sigma, grid=g, l2_sensitivity=s2, n_changed=n_changed, bits=bits)
+        elif sigma > 0:  # recalibrated at the rounding-inflated sensitivity, the sampler's slack reserved
+            eps_i, delta_i = dpnoise.reserve_slack(eps, delta, n_changed)
+            plan = dpnoise.calibrated_gaussian_plan(s2, lambda s: analytic_gaussian_sigma(s, eps_i, delta_i),
+                                                    n_changed=n_changed, bits=bits)
+            sigma, s2_rounded = plan.scale, plan.sensitivity_used
+        # exact epsilon of this sigma for the drawn R (and the grid rounding)
+        reserved = sigma > 0 and calibration != "paper"
+        achieved = gaussian_epsilon(sigma, s2_rounded, delta_i if reserved else delta)
+        draws = [plan.add(block)] if sigma > 0 else []
+        if draws:
+            block = draws[0].values
         labels, label_columns = decode(block[:, k:])
         noise = [NoiseRecord(
             statistic=f"projected rows scale(X) R ({n} x {k})"
             + (" with the encoded label appended" if data.task != "unsupervised" else ""),
             sensitivity=s2_used, scale=sigma, distribution="gaussian", norm="L2", epsilon=eps,
-            delta=delta, formula=formula, source=source,
+            delta=delta, formula=formula, source=source, **(dpnoise.record_fields(draws[0]) if draws else {}),
         )]
         details = {
             "n_components": k,
@@ -813,7 +833,17 @@ class RPGaussian(Mechanism):
             "assumptions": ["n is public (bounded DP, replace-one neighbours)",
                             "R is drawn independently of the data and released"],
         }
-        guarantee = Guarantee(epsilon=max(eps, achieved), delta=delta, neighbouring="replace-one",
+        if reserved:
+            eps_total, delta_total, details["noise_slack"] = dpnoise.reserved_guarantee(
+                draws, eps, delta, achieved, delta_i)
+        elif draws:  # the paper's sigma: its epsilon at the rounded sensitivity, plus the slack
+            eps_total, delta_total, details["noise_slack"] = dpnoise.fixed_sigma_guarantee(
+                draws, lambda dl: gaussian_epsilon(sigma, s2_rounded, dl), max(eps, achieved),
+                delta, n_changed)
+        else:
+            eps_total, delta_total, details["noise_slack"] = dpnoise.slack_details(
+                [], max(eps, achieved), delta)
+        guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
                               kind="approx")
         return self._new_release(
             data, params, values=block[:, :k], columns=projected_columns(k), guarantee=guarantee,

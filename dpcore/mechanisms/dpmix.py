@@ -36,16 +36,19 @@ the same release.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from scipy import ndimage
+from scipy import ndimage, stats
 
 from dpcore import accounting
+from dpcore import noise as dpnoise
 from dpcore.calibration import default_delta
 from dpcore.mechanisms.base import Mechanism
+from dpcore.noise import BitSource, GridNoise
 from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
@@ -54,6 +57,7 @@ __all__ = [
     "DPMix",
     "draw_mixtures",
     "mixture_means",
+    "mixture_noise_plans",
     "sample_mixture_indices",
     "scale_to_unit",
     "to_original_units",
@@ -208,6 +212,7 @@ def draw_mixtures(
     unit: np.ndarray | None = None,
     dtype: Any = None,
     return_indices: bool = False,
+    plans: list[tuple[slice, GridNoise]] | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The DPMix core: ``n_mixtures`` means of ``ell`` distinct rows of ``Z`` plus Gaussian noise.
 
@@ -223,7 +228,8 @@ def draw_mixtures(
     sigma : ndarray of shape (w,)
         Noise standard deviation per column (``sigma_X`` for features, ``sigma_Y`` for labels).
     rng : numpy.random.Generator
-        Two child generators are spawned from it: one for the indices, one for the noise.
+        Two child generators are spawned from it: one for the indices, one for the noise bits of
+        the default ``plans`` (seeded previews and tests).
     image_shape : (h, w), optional
         With ``denoise > 0``: the first ``n_image_columns`` columns are images of this shape.
     denoise : float
@@ -243,6 +249,10 @@ def draw_mixtures(
     return_indices : bool
         Also return the ``(T, ell)`` index matrix. For tests only: the indices are secret and
         never part of a release.
+    plans : list of (column slice, GridNoise), optional
+        The grid Gaussian mechanisms of :mod:`dpcore.noise` per column group (each mixture's columns
+        are rounded to the group's public grid and discrete Gaussian integers added). Default:
+        :func:`mixture_noise_plans` of ``sigma`` with bits from the noise child of ``rng``.
 
     Returns
     -------
@@ -253,8 +263,9 @@ def draw_mixtures(
     rows = _chunk_rows(n, ell, width, method, chunk_rows)
     workers = n_threads(n_jobs)
     idx_rng, noise_rng = rng.spawn(2)
-    sigma = np.asarray(sigma, dtype=float)
-    noisy = bool(np.any(sigma > 0))
+    if plans is None:
+        plans = mixture_noise_plans(np.asarray(sigma, dtype=float), ell, dpnoise.SeededBits(noise_rng))
+    streams = [(sl, plan, _NoiseRows(plan, sl.stop - sl.start)) for sl, plan in plans]
     out_dtype = np.dtype(dtype) if dtype is not None else (Z.dtype if unit is None else np.float64)
     out = np.empty((n_mixtures, width), dtype=out_dtype)
     all_idx = np.empty((n_mixtures, ell), dtype=np.int64) if return_indices else None
@@ -280,17 +291,15 @@ def draw_mixtures(
                 parts = np.array_split(np.arange(stop - start), workers)
                 jobs = [pool.submit(mixture_means, Z, idx[p[0]:p[-1] + 1], block[p[0]:p[-1] + 1],
                                     unit) for p in parts if p.size]
-            noise = None
-            if noisy:
-                # drawn in float64 whatever the dtype, so a float32 release carries the same noise
-                noise = noise_rng.standard_normal(block.shape)
-                noise *= sigma
+            # integer noise in grid units, drawn by this thread in a fixed order
+            drawn = [(sl, plan, rows_.take(stop - start)) for sl, plan, rows_ in streams]
             if i + 1 < len(starts):
                 idx_next = indices(i + 1)
             for job in jobs:
                 job.result()
-            if noise is not None:
-                block += noise.astype(out_dtype, copy=False)
+            for sl, plan, integers in drawn:
+                # rounded to the public grid in float64 whatever the dtype, integers added exactly
+                block[:, sl] = plan.apply(block[:, sl], integers)
             if denoise > 0 and image_shape is not None and n_image_columns:
                 imgs = block[:, :n_image_columns].reshape((-1, *image_shape))
                 block[:, :n_image_columns] = ndimage.gaussian_filter(
@@ -301,6 +310,71 @@ def draw_mixtures(
         if pool is not None:
             pool.shutdown()
     return (out, all_idx) if all_idx is not None else out
+
+
+class _NoiseRows:
+    """Integer noise rows of one column group, drawn in fixed units of rows, so that the values do
+    not depend on how the caller chunks the mixtures."""
+
+    unit = 1024
+
+    def __init__(self, plan: GridNoise, width: int) -> None:
+        self.plan, self.width = plan, width
+        self.buf = np.empty((0, width), dtype=np.int64)
+
+    def take(self, m: int) -> np.ndarray:
+        parts = [self.buf]
+        have = len(self.buf)
+        while have < m:
+            parts.append(self.plan.draw((self.unit, self.width)))
+            have += self.unit
+        rows = np.concatenate(parts) if len(parts) > 1 else self.buf
+        out, self.buf = rows[:m], rows[m:]
+        return out
+
+
+def mixture_noise_plans(sigma: np.ndarray, ell: int, bits: BitSource, *, boundaries: tuple[int, ...] = (),
+                        inflate: bool = False) -> list[tuple[slice, GridNoise]]:
+    """Grid Gaussian mechanisms for the column groups of equal ``sigma``, also split at ``boundaries``
+    (the features / labels border). ``inflate``: draw ``sigma (1 + g ell)``, so that the rounded
+    query at that sigma is exactly as private as the raw one at ``sigma`` (for calibrated sigmas).
+
+    Each coordinate of a mixture mean of rows in ``[0, 1]`` moves by at most ``1/ell`` when a row
+    changes, so a group of ``w`` columns has L2 sensitivity ``sqrt(w)/ell``; the grid is
+    :func:`dpcore.noise.gaussian_grid`'s for it (rounding inflates the sensitivity by the factor
+    ``1 + g ell <= 1 + 2^-42``, which :meth:`DPMix._release` charges to the accountant).
+    """
+    plans = []
+    start = 0
+    cuts = {int(c) for c in np.flatnonzero(np.diff(sigma) != 0) + 1} | {b for b in boundaries if 0 < b}
+    for stop in sorted(cuts | {len(sigma)}):
+        s, w = float(sigma[start]), int(stop - start)
+        if s > 0:
+            s2 = math.sqrt(w) / ell
+            g, _ = dpnoise.gaussian_grid(s2, w, s)
+            s_used = s * (1 + g * ell) if inflate else s
+            plans.append((slice(start, int(stop)),
+                          dpnoise.gaussian_plan(s_used, grid=g, l2_sensitivity=s2, n_changed=w, bits=bits)))
+        start = int(stop)
+    return plans
+
+
+def _mixture_bound(*, ell: int, n: int, T: int, tail: float = 1e-30) -> tuple[int, float]:
+    """``(c*, P(c > c*))`` for the number ``c`` of mixtures that contain a given row.
+
+    A row lies in each mixture independently with probability ``ell/n`` (uniform ``ell``-subsets),
+    so ``c`` is Binomial(T, ell/n); ``c*`` is chosen so that ``P(c > c*) <= tail`` (added to delta,
+    like the samplers' tails). On ``c <= c*`` at most ``c* w`` coordinates of a column group of
+    width ``w`` differ between neighbours.
+    """
+    q = min(1.0, ell / n)
+    c_star = min(int(stats.binom.isf(tail, T, q)) + 1, T) if q < 1 else T
+    return c_star, float(stats.binom.sf(c_star, T, q)) if c_star < T else 0.0
+
+
+def _mixture_slack(plans: list[tuple[slice, GridNoise]], c_star: int) -> list[GridNoise]:
+    """The plans counting ``c*`` mixtures' coordinates (what :func:`~dpcore.noise.combine_slack` uses)."""
+    return [dataclasses.replace(plan, n_changed=c_star * (sl.stop - sl.start)) for sl, plan in plans]
 
 
 # ---------------------------------------------------------------------------------------- scaling
@@ -473,7 +547,7 @@ class DPMix(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d_x = data.X.shape
         ell = params["ell"]
@@ -488,19 +562,54 @@ class DPMix(Mechanism):
                              "image_shape whose pixels are the features); set denoise=0")
         labels01, label_cols = _encode_labels(data)
         d_y = labels01.shape[1]
-        acct = _account(params, ell=ell, n=n, T=T, d_x=d_x, d_y=d_y, delta=delta)
+        c_star, p_out = _mixture_bound(ell=ell, n=n, T=T)
+        calibrated = params["sigma_x"] is None and math.isfinite(params["epsilon"])
+        delta_ideal = delta
+        if calibrated:  # the discrete Gaussian's slack is reserved from (epsilon, delta)
+            eps_ideal, delta_ideal = dpnoise.reserve_slack(params["epsilon"], delta, c_star * (d_x + d_y))
+            delta_ideal -= p_out * (1 + math.exp(min(params["epsilon"], 700.0)))
+            acct = _account({**params, "epsilon": eps_ideal}, ell=ell, n=n, T=T, d_x=d_x, d_y=d_y,
+                            delta=delta_ideal)
+        else:
+            acct = _account(params, ell=ell, n=n, T=T, d_x=d_x, d_y=d_y, delta=delta)
 
         dtype = np.dtype(params["dtype"])
         Z, unit = _mixing_input(data, labels01, dtype)
         sigma = np.concatenate([np.full(d_x, acct["sigma_x"]), np.full(d_y, acct["sigma_y"])])
+        plans = mixture_noise_plans(sigma, ell, bits, boundaries=(d_x,), inflate=calibrated)
         mixed = draw_mixtures(Z, ell, T, sigma, rng, image_shape=image_hw, n_image_columns=d_x,
-                              denoise=denoise, unit=unit, dtype=dtype)
+                              denoise=denoise, unit=unit, dtype=dtype, plans=plans)
+        slack_plans: list[GridNoise] = []
+        if math.isfinite(acct["epsilon"]):
+            if not calibrated:
+                # grid rounding: each coordinate moves by <= 1/ell + g: sigma_eff = sigma / (1 + g ell)
+                eff = {sl.start: plan.scale / (1 + plan.grid * ell) for sl, plan in plans}
+                res = accounting.dpmix_epsilon(
+                    sigma_x=eff[0], sigma_y=eff[d_x] if d_y else None, ell=ell, n=n, n_mixtures=T,
+                    d_x=d_x, d_y=d_y, delta=delta, bound=params["bound"])
+                acct = {**acct, "epsilon_unrounded": acct["epsilon"], "epsilon": float(res.epsilon)}
+            slack_plans = _mixture_slack(plans, c_star)
+        else:
+            p_out = 0.0
         values = mixed[:, :d_x]
         labels, label_columns = _release_labels(data, mixed[:, d_x:], label_cols)
 
         bound = params["bound"]
-        guarantee = Guarantee(epsilon=acct["epsilon"], delta=delta, neighbouring="replace-one",
+        eps_total, delta_total, slack = dpnoise.slack_details(slack_plans, acct["epsilon"], delta_ideal)
+        if p_out:
+            grow = 1 + math.exp(min(eps_total, 700.0))
+            delta_total += p_out * grow
+            slack.update(extra_delta=slack["extra_delta"] + p_out * grow, mixtures_bound_tail=p_out)
+        if calibrated:  # within the nominal (epsilon, delta) by construction of the reserve
+            slack["calibrated_at"] = {"epsilon": eps_ideal, "delta": delta_ideal}
+            eps_total, delta_total = max(eps_total, params["epsilon"]), max(delta_total, delta)
+        guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
                               kind="approx")
+        details = _details(data, params, acct, ell=ell, n=n, T=T, d_y=d_y, delta=delta)
+        details["noise_slack"] = slack
+        records = _noise_records(data, acct, ell=ell, n=n, T=T, d_y=d_y, delta=delta, bound=bound)
+        for rec, (_, plan) in zip(records, plans, strict=False):
+            records[records.index(rec)] = dataclasses.replace(rec, **dpnoise.record_fields(plan))
         bounds = data.bounds.copy()
         public = {"lo": bounds[:, 0], "hi": bounds[:, 1]}  # public: released as the transform
         if data.label_bounds is not None:
@@ -508,9 +617,9 @@ class DPMix(Mechanism):
             public["label_hi"] = np.array([data.label_bounds[1]])
         return self._new_release(
             data, params, values=values, columns=list(data.feature_names), guarantee=guarantee,
-            noise=_noise_records(data, acct, ell=ell, n=n, T=T, d_y=d_y, delta=delta, bound=bound),
+            noise=records,
             calibration=bound, n_samples=n_samples, labels=labels, label_columns=label_columns,
-            details=_details(data, params, acct, ell=ell, n=n, T=T, d_y=d_y, delta=delta),
+            details=details,
             transform_arrays=public, transform_fn=lambda X: scale_to_unit(X, bounds),
         )
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import analytic_gaussian_sigma, check_delta, gaussian_delta
 from dpcore.mechanisms.base import Mechanism
 from dpcore.mechanisms.jl_laplace import (
@@ -39,6 +40,7 @@ from dpcore.mechanisms.jl_laplace import (
     release_labels,
     scale_rows,
 )
+from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
@@ -168,7 +170,7 @@ class DPPro(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         setup = projection_setup(data, params, rng, n_samples, "DPPro")
         inp, R, n, d, k = setup.inp, setup.P, setup.n, setup.d, setup.k
@@ -194,18 +196,38 @@ class DPPro(Mechanism):
                                 f"{delta:.3g})-DP, which is what the guarantee reports")
             formula = "sigma = 4 sqrt(ln(1/delta)) / epsilon"
             source = "DPPro Lemma 4 (via Thm 2 with theta_2 <= 2)"
-        Y = inp.project(R, _gaussian_noise(sigma, rng) if sigma > 0 else None)
-        labels = release_labels(data, eps, rng)
+        # one changed entry moves the k outputs of its row: n_changed = k. The exact calibration
+        # is redone at the rounding-inflated sensitivity; the published sigma is kept and its
+        # achieved epsilon recomputed at that sensitivity.
+        eps_i, delta_i = dpnoise.reserve_slack(eps, delta, k)
+        if sigma > 0 and calibration == "exact":  # the sampler's slack reserved from (eps, delta)
+            plan = dpnoise.calibrated_gaussian_plan(
+                s2, lambda s: analytic_gaussian_sigma(s, eps_i, delta_i), n_changed=k, bits=bits)
+            sigma = plan.scale
+        elif sigma > 0:
+            g, s2_used = dpnoise.gaussian_grid(s2, k, sigma)
+            plan = dpnoise.gaussian_plan(sigma, grid=g, l2_sensitivity=s2, n_changed=k, bits=bits)
+            eps_features = max(eps, gaussian_epsilon(sigma, s2_used, delta))
+        Y = inp.project(R, plan if sigma > 0 else None)
+        labels = release_labels(data, eps, bits)
 
         noise = [NoiseRecord(
             statistic=f"projected data Y = X R ({n} x {k})", sensitivity=s2, scale=sigma,
             distribution="gaussian", norm="L2", epsilon=eps_features, delta=delta, formula=formula,
-            source=source,
+            source=source, **(dpnoise.record_fields(plan) if sigma > 0 else {}),
         )]
         if labels.noise is not None:
             noise.append(labels.noise)
         total = combine_with_labels("element", eps_features, None if labels.noise is None else eps)
-        guarantee = Guarantee(epsilon=total, delta=delta, neighbouring="element", kind="approx")
+        if calibration == "exact":
+            total, delta_total, slack = dpnoise.reserved_guarantee(
+                [plan] if sigma > 0 else [], total, delta, total - eps + eps_i, delta_i)
+        elif sigma > 0:  # the published sigma: its epsilon at the rounded sensitivity, plus the slack
+            total, delta_total, slack = dpnoise.fixed_sigma_guarantee(
+                [plan], lambda dl: gaussian_epsilon(sigma, s2_used, dl), total, delta, k)
+        else:
+            total, delta_total, slack = dpnoise.slack_details([], total, delta)
+        guarantee = Guarantee(epsilon=total, delta=delta_total, neighbouring="element", kind="approx")
         details: dict[str, Any] = {
             "n_components": k,
             "rescaled": inp.rescaled,
@@ -223,6 +245,7 @@ class DPPro(Mechanism):
                 "released as their own column with the whole epsilon (randomized response / Laplace): "
                 "under the element relation a neighbour changes a feature or the label, never both"),
             "warnings": warnings,
+            "noise_slack": slack,
         }
         rel = self._new_release(
             data, params, values=Y, columns=projected_columns(k), guarantee=guarantee, noise=noise,
@@ -233,15 +256,6 @@ class DPPro(Mechanism):
         )
         rel.diagnostics.update(inp.as_diagnostics())
         return rel
-
-
-def _gaussian_noise(sigma: float, rng: np.random.Generator) -> Callable[[tuple[int, int]], np.ndarray]:
-    """``shape -> N(0, sigma^2)`` i.i.d. array (for :meth:`ProjectionInput.project`)."""
-
-    def draw(shape: tuple[int, int]) -> np.ndarray:
-        return rng.normal(0.0, sigma, size=shape)
-
-    return draw
 
 
 def _public_transform(lo: np.ndarray, scale: np.ndarray, bounds: np.ndarray, R: np.ndarray

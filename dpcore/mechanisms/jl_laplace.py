@@ -33,15 +33,16 @@ Calibration of ``c`` (the L1 sensitivity of ``X -> X P``):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit, laplace_scale
 from dpcore.mechanisms.base import Mechanism
+from dpcore.noise import BitSource, GridNoise
 from dpcore.preprocessing import PreparedInput, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
@@ -133,20 +134,19 @@ class ProjectionInput:
     def X(self) -> np.ndarray:
         return (self.raw - self.lo) / self.scale
 
-    def project(self, P: np.ndarray,
-                noise: Callable[[tuple[int, int]], np.ndarray] | None = None) -> np.ndarray:
+    def project(self, P: np.ndarray, noise: GridNoise | None = None) -> np.ndarray:
         """``X @ P`` (``(n, k)``, rows rescaled) plus noise, streamed over blocks of rows of ``raw``.
 
         The rescaling is folded into the product, ``X @ P = raw @ (P / scale) - (lo / scale) @ P``
         (exact to rounding while ``|lo| / scale <= 4``; beyond that, where the two terms would
         cancel, each block is rescaled explicitly in cache). No copy of ``X`` is made.
 
-        ``noise(shape)``, if given, returns the noise of one ``(rows, k)`` output block; it is
-        called once per block, in row order, on one helper thread that draws block ``i + 1`` while
-        this thread computes the product of block ``i`` (NumPy's generators and BLAS release the
-        GIL, so on two cores the draw, which costs about as much as the product, is hidden). The
-        calls are sequential and in order, so the draws are the same as one call for the whole
-        ``(n, k)`` matrix would make, whatever the timing.
+        ``noise`` (a grid mechanism of :mod:`dpcore.noise`), if given, perturbs each ``(rows, k)``
+        output block: ``noise.draw`` is called once per block, in row order, on one helper thread that
+        draws block ``i + 1`` while this thread computes the product of block ``i`` (BLAS and the
+        samplers' NumPy work release the GIL), and ``noise.apply`` rounds the block to the public grid
+        and adds the integers. The draws are sequential and in row order, so they are the same as
+        drawing the blocks one after the other on one thread, whatever the timing.
         """
         n, d = self.raw.shape
         identity = not self.rescaled or (np.all(self.lo == 0) and np.all(self.scale == 1))
@@ -161,7 +161,7 @@ class ProjectionInput:
         buf = np.empty((blocks[0].stop, d)) if explicit else None
         pool = ThreadPoolExecutor(1) if noise is not None else None
         try:
-            pending = pool.submit(noise, (blocks[0].stop, k)) if pool is not None else None
+            pending = pool.submit(noise.draw, (blocks[0].stop, k)) if pool is not None else None
             for i, sl in enumerate(blocks):
                 T = self.raw[sl]
                 if buf is not None:
@@ -175,8 +175,8 @@ class ProjectionInput:
                     drawn = pending.result()
                     if i + 1 < len(blocks):
                         nxt = blocks[i + 1]
-                        pending = pool.submit(noise, (nxt.stop - nxt.start, k))
-                    block += drawn
+                        pending = pool.submit(noise.draw, (nxt.stop - nxt.start, k))
+                    block[...] = noise.apply(block, drawn)
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
@@ -288,21 +288,23 @@ def published_row_constant(k: int, row_bound: float, beta: float) -> float:
 
 
 # ---------------------------------------------------------------------------------- labels
-def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, rng: np.random.Generator
-                        ) -> np.ndarray:
+def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource) -> np.ndarray:
     """k-ary randomized response on class indices ``0..n_classes-1`` (pure epsilon-DP per label).
 
     Keep the label with probability ``e^eps / (e^eps + K - 1)``, otherwise report one of the other
     ``K - 1`` classes uniformly (Warner 1965; Kairouz, Oh & Viswanath 2016, k-RR). The likelihood
     ratio between any two true labels is at most ``e^eps``. ``epsilon = inf`` returns ``y``.
+    The coins come from ``bits`` (:mod:`dpcore.noise`): ``U < keep_p`` with the full-precision uniform
+    is exactly Bernoulli(keep_p) for the float ``keep_p`` (whose rounding moves the likelihood ratio by
+    a relative 2^-53), the other class by exact uniform integers.
     """
     y = np.asarray(y, dtype=int)
     if math.isinf(epsilon):
         return y.copy()
     K = int(n_classes)
     keep_p = 1.0 / (1.0 + (K - 1) * math.exp(-epsilon))
-    keep = rng.random(y.size) < keep_p
-    other = (y + rng.integers(1, K, size=y.size)) % K
+    keep = dpnoise.uniform_open01(y.size, bits) < keep_p
+    other = (y + 1 + dpnoise.uniform_below(K - 1, y.size, bits)) % K
     return np.where(keep, y, other)
 
 
@@ -315,7 +317,7 @@ class LabelRelease:
     noise: NoiseRecord | None
 
 
-def release_labels(data: PreparedInput, epsilon: float, rng: np.random.Generator) -> LabelRelease:
+def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> LabelRelease:
     """Release the labels of a supervised task with ``epsilon``-DP per label.
 
     Classification: k-ary randomized response over the PUBLIC class list (:func:`randomized_response`).
@@ -329,7 +331,7 @@ def release_labels(data: PreparedInput, epsilon: float, rng: np.random.Generator
     if data.task == "classification":
         assert data.classes is not None
         K = int(data.classes.size)
-        noisy = randomized_response(data.y, K, epsilon, rng)
+        noisy = randomized_response(data.y, K, epsilon, bits)
         # (K-1)/(e^eps + K-1) written with e^-eps so that a large label epsilon cannot overflow
         tail = 0.0 if math.isinf(epsilon) else (K - 1) * math.exp(-epsilon)
         flip = tail / (1 + tail)
@@ -344,14 +346,13 @@ def release_labels(data: PreparedInput, epsilon: float, rng: np.random.Generator
         return LabelRelease(data.classes[noisy], name, rec)
     assert data.label_bounds is not None
     width = float(data.label_bounds[1] - data.label_bounds[0])
-    b = laplace_scale(width, epsilon)
-    noisy = data.y + (rng.laplace(0.0, b, size=data.y.size) if b > 0 else 0.0)
+    draw = dpnoise.laplace(data.y, width, scale=laplace_scale(width, epsilon), n_changed=1, bits=bits)
     rec = NoiseRecord(
-        statistic="label of each row", sensitivity=width, scale=b, distribution="laplace", norm="L1",
-        epsilon=epsilon, delta=0.0, formula="b = (label hi - label lo) / epsilon",
-        source="Dwork, McSherry, Nissim & Smith 2006 (Laplace mechanism)",
+        statistic="label of each row", sensitivity=width, scale=draw.scale, distribution="laplace",
+        norm="L1", epsilon=epsilon, delta=0.0, formula="b = (label hi - label lo) / epsilon",
+        source="Dwork, McSherry, Nissim & Smith 2006 (Laplace mechanism)", **dpnoise.record_fields(draw),
     )
-    return LabelRelease(noisy, name, rec)
+    return LabelRelease(draw.values, name, rec)
 
 
 def check_one_row_per_input(n_samples: int | None, n: int, what: str) -> None:
@@ -527,7 +528,7 @@ class JLLaplace(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         setup = projection_setup(data, params, rng, n_samples, "JL-Laplace")
         inp, P, n, d, k = setup.inp, setup.P, setup.n, setup.d, setup.k
@@ -573,14 +574,16 @@ class JLLaplace(Mechanism):
             c = c_pub
             feat = published_guarantee(eps_f, c_exact, c_pub, beta_pub)
             formula, source = pub_formula + "; b = c / epsilon", pub_source
-        b = laplace_scale(c, eps_f)
-        Z = inp.project(P, _laplace_noise(b, rng) if b > 0 else None)
-        labels = release_labels(data, eps if eps_l is None else eps_l, rng)
+        # one changed entry (or row) moves the k outputs of its row: n_changed = k
+        plan = dpnoise.laplace_plan(c, scale=laplace_scale(c, eps_f), n_changed=k, bits=bits)
+        b = plan.scale
+        Z = inp.project(P, plan if b > 0 else None)
+        labels = release_labels(data, eps if eps_l is None else eps_l, bits)
 
         noise = [NoiseRecord(
             statistic=f"projected data Z = X P ({n} x {k})", sensitivity=c, scale=b,
             distribution="laplace", norm="L1", epsilon=eps_f, delta=0.0, formula=formula,
-            source=source,
+            source=source, **dpnoise.record_fields(plan),
         )]
         if labels.noise is not None:
             noise.append(labels.noise)
@@ -612,24 +615,6 @@ class JLLaplace(Mechanism):
         )
         rel.diagnostics.update(inp.as_diagnostics())
         return rel
-
-
-def _laplace_noise(b: float, rng: np.random.Generator) -> Callable[[tuple[int, int]], np.ndarray]:
-    """``shape -> Lap(b)`` i.i.d. array (for :meth:`ProjectionInput.project`).
-
-    Drawn as ``b (E1 - E2)`` with ``E1, E2`` i.i.d. standard exponential (numpy's ziggurat):
-    the difference of two i.i.d. Exp(1) variables is exactly Laplace(0, 1), and two ziggurat
-    draws cost less than ``Generator.laplace``'s logarithm per draw (about 1.4x faster for the
-    ``n x k`` noise matrix, which costs about as much as the projection itself).
-    """
-
-    def draw(shape: tuple[int, int]) -> np.ndarray:
-        e1 = rng.standard_exponential(size=shape)
-        e1 -= rng.standard_exponential(size=shape)
-        e1 *= b
-        return e1
-
-    return draw
 
 
 def _labels_note(data: PreparedInput, relation: str) -> str | None:

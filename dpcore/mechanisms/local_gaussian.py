@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import analytic_gaussian_sigma, classic_gaussian_sigma
 from dpcore.mechanisms.base import Mechanism
+from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
@@ -90,7 +92,7 @@ class LocalGaussian(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         if n_samples is not None and n_samples != data.n_samples:
             raise ValueError(
@@ -99,27 +101,41 @@ class LocalGaussian(Mechanism):
             )
         eps, delta = params["epsilon"], params["delta"]
         s2 = local_gaussian_sensitivity(data)
-        if math.isinf(eps):
-            sigma = 0.0
-        elif params["calibration"] == "classic":
-            sigma = classic_gaussian_sigma(s2, eps, delta)
-        else:
-            sigma = analytic_gaussian_sigma(s2, eps, delta)
+
         n, d = data.X.shape
-        values = data.X + rng.normal(0.0, sigma, size=(n, d)) if sigma > 0 else data.X.copy()
-        labels = None
-        label_columns: list[str] = []
+        # one row and its encoded label is the statistic: all its coordinates can change
+        blocks = [data.X]
         if data.task == "classification":
             assert data.classes is not None and data.y is not None
             onehot = np.zeros((n, data.classes.size))
             onehot[np.arange(n), data.y] = label_height(data)
-            if sigma > 0:
-                onehot += rng.normal(0.0, sigma, size=onehot.shape)
-            labels = data.classes[np.argmax(onehot, axis=1)]
-            label_columns = [data.label_name or "label"]
+            blocks.append(onehot)
         elif data.task == "regression":
             assert data.y is not None
-            labels = data.y + (rng.normal(0.0, sigma, size=n) if sigma > 0 else 0.0)
+            blocks.append(data.y[:, None].astype(float))
+        stacked = np.hstack(blocks) if len(blocks) > 1 else data.X
+        if params["calibration"] == "classic" and math.isfinite(eps):
+            classic_gaussian_sigma(s2, eps, delta)  # its validity conditions apply to the nominal epsilon
+        # the discrete Gaussian's slack is reserved from (eps, delta): the card states (eps, delta)
+        eps_i, delta_i = dpnoise.reserve_slack(eps, delta, stacked.shape[1])
+
+        def calibrate(sensitivity: float) -> float:
+            if math.isinf(eps):
+                return 0.0
+            if params["calibration"] == "classic":
+                return classic_gaussian_sigma(sensitivity, eps_i, delta_i)
+            return analytic_gaussian_sigma(sensitivity, eps_i, delta_i)
+
+        draw = dpnoise.gaussian_mechanism(stacked, s2, calibrate, n_changed=stacked.shape[1], bits=bits)
+        sigma = draw.scale
+        values = draw.values[:, :d]
+        labels = None
+        label_columns: list[str] = []
+        if data.task == "classification":
+            labels = data.classes[np.argmax(draw.values[:, d:], axis=1)]
+            label_columns = [data.label_name or "label"]
+        elif data.task == "regression":
+            labels = draw.values[:, d]
             label_columns = [data.label_name or "label"]
         formula = ("sigma = analytic Gaussian(S2, epsilon, delta)"
                    if params["calibration"] == "analytic"
@@ -133,10 +149,13 @@ class LocalGaussian(Mechanism):
             + formula,
             source="Balle & Wang 2018, Thm 8 / Alg. 1" if params["calibration"] == "analytic"
             else "Dwork & Roth 2014, Thm A.1",
+            **dpnoise.record_fields(draw),
         )]
-        guarantee = Guarantee(epsilon=eps, delta=delta, neighbouring="replace-one", kind="approx")
+        eps_total, delta_total, slack = dpnoise.reserved_guarantee([draw], eps, delta, eps_i, delta_i)
+        guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
+                              kind="approx")
         return self._new_release(
             data, params, values=values, columns=list(data.feature_names), guarantee=guarantee,
             noise=noise, calibration=params["calibration"], labels=labels,
-            label_columns=label_columns,
+            label_columns=label_columns, details={"noise_slack": slack},
         )

@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
     analytic_gaussian_sigma,
@@ -92,6 +93,7 @@ from dpcore.mechanisms.ron_gauss import (
     row_blocks,
     unit_to_label,
 )
+from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
@@ -335,26 +337,26 @@ class PCAGauss(Mechanism):
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
         if data.task == "unsupervised":
-            return self._alg1(data, params, rng, n_samples, p)
-        return self._supervised(data, params, rng, n_samples, p)
+            return self._alg1(data, params, rng, n_samples, p, bits)
+        return self._supervised(data, params, rng, n_samples, p, bits)
 
     # ------------------------------------------------------------------------------ Alg. 1
     def _alg1(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-              n_samples: int | None, p: int) -> Release:
+              n_samples: int | None, p: int, bits: BitSource) -> Release:
         n, d = data.X.shape
         eps, cal = params["epsilon"], params["calibration"]
         gram = box_gram(data.X, data.bounds, clip=False)
         lam = np.sort(np.linalg.eigvalsh(gram / (n * d)))[::-1][:p]
         s1 = eigenvalue_sensitivity(p, n, calibration=cal)
-        b = laplace_scale(s1, eps)
-        lam_dp = lam + (rng.laplace(0.0, b, size=p) if b > 0 else 0.0)
+        draw = dpnoise.laplace(lam, s1, scale=laplace_scale(s1, eps), n_changed=p, bits=bits)
+        lam_dp, b = draw.values, draw.scale
         lam_pos = np.clip(lam_dp, 0.0, None)
         m = n if n_samples is None else n_samples
         values = rng.standard_normal((m, p))
@@ -364,7 +366,7 @@ class PCAGauss(Mechanism):
             distribution="laplace", norm="L1", epsilon=eps,
             formula=("S1 = p a^2/n (Weyl)" if cal == "paper" else "S1 = min(p, 2) a^2/n "
                      "(Lidskii-Mirsky)") + "; b = S1/epsilon; a = 1",
-            source=f"{SOURCE}, Alg. 1 / Theorem 4",
+            source=f"{SOURCE}, Alg. 1 / Theorem 4", **dpnoise.record_fields(draw),
         )]
         details = {
             "algorithm": "Alg. 1 (unsupervised: private eigenvalues, W not released)",
@@ -391,7 +393,7 @@ class PCAGauss(Mechanism):
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
     def _supervised(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-                    n_samples: int | None, p: int) -> Release:
+                    n_samples: int | None, p: int, bits: BitSource) -> Release:
         n, d = data.X.shape
         X, bounds = data.X, data.bounds
         rows = None  # every private row (public rows are a separate input)
@@ -413,6 +415,7 @@ class PCAGauss(Mechanism):
 
         y = data.y
         noise: list[NoiseRecord] = []
+        gaussian_draws: list[NoiseDraw] = []
         diag: dict[str, Any] = {"pca_source": source}
         moments = None
         if source != "public":
@@ -426,12 +429,13 @@ class PCAGauss(Mechanism):
             diag["public_data"] = pub.card()
         elif source == "lap":
             s1 = lap_pca_sensitivity(d, n, calibration=cal)
-            b = laplace_scale(s1, split["pca"])
             assert moments is not None
-            noisy = add_matrix_noise(moments.gram / n, b, rng, full_matrix=cal == "paper")
+            noisy, draw = add_matrix_noise(moments.gram / n, s1, laplace_scale(s1, split["pca"]), bits,
+                                           full_matrix=cal == "paper")
             W = _top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
-                statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=b,
+                statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=draw.scale,
+                **dpnoise.record_fields(draw),
                 distribution="laplace", norm="L1", epsilon=split["pca"],
                 formula=("S1 = d^2 a^2/n, every entry" if cal == "paper" else
                          "S1 = d(d+1) a^2/(2n), upper triangle mirrored") + "; b = S1/eps_pca",
@@ -441,11 +445,18 @@ class PCAGauss(Mechanism):
             # Y^T Y for the rows Y = Xs/(sqrt(d) a), of L2 norm <= 1
             assert moments is not None
             yty = moments.gram / (d * A_BOUND**2)
-            sigma = analytic_gaussian_sigma(math.sqrt(2.0), split["pca"], delta)
-            W = _top_eigvecs(yty + _symmetric_gaussian_noise(d, sigma, rng), p)
+            # the sampler's slack is reserved from (eps_pca, delta)
+            eps_i, delta_i = dpnoise.reserve_slack(split["pca"], delta, d * (d + 1) // 2)
+            plan = dpnoise.calibrated_gaussian_plan(
+                math.sqrt(2.0), lambda s: analytic_gaussian_sigma(s, eps_i, delta_i),
+                n_changed=d * (d + 1) // 2, bits=bits)
+            noisy, gdraw = dpnoise.symmetric(yty, plan)
+            gaussian_draws.append(gdraw)
+            W = _top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
                 statistic="Analyze Gauss: X^T X of rows scaled to norm <= 1 (d x d)",
-                sensitivity=math.sqrt(2.0), scale=sigma, distribution="gaussian", norm="L2",
+                sensitivity=math.sqrt(2.0), scale=plan.scale, distribution="gaussian", norm="L2",
+                **dpnoise.record_fields(plan),
                 epsilon=split["pca"], delta=delta,
                 formula="S2 = sqrt(2) (replace-one, Frobenius); sigma = analytic Gaussian(S2, "
                         "eps_pca, delta), i.i.d. on the upper triangle, mirrored",
@@ -462,16 +473,21 @@ class PCAGauss(Mechanism):
             if protected:
                 assert y is not None and data.classes is not None
                 noisy_counts, hist_rec = dp_class_histogram(
-                    y, data.classes.size, split["histogram"], rng, f"{SOURCE}, Alg. 3 (label privacy)")
+                    y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)")
                 noise.append(hist_rec)
-            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, diag, noisy_counts)
+            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag, noisy_counts)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
-            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, diag)
+            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, bits, diag)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
 
         eps_total = math.fsum(split.parts)
+        if gaussian_draws:
+            eps_total, delta, slack = dpnoise.reserved_guarantee(
+                gaussian_draws, eps_total, delta, eps_total - split["pca"] + eps_i, delta_i)
+        else:
+            slack = {"extra_epsilon": 0.0, "extra_delta": 0.0}
         kind = "approx" if source == "analyze-gauss" else "pure"
         assumptions = [
             "n is public (bounded DP, replace-one neighbours)",
@@ -495,6 +511,7 @@ class PCAGauss(Mechanism):
             "epsilon_parts": split.as_dict(),
             "nominal_epsilon": split.total,
             "guaranteed_epsilon": eps_total,
+            "noise_slack": slack,
             "assumptions": assumptions,
             **diag.get("public_data", {}),
             # noise the tight calibration saves: paper S1 / tight S1 (1.0 when calibration="paper")
@@ -521,18 +538,20 @@ class PCAGauss(Mechanism):
 
     @staticmethod
     def _alg2(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any]
+              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any]
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
         assert data.label_bounds is not None and stats.joint is not None
         n = stats.n_rows
         s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
-        b = laplace_scale(s1, split["covariance"])
-        noisy = add_matrix_noise(stats.joint / n, b, rng, full_matrix=cal == "paper")
+        noisy, draw = add_matrix_noise(stats.joint / n, s1, laplace_scale(s1, split["covariance"]), bits,
+                                       full_matrix=cal == "paper")
+        b = draw.scale
         repaired = psd_repair(noisy)
         samples = gaussian_samples(np.zeros(p + 1), repaired, m, rng)
         diag.update({"second_moment_dp": noisy, "second_moment_dp_repaired": repaired})
         rec = NoiseRecord(
             statistic="second moment of [x^, y] ((p+1) x (p+1))", sensitivity=s1, scale=b,
+            **dpnoise.record_fields(draw),
             distribution="laplace", norm="L1", epsilon=split["covariance"],
             formula=("S1 = (p^2 a^2 + 4 p a^2 + a^2)/n, every entry" if cal == "paper" else
                      "S1 = min(p(p+1)/2 + 2p + 1, p + 2 + 2 sqrt(p)) a^2/n, upper triangle "
@@ -544,7 +563,7 @@ class PCAGauss(Mechanism):
 
     @staticmethod
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, diag: dict[str, Any],
+              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any],
               noisy_counts: np.ndarray | None = None,
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
         """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
@@ -568,19 +587,21 @@ class PCAGauss(Mechanism):
             total, second = stats.per_class.get(int(c), zero) if stats.per_class else zero
             if protected:
                 tag = f" of class {data.classes[c]!s}"
-                b_mu, b_m = laplace_scale(s1_mu, split["mean"]), laplace_scale(s1_m, split["covariance"])
-                mu = divide_by_count(total + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0),
-                                     noisy_counts[c])
-                noisy = divide_by_count(add_matrix_noise(second, b_m, rng, full_matrix=cal == "paper"),
-                                        noisy_counts[c])
+                stat_mu, stat_m, count = total, second, float(noisy_counts[c])
             else:
                 tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
                 s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
-                b_mu = laplace_scale(s1_mu, split["mean"])
-                mu = total / n_c + (rng.laplace(0.0, b_mu, size=p) if b_mu > 0 else 0.0)
                 s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
-                b_m = laplace_scale(s1_m, split["covariance"])
-                noisy = add_matrix_noise(second / n_c, b_m, rng, full_matrix=cal == "paper")
+                stat_mu, stat_m, count = total / n_c, second / n_c, None
+            # grid rounding: with protected labels a replaced record may change two classes' sums
+            changed = 1 if count is None else 2
+            mu_draw = dpnoise.laplace(stat_mu, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
+                                      n_changed=changed * p, bits=bits)
+            noisy, m_draw = add_matrix_noise(stat_m, s1_m, laplace_scale(s1_m, split["covariance"]), bits,
+                                             full_matrix=cal == "paper", n_statistics_changed=changed)
+            mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
+            if count is not None:
+                mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
             cov = psd_repair(noisy - np.outer(mu, mu))
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
@@ -591,7 +612,7 @@ class PCAGauss(Mechanism):
                 NoiseRecord(
                     statistic=("sum" if protected else "mean") + " of PCA features" + tag,
                     sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
-                    epsilon=split["mean"],
+                    epsilon=split["mean"], **dpnoise.record_fields(mu_draw),
                     formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
                              "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
                     + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
@@ -599,6 +620,7 @@ class PCAGauss(Mechanism):
                 ),
                 NoiseRecord(
                     statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
+                    **dpnoise.record_fields(m_draw),
                     distribution="laplace", norm="L1", epsilon=split["covariance"],
                     formula=((("S1 = 2 p^2 a^2, every entry" if cal == "paper" else
                                "S1 = (p+1) a^2, upper triangle mirrored")
@@ -687,13 +709,3 @@ class _PCAStats:
             Xc = Xh[y == c]
             per_class[int(c)] = (Xc.sum(axis=0), Xc.T @ Xc)
         return cls(n_rows=Xh.shape[0], sizes=sizes, per_class=per_class)
-
-
-def _symmetric_gaussian_noise(size: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """Symmetric matrix with i.i.d. ``N(0, sigma^2)`` on the upper triangle (diagonal included)."""
-    noise = np.zeros((size, size))
-    if sigma > 0:
-        iu = np.triu_indices(size)
-        noise[iu] = rng.normal(0.0, sigma, size=len(iu[0]))
-        noise = noise + np.triu(noise, 1).T
-    return noise

@@ -67,12 +67,12 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
     haar_stiefel,
     laplace_scale,
     psd_repair,
-    symmetric_laplace_noise,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
@@ -84,6 +84,7 @@ from dpcore.mechanisms._labels import (
     synthetic_counts,
 )
 from dpcore.mechanisms.base import Mechanism
+from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
@@ -467,31 +468,39 @@ def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
 
 
 def noisy_second_moment(
-    Z: np.ndarray, scale: float, rng: np.random.Generator, *, full_matrix: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """``Z^T Z / m`` plus Laplace noise of scale ``scale``.
+    Z: np.ndarray, sensitivity: float, scale: float, bits: BitSource, *, full_matrix: bool = False
+) -> tuple[np.ndarray, np.ndarray, NoiseDraw]:
+    """``Z^T Z / m`` through the Laplace mechanism (L1 ``sensitivity``, calibrated ``scale =
+    S1/epsilon``) on a grid.
 
     Default: i.i.d. noise on the upper triangle (diagonal included), mirrored (SPEC section 1).
     ``full_matrix=True``: i.i.d. noise on every entry, as the papers' Laplace mechanism on a
-    matrix-valued query (the result is not symmetric). Returns ``(noisy, repaired)``: the noisy
-    matrix and its PSD repair (symmetrised, eigenvalues clipped at 0), which is what gets sampled.
+    matrix-valued query (the result is not symmetric). Returns ``(noisy, repaired, draw)``: the noisy
+    matrix, its PSD repair (symmetrised, eigenvalues clipped at 0), which is what gets sampled, and
+    the noise draw (grid, actual scale).
     """
-    noisy = add_matrix_noise(Z.T @ Z / Z.shape[0], scale, rng, full_matrix=full_matrix)
-    return noisy, psd_repair(noisy)
+    noisy, draw = add_matrix_noise(Z.T @ Z / Z.shape[0], sensitivity, scale, bits,
+                                   full_matrix=full_matrix)
+    return noisy, psd_repair(noisy), draw
 
 
 def add_matrix_noise(
-    M: np.ndarray, scale: float, rng: np.random.Generator, *, full_matrix: bool = False
-) -> np.ndarray:
-    """``M`` (k x k) plus Laplace noise of scale ``scale``: i.i.d. on the upper triangle (diagonal
-    included) and mirrored (default, SPEC section 1), or i.i.d. on every entry
-    (``full_matrix=True``). A new array; ``scale = 0`` adds nothing."""
+    M: np.ndarray, sensitivity: float, scale: float, bits: BitSource, *, full_matrix: bool = False,
+    n_statistics_changed: int = 1,
+) -> tuple[np.ndarray, NoiseDraw]:
+    """``M`` (k x k) through the exact grid Laplace mechanism (:mod:`dpcore.noise`): on the upper
+    triangle (diagonal included) and mirrored (default, SPEC section 1; ``n_changed = k(k+1)/2``), or
+    on every entry (``full_matrix=True``; ``n_changed = k^2``); ``scale``: the calibrated ``S1/epsilon``
+    (:func:`dpcore.noise.laplace_plan`); ``n_statistics_changed``: how many such matrices the
+    sensitivity covers jointly can change (2 for per-class sums when a record may change class).
+    A new array and the draw; ``scale = 0`` adds nothing."""
     k = M.shape[0]
     if full_matrix:
-        noise = rng.laplace(0.0, scale, size=(k, k)) if scale > 0 else np.zeros((k, k))
-    else:
-        noise = symmetric_laplace_noise(k, scale, rng)
-    return M + noise
+        draw = dpnoise.laplace(M, sensitivity, scale=scale, n_changed=n_statistics_changed * M.size,
+                               bits=bits)
+        return draw.values, draw
+    return dpnoise.symmetric_laplace(M, sensitivity, scale=scale, bits=bits,
+                                     n_changed=n_statistics_changed * k * (k + 1) // 2)
 
 
 def scale_features(X: np.ndarray, lo: np.ndarray, width: np.ndarray) -> np.ndarray:
@@ -629,7 +638,7 @@ class RONGauss(Mechanism):
     # ------------------------------------------------------------------------------ release
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None,
+        n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
@@ -646,7 +655,7 @@ class RONGauss(Mechanism):
         X = data.X  # already clipped; the public scaling is applied block by block
         W = haar_stiefel(d, p, rng, method=params["projection"])
         m = n if n_samples is None else n_samples
-        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, p=p, d=d,
+        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, bits=bits, p=p, d=d,
                        scaling={"lo": lo, "width": wd})
         if data.task == "classification":
             out = self._gmm(ctx, X, data, m, protected)
@@ -758,7 +767,7 @@ class RONGauss(Mechanism):
         noise: list[NoiseRecord] = []
         if protected:
             noisy_counts, hist_rec = dp_class_histogram(
-                data.y, n_classes, ctx.split["histogram"], ctx.rng, f"{SOURCE}, Alg. 5 (label privacy)")
+                data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)")
             noise.append(hist_rec)
             counts = synthetic_counts(m, noisy_counts)
             modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
@@ -804,7 +813,8 @@ class _Context:
     split: EpsilonSplit
     calibration: str
     W: np.ndarray
-    rng: np.random.Generator
+    rng: np.random.Generator  # public randomness (W, synthetic rows)
+    bits: BitSource  # noise (dpcore.noise)
     p: int
     d: int
     scaling: dict[str, np.ndarray | None]  # lo, width of the public feature scaling (or None)
@@ -838,18 +848,18 @@ def _preprocess_project(
     inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
     eps_mu = ctx.split["mean"]
     s1 = mean_sensitivity(d, n if count is None else 1)
-    b = laplace_scale(s1, eps_mu)
-    noisy = (unit_sum / n if count is None else unit_sum) + (
-        ctx.rng.laplace(0.0, b, size=d) if b > 0 else 0.0)
-    mu = noisy if count is None else divide_by_count(noisy, count)
+    # grid rounding: with protected labels a replaced record may change two classes' sums
+    draw = dpnoise.laplace(unit_sum / n if count is None else unit_sum, s1, scale=laplace_scale(s1, eps_mu),
+                           n_changed=d if count is None else 2 * d, bits=ctx.bits)
+    mu = draw.values if count is None else divide_by_count(draw.values, count)
     Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
     rec = NoiseRecord(
         statistic=statistic if count is None else statistic.replace("mean", "sum of unit rows", 1),
-        sensitivity=s1, scale=b, distribution="laplace", norm="L1", epsilon=eps_mu,
+        sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1", epsilon=eps_mu,
         formula=("S1 = 2 sqrt(d)/n (mean of unit-norm rows); b = S1/eps_mu" if count is None else
                  "S1 = 2 sqrt(d) (per-class sums of unit-norm rows, all classes jointly, the "
                  "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
-        source=f"{SOURCE}, Alg. 1 / Lemma 2",
+        source=f"{SOURCE}, Alg. 1 / Lemma 2", **dpnoise.record_fields(draw),
     )
     return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
 
@@ -872,12 +882,14 @@ def _noisy_cov(
     published = ctx.calibration == "published"
     s1_used = ron_covariance_sensitivity(ctx.p, n, ctx.calibration, label_bound)
     s1_sound = ron_covariance_sensitivity(ctx.p, n, "sound", label_bound, full_matrix=published)
-    b = laplace_scale(s1_used, eps)
     eps_true = eps * s1_sound / s1_used
+    b = laplace_scale(s1_used, eps)
     if count is None:
-        noisy, repaired = noisy_second_moment(Z, b, ctx.rng, full_matrix=published)
+        noisy, repaired, draw = noisy_second_moment(Z, s1_used, b, ctx.bits, full_matrix=published)
     else:
-        noisy = divide_by_count(add_matrix_noise(Z.T @ Z, b, ctx.rng, full_matrix=published), count)
+        noisy, draw = add_matrix_noise(Z.T @ Z, s1_used, b, ctx.bits, full_matrix=published,
+                                       n_statistics_changed=2)
+        noisy = divide_by_count(noisy, count)
         repaired = psd_repair(noisy)
     if label_bound is None:
         formula = ("S1 = (p + 1)/n (upper triangle, sound)" if ctx.calibration == "sound"
@@ -891,8 +903,8 @@ def _noisy_cov(
     if count is not None:
         formula = formula.replace("/n", "") + " of the per-class sum Z^T Z, divided by the DP count"
     rec = NoiseRecord(
-        statistic=statistic, sensitivity=s1_used, scale=b, distribution="laplace", norm="L1",
-        epsilon=eps_true,
+        statistic=statistic, sensitivity=s1_used, scale=draw.scale, distribution="laplace", norm="L1",
+        epsilon=eps_true, **dpnoise.record_fields(draw),
         formula=formula + ("; b = S1/eps_Sigma on the upper triangle (mirrored)" if not published
                            else "; b = S1/eps_Sigma i.i.d. on every entry (as the paper), then "
                            f"symmetrised; guaranteed epsilon = eps_Sigma * S1_sound,full/S1 = "

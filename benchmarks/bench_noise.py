@@ -1,0 +1,78 @@
+"""Issue 12 item 4: the secure exact samplers of ``dpcore.noise`` against NumPy's float samplers.
+
+For 10^5 and 10^7 draws, times (interleaved, same run; ``bench_common.time_pair``):
+
+* ``discrete_laplace`` (exact, integer arithmetic, ChaCha20 bits keyed from ``os.urandom``) at the
+  scale ``laplace`` uses (t ~ 2^40 grid units) against ``Generator.laplace``;
+* ``discrete_gaussian`` at sigma ~ 1.3 * 2^24 grid units (what ``gaussian`` uses) against
+  ``Generator.normal``;
+* the whole mechanisms ``noise.laplace`` / ``noise.gaussian`` (rounding, sampling, int64 sum) against
+  ``x + rng.laplace(...)`` / ``x + rng.normal(...)``;
+* the bit source alone (ChaCha20 and ``os.urandom``) against ``PCG64.random_raw``.
+
+Run: ``python benchmarks/bench_noise.py`` (add ``--quick`` for 10^5 and 10^6 only). Goal: <= 3x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from bench_common import Row, markdown_table, ratio_row, time_pair
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's dpcore
+from dpcore import noise  # noqa: E402
+
+
+def rows(sizes: tuple[int, ...], repeats: int) -> list[Row]:
+    out: list[Row] = []
+    rng = np.random.default_rng()
+    secure = noise.SecureBits()
+    os_bits = noise.SecureBits("os")
+    t_lap = 2**40 + 12345
+    sigma_grid = 1.3 * 2.0**24
+    for n in sizes:
+        reps = repeats if n <= 10**6 else max(3, repeats // 3)
+        x = rng.uniform(-1, 1, n)
+        label = f"{n:.0e}".replace("+0", "")
+        pairs = [
+            ("bits ChaCha20", "PCG64 random_raw",
+             lambda n=n: rng.bit_generator.random_raw(n), lambda n=n: secure.words(n), ""),
+            ("bits os.urandom", "PCG64 random_raw",
+             lambda n=n: rng.bit_generator.random_raw(n), lambda n=n: os_bits.words(n), ""),
+            ("discrete_laplace", "rng.laplace",
+             lambda n=n: rng.laplace(0.0, 1.0, n), lambda n=n: noise.discrete_laplace(t_lap, n, secure),
+             "<= 3"),
+            ("discrete_gaussian", "rng.normal",
+             lambda n=n: rng.normal(0.0, 1.0, n), lambda n=n: noise.discrete_gaussian(sigma_grid, n, secure),
+             "<= 3"),
+            ("noise.laplace (mechanism)", "x + rng.laplace",
+             lambda x=x: x + rng.laplace(0.0, 0.1, x.size),
+             lambda x=x: noise.laplace(x, 0.1, 1.0, n_changed=1, bits=secure), "<= 3"),
+            ("noise.gaussian (mechanism)", "x + rng.normal",
+             lambda x=x: x + rng.normal(0.0, 0.5, x.size),
+             lambda x=x: noise.gaussian(x, 0.5, grid=noise.gaussian_grid(0.1, 1, 0.5)[0],
+                                        l2_sensitivity=0.1, n_changed=1, bits=secure), "<= 3"),
+        ]
+        for name, base_name, base, target, goal in pairs:
+            tb, tt = time_pair(base, target, reps)
+            out.append(ratio_row("noise", f"{name} n={label}", base_name, tb, tt, goal=goal,
+                                 note=f"{n / tt.wall_median:,.3g} draws/s"))
+            print(f"  {out[-1].name}: {out[-1].ratio:.2f}x", file=sys.stderr)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="10^5 and 10^6 draws instead of 10^5 and 10^7")
+    ap.add_argument("--repeats", type=int, default=9)
+    args = ap.parse_args(argv)
+    sizes = (10**5, 10**6) if args.quick else (10**5, 10**7)
+    print(markdown_table(rows(sizes, args.repeats)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

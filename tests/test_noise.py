@@ -1,0 +1,348 @@
+"""dpcore.noise: exact samplers on the integer grid, the grid mechanisms, bit sources, the Mironov attack.
+
+Distribution tests draw from seeded bit sources (deterministic, so never flaky) and compare with the
+exact PMF (chi-square) or with OpenDP's exact samplers (two-sample chi-square).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpcore import noise
+
+
+def _seeded(seed: int = 0) -> noise.SeededBits:
+    return noise.SeededBits(np.random.default_rng(seed))
+
+
+class ScriptedBits:
+    """Plays back given uint64 words, then a seeded stream."""
+
+    secure = False
+    description = "scripted"
+
+    def __init__(self, words: list[int], seed: int = 0) -> None:
+        self.queue = list(words)
+        self.rest = _seeded(seed)
+
+    def words(self, n: int) -> np.ndarray:
+        head, self.queue = self.queue[:n], self.queue[n:]
+        return np.concatenate([np.array(head, dtype=np.uint64), self.rest.words(n - len(head))])
+
+
+def _chisquare_pvalue(observed: np.ndarray, expected_prob: np.ndarray) -> float:
+    """Chi-square goodness of fit after merging the smallest bins into one (expected count >= 5)."""
+    n = observed.sum()
+    expected = expected_prob / expected_prob.sum() * n
+    keep = expected >= 5
+    obs = np.append(observed[keep], observed[~keep].sum())
+    exp = np.append(expected[keep], expected[~keep].sum())
+    if exp[-1] < 5:
+        obs, exp = obs[:-1], exp[:-1]
+        exp = exp / exp.sum() * obs.sum()
+    return float(stats.chisquare(obs, exp).pvalue)
+
+
+def _integer_gof(samples: np.ndarray, log_pmf, half_width: int) -> float:
+    """Chi-square p-value of integer samples against ``exp(log_pmf(k))`` on ``[-half_width, half_width]``
+    plus the two tails lumped into the end bins (the PMF is normalised over the window)."""
+    ks = np.arange(-half_width, half_width + 1)
+    prob = np.exp(log_pmf(ks))
+    observed = np.bincount(np.clip(samples, -half_width, half_width) + half_width, minlength=ks.size)
+    return _chisquare_pvalue(observed, prob)
+
+
+def _dlap_log_pmf(t: float):
+    p = math.exp(-1.0 / t)
+    return lambda k: math.log((1 - p) / (1 + p)) - np.abs(k) / t
+
+
+def _binned_gof(samples: np.ndarray, probs_of_edges, edges: np.ndarray) -> float:
+    observed = np.histogram(samples, bins=edges)[0]
+    return _chisquare_pvalue(observed, probs_of_edges(edges))
+
+
+# ----------------------------------------------------------------------------- uniforms and sources
+@pytest.mark.parametrize("bound", [2, 5, 8, 1000])
+def test_uniform_below_is_uniform(bound):
+    x = noise.uniform_below(bound, 60_000, _seeded(bound))
+    assert x.dtype == np.int64 and x.min() >= 0 and x.max() < bound
+    if bound <= 8:
+        assert _chisquare_pvalue(np.bincount(x, minlength=bound), np.ones(bound)) > 1e-4
+    else:
+        assert _chisquare_pvalue(np.bincount(x // 100, minlength=10), np.ones(10)) > 1e-4
+
+
+def test_uniform_below_rejects_the_biased_words():
+    # bound = 3 * 2^61: words >= 2^64 - 2^62 must be redrawn, else the first third is too likely
+    bound = 3 * 2**61
+    x = noise.uniform_below(bound, 60_000, _seeded(1))
+    thirds = np.bincount((x >> 61).astype(np.int64), minlength=3)
+    assert _chisquare_pvalue(thirds, np.ones(3)) > 1e-4
+    # a scripted word in the rejected zone is replaced by the next one
+    bits = ScriptedBits([2**64 - 1, 5])
+    assert noise.uniform_below(bound, 1, bits)[0] == 5
+
+
+def test_uniform_open01_exact_binades():
+    u = noise.uniform_open01(200_000, _seeded(2))
+    assert np.all((u > 0) & (u < 1))
+    for c in (0.5, 0.1, 0.001):
+        assert abs(np.mean(u < c) - c) < 5 * math.sqrt(c * (1 - c) / u.size)
+    # leading zeros over several words: mantissa word, then 0 (64 zeros), then 2^62 (1 more zero)
+    u = noise.uniform_open01(1, ScriptedBits([0, 0, 2**62]))
+    assert 2.0**-66 <= u[0] < 2.0**-65
+    # P(U < c) = c exactly for a float c: with the top mantissa bits fixed, U lands on the grid
+    u = noise.uniform_open01(1, ScriptedBits([(2**52 - 1) << 12, 2**63]))
+    assert u[0] == 1 - 2.0**-53
+
+
+def test_lazy_bernoulli_resolves_ties_exactly():
+    table = noise._geometric_parts(3).table
+    q0 = table.probs[0]  # 1 / (1 + e^{1/3})
+    byte, word2 = int(table.level1[0]), int(table.level2[0])
+    word3 = table.digits(0, 3)
+    n_rows = len(table.probs)
+    # first byte ties (the other rows' bytes are 0xFF: no tie), second level ties, third level
+    # decides: below -> True, above -> False
+    first = byte | (2**64 - 256)
+    for third, expected in ((word3 - 1, True), (word3 + 1, False)):
+        bits = ScriptedBits([first, word2, third])
+        assert bool(table.sample(1, bits)[0, 0]) is expected
+    # the expansion agrees with the probability computed directly
+    import decimal
+    with decimal.localcontext(decimal.Context(prec=80)):
+        exact = q0()
+        assert int(exact * 2**8) == byte
+        assert int(exact * 2**72) % 2**64 == word2
+    assert n_rows == noise._geometric_parts(3).n_digits + 1
+
+
+def test_low_part_rejection_set_has_the_conditional_law():
+    # F = {j < L: R_j}, R_j ~ Bernoulli(1 - e^{-2^j/t}) independent, conditioned on F nonempty
+    t = 2**14 + 1
+    parts = noise._geometric_parts(t)
+    assert parts.low_bits == 4
+    masks = parts.sample_f(60_000, _seeded(3))
+    rho = [-math.expm1(-(2.0**j) / t) for j in range(4)]
+    prob = np.array([
+        math.prod(rho[j] if s >> j & 1 else 1 - rho[j] for j in range(4)) for s in range(16)
+    ])
+    prob[0] = 0.0
+    observed = np.bincount(masks, minlength=16)
+    assert observed[0] == 0
+    assert _chisquare_pvalue(observed[1:], prob[1:]) > 1e-4
+
+
+def test_noise_source_kinds_and_streams():
+    secure = noise.noise_source(None)
+    assert isinstance(secure, noise.SecureBits) and secure.secure
+    a, b = secure.words(4), noise.noise_source(None).words(4)
+    assert not np.array_equal(a, b)
+    assert not np.array_equal(noise.SecureBits("os").words(4), noise.SecureBits("os").words(4))
+    s1, s2 = noise.noise_source(7), noise.noise_source(7)
+    assert not s1.secure
+    np.testing.assert_array_equal(s1.words(8), s2.words(8))
+    # separate from the generator that draws the public matrices, and from its spawned children
+    noise_words = noise.noise_source(7).words(8)
+    public = np.random.default_rng(7)
+    assert not np.array_equal(noise_words, public.bit_generator.random_raw(8))
+    for child in np.random.default_rng(7).spawn(3):
+        assert not np.array_equal(noise_words, child.bit_generator.random_raw(8))
+    gen = np.random.default_rng(3)
+    from_gen = noise.noise_source(gen)
+    assert not from_gen.secure and not np.array_equal(from_gen.words(8), gen.bit_generator.random_raw(8))
+    with pytest.raises(ValueError, match="random_state"):
+        noise.noise_source("seed")
+
+
+# ------------------------------------------------------------------------------- exact samplers
+@pytest.mark.parametrize("t", [1, 3, 7])
+@pytest.mark.parametrize("method", ["digits", "cks"])
+def test_discrete_laplace_matches_exact_pmf(t, method):
+    x = noise.discrete_laplace(t, 100_000, _seeded(t), method=method)
+    assert x.dtype == np.int64
+    assert _integer_gof(x, _dlap_log_pmf(t), 12 * t) > 1e-4
+
+
+@pytest.mark.parametrize("t", [5000, 70001])
+def test_discrete_laplace_large_scale_binned(t):
+    # t >= 2^12 uses the low/mid/top split (low bits by rejection); bins of t/4, tails lumped
+    x = noise.discrete_laplace(t, 100_000, _seeded(t))
+    p = math.exp(-1.0 / t)
+    c = (1 - p) / (1 + p)
+
+    def cdf(k):  # P(X <= k), k integer
+        k = np.asarray(k, dtype=float)
+        upper = 1 - c * p ** np.maximum(k + 1, 0) / (1 - p)
+        lower = c * p ** np.maximum(-k, 0) / (1 - p)
+        return np.where(k >= 0, upper, lower)
+
+    edges = np.concatenate([[-np.inf], np.arange(-6 * t, 6 * t + 1, t // 4) - 0.5, [np.inf]])
+    inner = np.diff(cdf(np.floor(np.clip(edges, -1e12, 1e12))))
+    assert _binned_gof(x, lambda e: inner, edges) > 1e-4
+    assert abs(np.mean(np.abs(x)) / (2 * p / (1 - p**2)) - 1) < 0.02
+
+
+@pytest.mark.parametrize("sigma", [1.0, 2.5, 40.3])
+def test_discrete_gaussian_matches_exact_pmf(sigma):
+    x = noise.discrete_gaussian(sigma, 100_000, _seeded(int(sigma * 10)))
+    assert x.dtype == np.int64
+    assert _integer_gof(x, lambda k: -(k.astype(float) ** 2) / (2 * sigma**2), int(8 * sigma) + 1) > 1e-4
+
+
+def test_samplers_reject_bad_parameters():
+    bits = _seeded()
+    with pytest.raises(ValueError, match="t must be"):
+        noise.discrete_laplace(0, 3, bits)
+    with pytest.raises(ValueError, match="t must be"):
+        noise.discrete_laplace(2.5, 3, bits)
+    with pytest.raises(ValueError, match="sigma"):
+        noise.discrete_gaussian(0.5, 3, bits)
+
+
+def test_same_law_as_opendp():
+    dp = pytest.importorskip("opendp.prelude")
+    dp.enable_features("contrib")
+    n = 20_000
+    lap = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=3.0)
+    gauss = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int), scale=2.5)
+    pairs = [
+        (np.array(lap([0] * n)), noise.discrete_laplace(3, n, _seeded(11)), 15),
+        (np.array(gauss([0] * n)), noise.discrete_gaussian(2.5, n, _seeded(12)), 9),
+    ]
+    for theirs, ours, cut in pairs:
+        table = np.array([np.bincount(np.clip(s, -cut, cut) + cut, minlength=2 * cut + 1)
+                          for s in (theirs, ours)])
+        table = table[:, table.min(axis=0) >= 5]
+        assert stats.chi2_contingency(table).pvalue > 1e-4
+        assert stats.ks_2samp(theirs, ours).pvalue > 1e-4
+
+
+# ------------------------------------------------------------------------------------- mechanisms
+def test_laplace_mechanism_grid_scale_and_exact_epsilon():
+    values = np.linspace(-3.3, 7.1, 30_000)
+    draw = noise.laplace(values, 2.0, 0.5, n_changed=4, bits=_seeded(5))
+    g = draw.grid
+    assert math.frexp(g)[0] == 0.5  # a power of two
+    assert 4 * g <= 2.0 * 2.0**-42
+    assert draw.sensitivity_used >= 2.0 + 4 * g
+    t = round(draw.scale / g)
+    assert t * g == draw.scale and draw.sensitivity_used / (g * t) <= 0.5  # pure epsilon, exactly
+    assert draw.scale < 2.0 / 0.5 * (1 + 1e-12)
+    k = draw.values / g
+    np.testing.assert_array_equal(k, np.rint(k))  # exact multiples of the grid
+    noise_part = draw.values - np.rint(values / g) * g
+    # mean |Lap(b)| = b: a 1.5x mis-calibration is ~70 standard errors away
+    assert abs(np.mean(np.abs(noise_part)) / draw.scale - 1) < 0.03
+    assert draw.distribution == "discrete-laplace" and draw.extra_epsilon == 0 == draw.extra_delta
+
+
+def test_laplace_scale_cap_and_not_private():
+    # a tiny epsilon with many coordinates would need t > 2^47 on the finest grid: the grid coarsens
+    g, t, s1 = noise.laplace_grid(1.0, 1e-9, 10_000)
+    assert t <= 2**47 and s1 >= 1.0 + 10_000 * g and s1 / (g * t) <= 1e-9
+    draw = noise.laplace(np.arange(3.0), 1.0, math.inf, n_changed=3, bits=_seeded())
+    np.testing.assert_array_equal(draw.values, np.arange(3.0))
+    assert draw.scale == 0 and draw.distribution == "none"
+
+
+def test_laplace_from_a_calibrated_scale_is_exactly_epsilon():
+    # the mechanisms pass their calibration's scale b = S1/epsilon (the audits mis-calibrate it):
+    # the loss must still be <= epsilon exactly, even when b was rounded down
+    for s1, eps in ((1.0, 3.0), (0.7, 0.1), (2.0 / 3.0, 1.7)):
+        b = s1 / eps
+        plan = noise.laplace_plan(s1, scale=b, n_changed=5, bits=_seeded())
+        t = round(plan.scale / plan.grid)
+        assert Fraction(plan.sensitivity_used) / (Fraction(plan.grid) * t) <= Fraction(eps)
+        assert plan.scale == pytest.approx(b, rel=1e-10)
+    # a scale divided by 1.5 gives 1.5x less noise: what a mis-calibration audit must see
+    assert noise.laplace_plan(1.0, scale=1 / 1.5, n_changed=1, bits=_seeded()).scale == pytest.approx(1 / 1.5)
+    with pytest.raises(ValueError, match="exactly one"):
+        noise.laplace_plan(1.0, 1.0, scale=1.0, n_changed=1, bits=_seeded())
+
+
+def test_gaussian_mechanism_grid_scale_and_slack():
+    s2, n_changed = 0.2, 10
+    sigma_floor = 1.7
+    g, s2_used = noise.gaussian_grid(s2, n_changed, sigma_floor)
+    assert math.frexp(g)[0] == 0.5 and sigma_floor / g >= 2.0**24
+    assert s2_used >= s2 + math.sqrt(n_changed) * g and s2_used <= s2 * (1 + 2.0**-41)
+    sigma = sigma_floor * 1.01  # calibrated at s2_used >= s2
+    values = np.full(40_000, 0.123456789)
+    draw = noise.gaussian(values, sigma, grid=g, l2_sensitivity=s2, n_changed=n_changed, bits=_seeded(9))
+    assert draw.scale == sigma and draw.sensitivity_used == s2_used
+    k = draw.values / g
+    np.testing.assert_array_equal(k, np.rint(k))
+    sd = np.std(draw.values - np.rint(values / g) * g)
+    assert abs(sd / sigma - 1) < 0.03  # a 1.5x error is ~70 standard errors away
+    assert 0 < draw.extra_epsilon < 1e-9 and draw.extra_delta < 1e-80
+    eps, delta = noise.combine_slack([draw], 1.0, 1e-6)
+    assert eps == pytest.approx(draw.extra_epsilon, rel=1e-3) and 0 < delta < 1e-6 * 1e-9
+    # reserved from the budget: calibrating at reserve_slack's values keeps the total within (1, 1e-6)
+    eps_i, delta_i = noise.reserve_slack(1.0, 1e-6, n_changed)
+    extra_eps, extra_delta = noise.combine_slack([draw], eps_i, delta_i)
+    assert eps_i + extra_eps <= 1.0 and delta_i + extra_delta <= 1e-6
+    with pytest.raises(ValueError, match="too coarse"):
+        noise.gaussian(values, sigma, grid=2.0, l2_sensitivity=s2, n_changed=1, bits=_seeded())
+
+
+def test_gaussian_slack_formula():
+    # gamma1 = K^2 / (24 s^2) + r: the discretisation term shrinks as 1/s^2, the float term stays
+    e20, d20 = noise.gaussian_slack(2.0**20, 1)
+    e24, _ = noise.gaussian_slack(2.0**24, 1)
+    k = noise.GAUSSIAN_TAIL_K
+    assert e20 - e24 == pytest.approx(2 * k * k / 24 * (2.0**-40 - 2.0**-48), rel=1e-6)
+    assert noise.gaussian_slack(2.0**20, 7)[0] == pytest.approx(7 * e20)
+    assert d20 == pytest.approx(4 * math.exp(-k * k / 2))
+    # the normaliser term of Poisson summation matters only for tiny sigma
+    assert noise.gaussian_slack(0.3, 1)[0] > 2 * math.log1p(3 * math.exp(-2 * math.pi**2 * 0.09))
+
+
+# ---------------------------------------------------------------------------- the Mironov attack
+def _numpy_laplace_emulation(u: float, loc: float, scale: float) -> float:
+    """NumPy's ``random_laplace`` (distributions.c) for one uniform ``u = next_double``."""
+    if u >= 0.5:
+        return loc - scale * math.log(2.0 - u - u)
+    return loc + scale * math.log(u + u)
+
+
+def _numpy_laplace_consistent(y: float, loc: float, scale: float, window: int = 16) -> bool:
+    """Is there a 53-bit uniform ``u`` with ``random_laplace(u, loc, scale) == y`` (bit for bit)?"""
+    z = (y - loc) / scale
+    u0 = math.exp(z) / 2 if z < 0 else 1 - math.exp(-z) / 2
+    center = round(u0 * 2**53)
+    for k in range(center - window, center + window + 1):
+        u = k / 2**53
+        if 0 < u < 1 and _numpy_laplace_emulation(u, loc, scale) == y:
+            return True
+    return False
+
+
+def test_mironov_attack_excludes_numpy_neighbour_but_not_the_grid():
+    scale, n = 1.0, 300  # epsilon = 1 for neighbours 0 and 1 (sensitivity 1)
+    rng = np.random.default_rng(42)
+    u = (np.random.default_rng(42).bit_generator.random_raw(n) >> np.uint64(11)) * 2.0**-53
+    released = rng.laplace(0.0, scale, n)
+    # the emulation is bit-exact, and always finds the true centre
+    assert all(_numpy_laplace_emulation(float(a), 0.0, scale) == b for a, b in zip(u, released, strict=True))
+    assert all(_numpy_laplace_consistent(float(y), 0.0, scale) for y in released)
+    excluded = np.mean([not _numpy_laplace_consistent(float(y), 1.0, scale) for y in released])
+    assert excluded > 0.5  # the wrong neighbour is ruled out with certainty for most releases
+
+    # the grid mechanism: every published value is grid * integer, and the integer noise it implies
+    # under either neighbour has positive probability with a likelihood ratio <= e^epsilon
+    bits = _seeded(42)
+    for centre in (0.0, 1.0):
+        draw = noise.laplace(np.full(n, centre), 1.0, 1.0, n_changed=1, bits=bits)
+        k = draw.values / draw.grid
+        assert np.array_equal(k, np.rint(k))
+        t = draw.scale / draw.grid
+        log_p = [-np.abs(k - round(c / draw.grid)) / t for c in (0.0, 1.0)]
+        assert np.all(np.isfinite(log_p[0])) and np.all(np.isfinite(log_p[1]))
+        assert np.max(np.abs(log_p[0] - log_p[1])) <= 1.0
