@@ -28,7 +28,7 @@ RESULTS_KEPT = 8
 
 ss = st.session_state
 st.title("Attack: what can an attacker learn?")
-st.warning(f"**{attacks.NOT_PRIVATE_NOTICE}**", icon="⚠️")
+st.warning(f"**{attacks.NOT_PRIVATE_NOTICE}**", icon=":material/warning:")
 ds = state.dataset()
 name = ss.mechanism
 mech = get_mechanism(name)

@@ -66,7 +66,7 @@ if st.button("Draw release", type="primary"):
         refusal = ledger.refusal(entry)
         if refusal:
             st.error(f"Refused: {md_escape(refusal)}. The release was discarded before anyone saw it; "
-                     "nothing was charged.", icon="🚫")
+                     "nothing was charged.", icon=":material/block:")
         else:
             ledger.add(entry)  # charged now: its rows are shown below
             st.session_state.pending_release = {
@@ -84,7 +84,7 @@ over = [rel for rel in ledger.totals() if ledger.refusal(LedgerEntry("", 0.0, 0.
 if over:
     st.warning(f"The ledger is already past its budget for {md_escape(', '.join(over))} (an uploaded "
                "ledger added its releases): no further release under that relation can be drawn.",
-               icon="⚠️")
+               icon=":material/warning:")
 
 pending = st.session_state.get("pending_release")
 if pending:

@@ -128,4 +128,4 @@ cols = st.columns(len(ATTACK_EPSILONS))
 for col, e in zip(cols, ATTACK_EPSILONS, strict=True):
     if col.button(f"Attack at ε = {e:g}", key=f"tour_attack_{e:g}", on_click=open_attack, args=(e,)):
         st.switch_page(ATTACK_PAGE)
-st.page_link(ATTACK_PAGE, label="Open the Attack page", icon="🎯")
+st.page_link(ATTACK_PAGE, label="Open the Attack page", icon=":material/security:")
