@@ -327,7 +327,9 @@ class _LazyBernoullis:
         self.probs = probs
         self.level1 = np.array([_floor_scaled(p, 8) for p in probs], dtype=np.uint8)
         self._levels: dict[tuple[int, int], int] = {}
-        self.level2 = np.array([self.digits(j, 2) for j in range(len(probs))], dtype=np.uint64)
+        # level 2 is computed on the first tie of a row (small draws rarely need every row's)
+        self.level2 = np.zeros(len(probs), dtype=np.uint64)
+        self._have_level2 = np.zeros(len(probs), dtype=bool)
 
     def digits(self, j: int, level: int) -> int:
         """Bits ``8 + 64 (level - 2) + 1 .. 8 + 64 (level - 1)`` of ``q_j`` as an integer (level >= 2)."""
@@ -346,6 +348,9 @@ class _LazyBernoullis:
         tied = np.flatnonzero(r == level1)
         if tied.size:
             rows, cols = np.divmod(tied, m)
+            for j in np.unique(rows[~self._have_level2[rows]]):
+                self.level2[j] = self.digits(int(j), 2)
+                self._have_level2[j] = True
             w = bits.words(tied.size)
             c2 = self.level2[rows]
             res = w < c2
@@ -379,13 +384,13 @@ def _random_bytes(bits: BitSource, n: int) -> np.ndarray:
 
 
 def _decimal_prob(fn):
-    """Wrap ``fn`` (Decimal arithmetic) to run with 30 extra digits and round once to the caller's
-    precision, so cancellations such as ``1 - e^{-x}`` for ``x >= 2^-48`` keep the relative error of
-    the result below ``10^(1 - prec)`` (what :func:`_floor_scaled` assumes)."""
+    """Wrap ``fn`` (Decimal arithmetic) to run with 20 extra digits and round once to the caller's
+    precision, so cancellations such as ``1 - e^{-x}`` for ``x >= 2^-48`` (at most 15 digits) keep
+    the relative error of the result below ``10^(1 - prec)`` (what :func:`_floor_scaled` assumes)."""
 
     def prob():
         with decimal.localcontext() as ctx:
-            ctx.prec += 30
+            ctx.prec += 20
             value = fn()
         return +value
 

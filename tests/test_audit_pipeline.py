@@ -181,6 +181,7 @@ def test_zero_norm_rows_keep_the_mean_within_its_budget():
     assert 0.8 * claim <= ceiling <= claim_mean + 1e-9  # the pair attains the mean's sensitivity
     lb = audit.epsilon_lower_bound(s0, s1)
     assert 0 < lb.epsilon <= claim_mean, lb
-    s0, s1, *_ = _zero_norm_scores(classes=2000, releases=6, bad=True)
+    # 12 releases: with 6 the 1.5x lower bound sits near the claim (0.96-1.13 over noise streams)
+    s0, s1, *_ = _zero_norm_scores(classes=2000, releases=12, bad=True)
     bad = audit.epsilon_lower_bound(s0, s1)
     assert bad.epsilon > claim, bad

@@ -105,7 +105,7 @@ def test_uniform_open01_exact_binades():
 def test_lazy_bernoulli_resolves_ties_exactly():
     table = noise._geometric_parts(3).table
     q0 = table.probs[0]  # 1 / (1 + e^{1/3})
-    byte, word2 = int(table.level1[0]), int(table.level2[0])
+    byte, word2 = int(table.level1[0]), table.digits(0, 2)
     word3 = table.digits(0, 3)
     n_rows = len(table.probs)
     # first byte ties (the other rows' bytes are 0xFF: no tie), second level ties, third level
