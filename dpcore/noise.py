@@ -1110,8 +1110,10 @@ def reserve_slack(epsilon: float, delta: float, n_changed: int) -> tuple[float, 
     eps_ideal = epsilon - extra_eps
     delta_ideal = (float(delta) - tail * (1 + math.exp(min(epsilon, 700.0)))) / math.exp(a)
     if eps_ideal <= 0 or delta_ideal <= 0:
-        raise ValueError(f"the discrete Gaussian slack of {n_changed} coordinates does not fit into "
-                         f"epsilon={epsilon}, delta={delta}")
+        raise ValueError(f"epsilon = {epsilon:g} (delta = {delta:g}) is too small for a finite noise "
+                         f"scale (an infinite noise scale in practice): the discrete Gaussian's slack "
+                         f"for {n_changed} coordinates ({extra_eps:.3g}) does not fit; use a larger "
+                         "epsilon")
     return eps_ideal, delta_ideal
 
 

@@ -473,7 +473,7 @@ HOSTILE_API = [
     (JLLaplace, {"epsilon": 1e-310}, "epsilon = 1e-310 gives an infinite noise scale"),
     (RONGauss, {"epsilon": 1e-320}, "epsilon = 9.99989e-321 gives an infinite noise scale"),
     (PCAGauss, {"epsilon": 1e-310}, "epsilon = 1e-310"),
-    (DPMix, {"epsilon": 1e-310}, "epsilon = 1e-310 needs sigma_x > 1e12"),
+    (DPMix, {"epsilon": 1e-310}, "too small for a finite noise scale"),
     (DPMix, {"n_mixtures": 10**9, "ell": 4}, "n_mixtures = 1,000,000,000 needs about"),
 ]
 
@@ -513,7 +513,7 @@ HOSTILE_CLI = [
     ("jl-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
     ("identity-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
     ("modips", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
-    ("dpmix", ["--epsilon", "1e-320"], "needs --sigma-x > 1e12"),
+    ("dpmix", ["--epsilon", "1e-320"], "is too small for a finite noise scale"),
     ("dpmix", ["--ell", "4", "--n-mixtures", "1000000000"], "n_mixtures = 1,000,000,000 needs about"),
     ("local-gaussian", ["--eps", "1"], "unrecognized arguments: --eps"),
     ("local-gaussian", ["--del", "1e-5"], "unrecognized arguments: --del"),

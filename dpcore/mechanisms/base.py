@@ -22,6 +22,11 @@ from dpcore.schema import Param, validate_params
 
 MECHANISMS: dict[str, type[Mechanism]] = {}
 
+#: release-sized integer working arrays of the exact discrete samplers (dpcore.noise), per cell
+NOISE_TEMPORARIES = 3
+#: fixed memory of the samplers (digit thresholds, ChaCha20 keystream buffers)
+NOISE_FIXED_BYTES = 16 * 2**20
+
 COMMON_ARGS = ("bounds", "label_bounds", "classes", "task", "random_state")
 
 
@@ -209,8 +214,10 @@ class Mechanism:
 
         Counted in float64 (8 bytes) cells: :attr:`peak_row_copies` ``n x d`` working arrays
         (clipped input, noise, products), the released table (``m (d + C + 1)`` with
-        ``m = n_mixtures or n_released or n`` rows, ``C`` classes as one-hot label columns) and
-        :attr:`peak_square_matrices` ``d x d`` matrices (one set per class for per-class models).
+        ``m = n_mixtures or n_released or n`` rows, ``C`` classes as one-hot label columns) plus
+        :data:`NOISE_TEMPORARIES` times it for the exact discrete samplers' integer working arrays,
+        :attr:`peak_square_matrices` ``d x d`` matrices (one set per class for per-class models),
+        and :data:`NOISE_FIXED_BYTES` for the samplers' tables and keystream buffers.
         An upper estimate (``tests/test_limits.py`` checks it against tracemalloc) meant to
         refuse hopeless requests early (``--n-mixtures 1e9``, PCA on 100k columns).
 
@@ -228,9 +235,10 @@ class Mechanism:
         n, d = float(n_samples), float(n_features)
         m = float(params.get("n_mixtures") or n_released or n_samples)
         groups = 1 + (n_classes if cls.peak_square_matrices else 0)
-        cells = (cls.peak_row_copies * n * d + m * (d + n_classes + 1)
+        released = m * (d + n_classes + 1)
+        cells = (cls.peak_row_copies * n * d + (1 + NOISE_TEMPORARIES) * released
                  + cls.peak_square_matrices * groups * d * d)
-        return 8.0 * cells
+        return 8.0 * cells + NOISE_FIXED_BYTES
 
     # ------------------------------------------------------------------ helpers for subclasses
     def _new_release(
