@@ -134,9 +134,11 @@ def gaussian_ceiling(shift: float, sigma: float, delta: float) -> float:
 
 # ------------------------------------------------------------------------------------ variants
 @contextlib.contextmanager
-def miscalibrated(module: Any, names: tuple[str, ...], factor: float = MISCALIBRATION) -> Iterator[None]:
+def miscalibrated(module: Any, names: tuple[str, ...], factor: float | None = None) -> Iterator[None]:
     """Wrap the calibration functions ``names`` of ``module`` (as the module imported them) so
-    every noise scale they return is divided by ``factor``; restored on exit."""
+    every noise scale they return is divided by ``factor`` (default: :data:`MISCALIBRATION` at the
+    time of the call); restored on exit."""
+    factor = MISCALIBRATION if factor is None else factor
     saved = {name: getattr(module, name) for name in names}
 
     def wrap(fn: Callable[..., float]) -> Callable[..., float]:
