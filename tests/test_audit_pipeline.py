@@ -25,17 +25,15 @@ of ``benchmarks/audit_table.py``.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from test_audit import audit  # benchmarks/audit_table.py, loaded once (tests/ is on sys.path)
 
 from dpcore.mechanisms import MODIPS, PCAGauss, RONGauss
 
-ROOT = Path(__file__).resolve().parents[1]
 MISCALIBRATION = 1.5
 
 
@@ -45,18 +43,6 @@ def _many_classes(monkeypatch):
     monkeypatch.setenv("DPCORE_MAX_CLASSES", "100000")
 
 
-def _load_audit_module():
-    name = "audit_table"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "audit_table.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-audit = _load_audit_module()
 
 
 # ----------------------------------------------------------------------------- class change (row 2)

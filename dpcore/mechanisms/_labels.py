@@ -38,6 +38,7 @@ __all__ = [
     "HISTOGRAM_SENSITIVITY",
     "dp_class_histogram",
     "label_privacy_assumption",
+    "proportional_counts",
     "synthetic_counts",
 ]
 
@@ -91,10 +92,18 @@ def dp_class_histogram(
 
 def synthetic_counts(total: int, noisy_counts: np.ndarray) -> np.ndarray:
     """Rows per class for ``total`` synthetic rows, proportional to the noisy counts clipped at 0
-    (post-processing; uniform if every noisy count is <= 0). Largest-remainder rounding."""
+    (post-processing; uniform if every noisy count is <= 0), by :func:`proportional_counts`."""
     w = np.clip(np.asarray(noisy_counts, dtype=float), 0.0, None)
-    if not np.any(w > 0):
-        w = np.ones_like(w)
+    return proportional_counts(total, w if np.any(w > 0) else np.ones_like(w))
+
+
+def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
+    """Split ``total`` into integers proportional to ``weights`` (largest remainder method).
+
+    Used to give each class ``n_samples * n_c / n`` synthetic rows; with ``total = n`` the counts
+    equal the class sizes ``n_c`` exactly.
+    """
+    w = np.asarray(weights, dtype=float)
     exact = total * w / w.sum()
     counts = np.floor(exact).astype(int)
     short = int(total - counts.sum())

@@ -74,6 +74,7 @@ from dpcore.mechanisms._labels import (
     divide_by_count,
     dp_class_histogram,
     label_privacy_assumption,
+    proportional_counts,
     synthetic_counts,
 )
 from dpcore.mechanisms._public import public_rows
@@ -92,7 +93,6 @@ from dpcore.mechanisms.ron_gauss import (
     check_n_components,
     gaussian_samples,
     label_to_unit,
-    proportional_counts,
     unit_to_label,
 )
 from dpcore.noise import BitSource

@@ -80,6 +80,7 @@ from dpcore.mechanisms._labels import (
     divide_by_count,
     dp_class_histogram,
     label_privacy_assumption,
+    proportional_counts,
     synthetic_counts,
 )
 from dpcore.mechanisms._public import public_rows
@@ -89,7 +90,6 @@ from dpcore.mechanisms.ron_gauss import (
     check_n_components,
     gaussian_samples,
     label_to_unit,
-    proportional_counts,
     row_blocks,
     unit_to_label,
 )

@@ -81,6 +81,7 @@ from dpcore.mechanisms._labels import (
     divide_by_count,
     dp_class_histogram,
     label_privacy_assumption,
+    proportional_counts,
     synthetic_counts,
 )
 from dpcore.mechanisms.base import Mechanism
@@ -449,22 +450,6 @@ def gaussian_samples(
         np.matmul(rng.standard_normal((sl.stop - sl.start, k)), factor_t, out=out[sl])
     out += mean
     return out
-
-
-def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
-    """Split ``total`` into integers proportional to ``weights`` (largest remainder method).
-
-    Used to give each class ``n_samples * n_c / n`` synthetic rows; with ``total = n`` the counts
-    equal the class sizes ``n_c`` exactly.
-    """
-    w = np.asarray(weights, dtype=float)
-    exact = total * w / w.sum()
-    counts = np.floor(exact).astype(int)
-    short = int(total - counts.sum())
-    if short > 0:
-        order = np.argsort(-(exact - counts), kind="stable")
-        counts[order[:short]] += 1
-    return counts
 
 
 def noisy_second_moment(
