@@ -315,9 +315,16 @@ def test_upload_csv_with_public_bounds_then_release(page):
         files=[{"name": "mine.csv", "mimeType": "text/csv", "buffer": csv.encode()}]))
     expect(page.get_by_text("60 rows × 3 columns")).to_be_visible()
     select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Label column"), "y")
+    # the task and the class list are public choices (issue 12), never read off the labels
+    select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Task"),
+                  "classification")
+    classes = page.locator('[data-testid="stTextInput"]').filter(has_text="Public class list")
+    classes.locator("input").fill("0, 1")
+    rerun(page, lambda: classes.locator("input").press("Enter"))
     rerun(page, page.get_by_role("button", name="Use this table").click)
     sidebar = page.locator('[data-testid="stSidebar"]')
     expect(sidebar).to_contain_text("upload: mine.csv")
+    expect(page.get_by_text("Classes (user): 0, 1")).to_be_visible()
     expect(sidebar).to_contain_text("Bounds come from the data")
     expect(page.get_by_text("Some bounds below were computed from the private data")).to_be_visible()
     screenshot(page, "data-upload")
@@ -326,12 +333,13 @@ def test_upload_csv_with_public_bounds_then_release(page):
     assert grid_cells(page, editor) == ["a", "0", "6", "data", "b", "0", "4", "data"]
     edit_grid_cell(page, editor, 0, 1, "-2")  # a: lo
     edit_grid_cell(page, editor, 0, 2, "10")  # a: hi
+    edit_grid_cell(page, editor, 1, 1, "-1")  # b: lo (a side left at the data minimum stays "data")
     edit_grid_cell(page, editor, 1, 2, "5")   # b: hi
     rerun(page, page.get_by_role("button", name="Apply these bounds as public").click)
     expect(page.get_by_text("Bounds source: user")).to_be_visible()
     expect(sidebar).not_to_contain_text("Bounds come from the data")
     editor = page.locator('[data-testid="stDataFrame"]').last
-    expected = ["a", "-2", "10", "user", "b", "0", "5", "user"]
+    expected = ["a", "-2", "10", "user", "b", "-1", "5", "user"]
     poll(page, lambda: grid_cells(page, editor) == expected, what=f"the bounds {expected}")
 
     goto(page, "Release")
