@@ -419,22 +419,27 @@ def ron_covariance_sensitivity(
 def ron_covariance_l2_sensitivity(n_rows: int, label_bound: float | None = None) -> float:
     """L2 sensitivity of the upper triangle (diagonal once) of ``(1/n) sum_i z_i z_i^T``.
 
-    Used by ``noise="gaussian"``. Replace-one changes the sum by ``A = u u^T - v v^T``. For
-    ``||u||, ||v|| <= R``: ``||A||_F^2 = ||u||^4 + ||v||^4 - 2 (u.v)^2 <= 2 R^4``, and the
+    Used by ``noise="gaussian"``. Replace-one changes the sum by ``A = u u^T - v v^T``, whose
     upper-triangle vector (each off-diagonal entry once) has squared norm
-    ``(||A||_F^2 + sum_i A_ii^2)/2 <= ||A||_F^2``. So ``S2 <= sqrt(2) R^2/n``:
+    ``T(A) = (||A||_F^2 + sum_i A_ii^2)/2``, with ``||A||_F^2 = ||u||^4 + ||v||^4 - 2 (u.v)^2
+    <= ||u||^4 + ||v||^4`` and ``sum_i A_ii^2 = sum_i (u_i^2 - v_i^2)^2 <= ||u||_4^4 + ||v||_4^4``
+    (the cross terms ``u_i^2 v_i^2`` are >= 0).
 
-    * Sigma (Alg. 3, 5), projected rows ``||x~|| <= 1`` (Lemma 3): ``R = 1``, ``S2 = sqrt(2)/n``
-      whatever p;
-    * augmented ``z = [x~, y]`` (Alg. 4), ``|y| <= a``: ``||z||^2 <= 1 + a^2``, so
-      ``S2 = sqrt(2) (1 + a^2)/n``.
+    * Sigma (Alg. 3, 5), projected rows ``||x~|| <= 1`` (Lemma 3): ``||u||_4^4 <= ||u||^4 <= 1``,
+      so ``T(A) <= 2`` and ``S2 = sqrt(2)/n`` whatever p (attained by two orthogonal unit rows);
+    * augmented ``z = [x~, y]`` (Alg. 4), ``|y| <= a``: ``||z||^2 <= 1 + a^2`` and
+      ``||z||_4^4 = ||x~||_4^4 + y^4 <= 1 + a^4``, so ``T(A) <= (1 + a^2)^2 + 1 + a^4`` and
+      ``S2 = sqrt((1 + a^2)^2 + 1 + a^4)/n`` (at most ``sqrt(2) (1 + a^2)/n``; ``sqrt(6)/n`` at
+      ``a = 1``).
 
     Per-class sums with protected labels (``n_rows = 1``): a record that changes class changes two
-    classes' sums by ``u u^T`` and ``-v v^T``, of Frobenius norm ``<= R^2`` each, so
-    ``sqrt(R^4 + R^4) = sqrt(2) R^2``: the same bound covers both cases.
+    classes' sums by ``u u^T`` and ``-v v^T``; the squared norms of their upper triangles add up to
+    the same ``T(A)`` bound with ``u.v`` taken as 0, so the same value covers both cases.
     """
-    r2 = 1.0 if label_bound is None else 1.0 + float(label_bound) ** 2
-    return math.sqrt(2.0) * r2 / n_rows
+    if label_bound is None:
+        return math.sqrt(2.0) / n_rows
+    a2 = float(label_bound) ** 2
+    return math.sqrt((1.0 + a2) ** 2 + 1.0 + a2 * a2) / n_rows
 
 
 def augmented_mean_sensitivity(p: int, n_rows: int, label_bound: float) -> tuple[float, float]:
@@ -1072,10 +1077,10 @@ def _noisy_cov(
             (1 if count is None else 2) * k * (k + 1) // 2,
             laplace_s1=ron_covariance_sensitivity(ctx.p, n, "sound", label_bound), matrix=True,
             statistic=statistic,
-            formula=("S2 = sqrt(2)/n" if label_bound is None else "S2 = sqrt(2) (1 + a^2)/n")
-            + (" (upper triangle, diagonal once; replace-one: ||u u^T - v v^T||_F <= sqrt(2) R^2)"
-               if count is None else " with n = 1: per-class sums Z^T Z (two classes change by R^2 "
-               "each when the record changes class), divided by the DP count"),
+            formula=("S2 = sqrt(2)/n" if label_bound is None else "S2 = sqrt((1 + a^2)^2 + 1 + a^4)/n")
+            + (" (upper triangle, diagonal once, replace-one; ron_covariance_l2_sensitivity)"
+               if count is None else " with n = 1: per-class sums Z^T Z (a record changing class "
+               "changes two classes' sums by u u^T and v v^T), divided by the DP count"),
             source=f"{SOURCE}, Alg. {3 if label_bound is None else 4} (L2 sensitivity: "
                    "ron_covariance_l2_sensitivity)")
         if count is not None:
