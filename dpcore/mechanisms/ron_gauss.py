@@ -43,6 +43,21 @@ Neighbouring relation: replace-one (``n`` public; for Alg. 5 the class sizes ``n
 Guarantee: pure epsilon-DP with ``epsilon = eps_mu + eps_Sigma`` (sound), by sequential
 composition (Theorems 3-5) and, in Alg. 5, parallel composition over the disjoint classes.
 
+Alg. 4 here also releases the DP mean of ``[x~, y]`` (half of the mean's budget share) and samples
+``N(m_DP, Sigma_a,DP - m_DP m_DP^T)``: the paper samples with mean 0, which puts the released
+labels at the centre of their public range whatever the real label mean (issue 13).
+
+``noise="gaussian"`` ((epsilon, delta)-DP, issue 13): every statistic gets Gaussian noise sized by
+its L2 sensitivity, which does not grow with p or d: mean of unit rows ``2/n`` (L1: ``2 sqrt(d)/n``),
+second moment ``sqrt(2)/n`` (L1: ``(p + 1)/n``), augmented second moment
+``sqrt((1 + a^2)^2 + 1 + a^4)/n``, augmented mean ``2 sqrt(1 + a^2)/n``, protected per-class sums
+``2`` and ``sqrt(2)``, class histogram ``sqrt(2)`` (proofs in :func:`ron_covariance_l2_sensitivity`,
+:func:`augmented_mean_sensitivity`, :func:`_preprocess_project`). The statistics are composed in
+zCDP (``rho_i = S2_i^2/(2 sigma_i^2)``, summed; Bun & Steinke 2016): ``epsilon_split`` (and
+``histogram_fraction``) split the total ``rho``, the largest ``rho`` whose (epsilon, delta)
+conversion (Canonne, Kamath & Steinke 2020, :func:`dpcore.accounting.zcdp_epsilon`) fits the
+budget after the discrete Gaussian sampler's slack is reserved (:func:`dpcore.noise.reserve_slack`).
+
 Computation (same outputs as the literal pipeline, without its full-size temporaries). The two
 normalisations and the centring only rescale rows, so with ``x^ = x/||x||`` (``||x^|| = 1``, or 0
 for a zero row) and ``r = ||x^ - mu_DP||``::
@@ -633,6 +648,12 @@ class RONGauss(Mechanism):
         ``"bounds"`` maps each feature from its public bounds to ``[0, 1]`` before the row
         normalisation (data-independent, no budget; identical to ``"none"`` when every feature has
         the same range, e.g. images). ``"none"`` normalises raw rows as the paper does.
+    noise : {"laplace", "gaussian"}, default "laplace"
+        ``"laplace"``: the paper's pure epsilon-DP. ``"gaussian"``: (epsilon, delta)-DP, L2
+        sensitivities composed in zCDP (module docstring); the card records each statistic's
+        ``rho`` and how much noise variance it saves against the Laplace variant.
+    delta : float, optional
+        ``noise="gaussian"`` only; default :func:`~dpcore.calibration.default_delta` of ``n``.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`. The row normalisation bounds each record's
         contribution, so feature bounds only matter for ``feature_scaling="bounds"``; a regression
@@ -657,7 +678,8 @@ class RONGauss(Mechanism):
     Raises
     ------
     ValueError
-        ``n_components >= n_features``, bad epsilon/split/choice (named by the schema).
+        ``n_components >= n_features``, bad epsilon/split/choice (named by the schema),
+        ``noise="gaussian"`` with ``calibration="published"``.
     """
 
     name = "ron-gauss"
@@ -998,6 +1020,8 @@ def _preprocess_project(
     ``2 sqrt(d)`` under replace-one with the label (the replaced record changes one class's sum
     by at most ``||x^ - x^'||_1 <= 2 sqrt(d)``, or two classes' sums by ``||x^||_1 <= sqrt(d)``
     each), so ``Lap(2 sqrt(d)/eps_mu)`` on every class's sum is ``eps_mu``-DP.
+    ``noise="gaussian"``: L2 sensitivities ``||x^ - x^'||_2 <= 2`` over ``n`` (mean) and, for the
+    stacked per-class sums, ``2`` (same class) or ``sqrt(1 + 1)`` (the record changes class), so 2.
     Returns ``(X~ (n, p), mu_DP, noise record, diagnostics)``."""
     n, d = loader.n_rows, ctx.d
     inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
