@@ -93,6 +93,8 @@ __all__ = [
     "dpmix_rdp",
     "gaussian_rdp",
     "rdp_to_dp",
+    "zcdp_epsilon",
+    "zcdp_rho",
 ]
 
 _BOUNDS = ("paper", "tight")
@@ -1432,3 +1434,60 @@ def dpmix_calibrate_sigma(*, epsilon, delta, ell, n, n_mixtures, d_x, d_y, ratio
         weight_lo = 1.0 if moved_lo else weight_lo * 0.5
         weight_hi = 1.0 if moved_hi else weight_hi * 0.5
     return float(math.exp(x_hi))
+
+
+# --------------------------------------------------------------------------------------------
+# zCDP (Gaussian mechanisms composed across statistics)
+# --------------------------------------------------------------------------------------------
+
+#: Rényi orders for the zCDP -> (epsilon, delta) conversion: 1 + 10^-4 ... 1 + 10^6, log-spaced
+#: (the optimum ``alpha ~ 1 + sqrt(log(1/delta)/rho)`` lies inside for every useful rho)
+_ZCDP_ORDERS = 1.0 + np.geomspace(1e-4, 1e6, 6001)
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Epsilon of a ``rho``-zCDP mechanism at ``delta``.
+
+    rho-zCDP is ``(alpha, alpha rho)``-RDP for every ``alpha > 1`` (Bun & Steinke, TCC 2016,
+    Def. 1.1); :func:`rdp_to_dp` (improved conversion, Canonne, Kamath & Steinke 2020, Prop. 12)
+    minimises over a fine log-spaced grid of orders. The Gaussian mechanism with L2 sensitivity
+    ``S2`` and noise ``sigma`` is ``S2^2/(2 sigma^2)``-zCDP and rho's add under composition
+    (Bun & Steinke 2016, Prop. 1.6 and Lemma 2.3). ``rho = inf`` gives ``inf``; ``rho = 0`` gives 0.
+    """
+    r = float(rho)
+    if math.isnan(r) or r < 0:
+        raise ValueError(f"rho must be >= 0, got {rho!r}")
+    if math.isinf(r):
+        return math.inf
+    if r == 0:
+        return 0.0
+    return rdp_to_dp(_ZCDP_ORDERS * r, _ZCDP_ORDERS, delta)[0]
+
+
+def zcdp_rho(epsilon: float, delta: float) -> float:
+    """The largest ``rho`` (to 1e-12 relative) whose :func:`zcdp_epsilon` at ``delta`` is
+    ``<= epsilon``, by bisection on ``log rho`` (the epsilon is increasing in rho).
+
+    ``epsilon = inf`` gives ``inf`` (NOT PRIVATE). Raises ValueError for ``epsilon <= 0`` or
+    ``delta`` outside ``(0, 1)``.
+    """
+    eps = float(epsilon)
+    _check_delta(delta)
+    if not eps > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    if math.isinf(eps):
+        return math.inf
+    lo, hi = -60.0, 12.0
+    while zcdp_epsilon(math.exp(hi), delta) <= eps:
+        hi += 12.0
+    while zcdp_epsilon(math.exp(lo), delta) > eps:
+        lo -= 60.0
+        if lo < -700.0:
+            raise ValueError(f"epsilon = {eps:g}, delta = {delta:g} leave no zCDP budget")
+    while hi - lo > 1e-12:
+        mid = (lo + hi) / 2
+        if zcdp_epsilon(math.exp(mid), delta) <= eps:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(lo)

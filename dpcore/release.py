@@ -80,6 +80,9 @@ class NoiseRecord:
     grid: float | None = None
     sampler: str = ""
     sensitivity_used: float | None = None
+    #: zCDP parameter of this statistic's Gaussian noise, ``S2'^2/(2 sigma^2)`` (Bun & Steinke 2016),
+    #: when the release composes its Gaussian statistics in zCDP; None otherwise
+    rho: float | None = None
 
     def as_card(self) -> dict[str, Any]:
         return {k: _jsonable(v) for k, v in self.__dict__.items()}

@@ -36,6 +36,7 @@ __all__ = [
     "LABEL_PRIVACY",
     "WITHIN_CLASS",
     "HISTOGRAM_SENSITIVITY",
+    "HISTOGRAM_L2_SENSITIVITY",
     "dp_class_histogram",
     "label_privacy_assumption",
     "proportional_counts",
@@ -45,6 +46,9 @@ __all__ = [
 #: L1 sensitivity of the class histogram under replace-one with the label included: the replaced
 #: record leaves one class and joins another (Dwork & Roth 2014, histogram queries).
 HISTOGRAM_SENSITIVITY = 2.0
+
+#: L2 sensitivity of the same histogram: two counts change by 1 each, ``sqrt(1 + 1)``.
+HISTOGRAM_L2_SENSITIVITY = math.sqrt(2.0)
 
 #: Neighbouring relation of the papers' per-class algorithms (class sizes public).
 WITHIN_CLASS = "replace-one-within-class"

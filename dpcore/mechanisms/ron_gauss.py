@@ -43,6 +43,21 @@ Neighbouring relation: replace-one (``n`` public; for Alg. 5 the class sizes ``n
 Guarantee: pure epsilon-DP with ``epsilon = eps_mu + eps_Sigma`` (sound), by sequential
 composition (Theorems 3-5) and, in Alg. 5, parallel composition over the disjoint classes.
 
+Alg. 4 here also releases the DP mean of ``[x~, y]`` (half of the mean's budget share) and samples
+``N(m_DP, Sigma_a,DP - m_DP m_DP^T)``: the paper samples with mean 0, which puts the released
+labels at the centre of their public range whatever the real label mean (issue 13).
+
+``noise="gaussian"`` ((epsilon, delta)-DP, issue 13): every statistic gets Gaussian noise sized by
+its L2 sensitivity, which does not grow with p or d: mean of unit rows ``2/n`` (L1: ``2 sqrt(d)/n``),
+second moment ``sqrt(2)/n`` (L1: ``(p + 1)/n``), augmented second moment
+``sqrt((1 + a^2)^2 + 1 + a^4)/n``, augmented mean ``2 sqrt(1 + a^2)/n``, protected per-class sums
+``2`` and ``sqrt(2)``, class histogram ``sqrt(2)`` (proofs in :func:`ron_covariance_l2_sensitivity`,
+:func:`augmented_mean_sensitivity`, :func:`_preprocess_project`). The statistics are composed in
+zCDP (``rho_i = S2_i^2/(2 sigma_i^2)``, summed; Bun & Steinke 2016): ``epsilon_split`` (and
+``histogram_fraction``) split the total ``rho``, the largest ``rho`` whose (epsilon, delta)
+conversion (Canonne, Kamath & Steinke 2020, :func:`dpcore.accounting.zcdp_epsilon`) fits the
+budget after the discrete Gaussian sampler's slack is reserved (:func:`dpcore.noise.reserve_slack`).
+
 Computation (same outputs as the literal pipeline, without its full-size temporaries). The two
 normalisations and the centring only rescale rows, so with ``x^ = x/||x||`` (``||x^|| = 1``, or 0
 for a zero row) and ``r = ||x^ - mu_DP||``::
@@ -61,21 +76,26 @@ memory: one block plus the ``(n, p)`` projection, never a copy of ``X``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from dpcore import accounting
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
+    check_delta,
+    default_delta,
     haar_stiefel,
     laplace_scale,
     psd_repair,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
+    HISTOGRAM_L2_SENSITIVITY,
+    HISTOGRAM_SENSITIVITY,
     LABEL_PRIVACY,
     WITHIN_CLASS,
     divide_by_count,
@@ -101,6 +121,7 @@ __all__ = [
     "mean_sensitivity",
     "normalize_rows",
     "proportional_counts",
+    "ron_covariance_l2_sensitivity",
     "ron_covariance_sensitivity",
     "row_blocks",
 ]
@@ -411,6 +432,63 @@ def ron_covariance_sensitivity(
     return s1 / n_rows
 
 
+def ron_covariance_l2_sensitivity(n_rows: int, label_bound: float | None = None) -> float:
+    """L2 sensitivity of the upper triangle (diagonal once) of ``(1/n) sum_i z_i z_i^T``.
+
+    Used by ``noise="gaussian"``. Replace-one changes the sum by ``A = u u^T - v v^T``, whose
+    upper-triangle vector (each off-diagonal entry once) has squared norm
+    ``T(A) = (||A||_F^2 + sum_i A_ii^2)/2``, with ``||A||_F^2 = ||u||^4 + ||v||^4 - 2 (u.v)^2
+    <= ||u||^4 + ||v||^4`` and ``sum_i A_ii^2 = sum_i (u_i^2 - v_i^2)^2 <= ||u||_4^4 + ||v||_4^4``
+    (the cross terms ``u_i^2 v_i^2`` are >= 0).
+
+    * Sigma (Alg. 3, 5), projected rows ``||x~|| <= 1`` (Lemma 3): ``||u||_4^4 <= ||u||^4 <= 1``,
+      so ``T(A) <= 2`` and ``S2 = sqrt(2)/n`` whatever p (attained by two orthogonal unit rows);
+    * augmented ``z = [x~, y]`` (Alg. 4), ``|y| <= a``: ``||z||^2 <= 1 + a^2`` and
+      ``||z||_4^4 = ||x~||_4^4 + y^4 <= 1 + a^4``, so ``T(A) <= (1 + a^2)^2 + 1 + a^4`` and
+      ``S2 = sqrt((1 + a^2)^2 + 1 + a^4)/n`` (at most ``sqrt(2) (1 + a^2)/n``; ``sqrt(6)/n`` at
+      ``a = 1``).
+
+    Per-class sums with protected labels (``n_rows = 1``): a record that changes class changes two
+    classes' sums by ``u u^T`` and ``-v v^T``; the squared norms of their upper triangles add up to
+    the same ``T(A)`` bound with ``u.v`` taken as 0, so the same value covers both cases.
+    """
+    if label_bound is None:
+        return math.sqrt(2.0) / n_rows
+    a2 = float(label_bound) ** 2
+    return math.sqrt((1.0 + a2) ** 2 + 1.0 + a2 * a2) / n_rows
+
+
+def augmented_mean_sensitivity(p: int, n_rows: int, label_bound: float) -> tuple[float, float]:
+    """``(S1, S2)`` of the mean of the augmented rows ``z = [x~, y]`` (Alg. 4 with its mean).
+
+    Replace-one with ``||x~|| <= 1`` and ``|y| <= a``: ``||x~ - x~'||_1 <= sqrt(p) ||x~ - x~'||_2
+    <= 2 sqrt(p)`` and ``|y - y'| <= 2a``, so ``S1 = (2 sqrt(p) + 2a)/n``;
+    ``S2 = sqrt(4 + 4a^2)/n = 2 sqrt(1 + a^2)/n``.
+    """
+    a = float(label_bound)
+    return (2.0 * math.sqrt(p) + 2.0 * a) / n_rows, 2.0 * math.sqrt(1.0 + a * a) / n_rows
+
+
+def gaussian_coordinates(task: str | None, protected: bool, d: int, p: int, n_classes: int) -> int:
+    """Number of Gaussian noise coordinates that can differ between neighbours, summed over every
+    Gaussian draw of a ``noise="gaussian"`` release (what :func:`dpcore.noise.combine_slack` sums;
+    the sampler's slack is reserved for it before calibration). Classification counts every class
+    of the public list (an upper bound on the modelled ones)."""
+    tri = p * (p + 1) // 2
+    if task == "classification":
+        return min(2, n_classes) + n_classes * (2 * d + 2 * tri) if protected \
+            else n_classes * (d + tri)
+    if task == "regression":
+        return d + (p + 1) + (p + 1) * (p + 2) // 2
+    return d + tri
+
+
+def _zcdp_sigma(l2_sensitivity: float, rho: float) -> float:
+    """``sigma = S2/sqrt(2 rho)``: the Gaussian mechanism is ``S2^2/(2 sigma^2)``-zCDP (Bun &
+    Steinke 2016, Prop. 1.6); ``rho = inf`` gives 0 (NOT PRIVATE)."""
+    return 0.0 if math.isinf(rho) else l2_sensitivity / math.sqrt(2.0 * rho)
+
+
 def guaranteed_epsilon(
     split: EpsilonSplit, p: int, calibration: str, label_bound: float | None = None
 ) -> float:
@@ -427,10 +505,7 @@ def guaranteed_epsilon(
     if calibration == "published":
         ratio = (ron_covariance_sensitivity(p, 1, "sound", label_bound, full_matrix=True)
                  / ron_covariance_sensitivity(p, 1, "published", label_bound))
-    parts = [split["mean"], split["covariance"] * ratio]
-    if "histogram" in split.names:
-        parts.append(split["histogram"])
-    return math.fsum(parts)
+    return math.fsum(v * (ratio if k == "covariance" else 1.0) for k, v in split.as_dict().items())
 
 
 def gaussian_samples(
@@ -558,6 +633,12 @@ class RONGauss(Mechanism):
         ``"bounds"`` maps each feature from its public bounds to ``[0, 1]`` before the row
         normalisation (data-independent, no budget; identical to ``"none"`` when every feature has
         the same range, e.g. images). ``"none"`` normalises raw rows as the paper does.
+    noise : {"laplace", "gaussian"}, default "laplace"
+        ``"laplace"``: the paper's pure epsilon-DP. ``"gaussian"``: (epsilon, delta)-DP, L2
+        sensitivities composed in zCDP (module docstring); the card records each statistic's
+        ``rho`` and how much noise variance it saves against the Laplace variant.
+    delta : float, optional
+        ``noise="gaussian"`` only; default :func:`~dpcore.calibration.default_delta` of ``n``.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`. The row normalisation bounds each record's
         contribution, so feature bounds only matter for ``feature_scaling="bounds"``; a regression
@@ -582,7 +663,8 @@ class RONGauss(Mechanism):
     Raises
     ------
     ValueError
-        ``n_components >= n_features``, bad epsilon/split/choice (named by the schema).
+        ``n_components >= n_features``, bad epsilon/split/choice (named by the schema),
+        ``noise="gaussian"`` with ``calibration="published"``.
     """
 
     name = "ron-gauss"
@@ -614,6 +696,13 @@ class RONGauss(Mechanism):
               choices=("bounds", "none")),
         LABEL_PRIVACY,
         HISTOGRAM_FRACTION,
+        Param("noise", "choice", "laplace", "Noise on the statistics: 'laplace' (the paper's pure "
+              "epsilon-DP, L1 sensitivities) or 'gaussian' ((epsilon, delta)-DP, L2 sensitivities that "
+              "do not grow with p and d, composed in zCDP).", choices=("laplace", "gaussian"),
+              privacy=True),
+        Param("delta", "float", None, "noise='gaussian' only: failure probability of (epsilon, "
+              "delta)-DP, in (0, 1); empty = min(1e-5, n^-1.5).", low=0.0, high=1.0, low_open=True,
+              high_open=True, log=True, privacy=True, optional=True),
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -632,8 +721,23 @@ class RONGauss(Mechanism):
         if protected:
             h = params["histogram_fraction"]
             fractions = {"histogram": h, **{k: (1 - h) * v for k, v in fractions.items()}}
+        if data.task == "regression":  # half of the mean share for the DP mean of [x~, y]
+            fractions = {"mean": fractions["mean"] / 2, "augmented_mean": fractions["mean"] / 2,
+                         "covariance": fractions["covariance"]}
         split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         calibration = params["calibration"]
+        gaussian = params["noise"] == "gaussian"
+        rho = delta = None
+        if gaussian:
+            if calibration == "published":
+                raise ValueError("noise='gaussian' needs calibration='sound' (the published constants "
+                                 "are L1 values for the Laplace mechanism)")
+            delta = check_delta(params["delta"] if params["delta"] is not None else default_delta(n))
+            n_classes = 0 if data.classes is None else data.classes.size
+            # the discrete Gaussian sampler's slack is reserved from (epsilon, delta) first
+            eps_i, delta_i = dpnoise.reserve_slack(
+                params["epsilon"], delta, gaussian_coordinates(data.task, protected, d, p, n_classes))
+            rho = EpsilonSplit.from_fractions(accounting.zcdp_rho(eps_i, delta_i), fractions)
         width = data.bounds[:, 1] - data.bounds[:, 0]
         lo, wd = (data.bounds[:, 0], np.where(width > 0, width, 1.0)) \
             if params["feature_scaling"] == "bounds" else (None, None)
@@ -641,7 +745,7 @@ class RONGauss(Mechanism):
         W = haar_stiefel(d, p, rng, method=params["projection"])
         m = n if n_samples is None else n_samples
         ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, bits=bits, p=p, d=d,
-                       scaling={"lo": lo, "width": wd})
+                       scaling={"lo": lo, "width": wd}, noise=params["noise"], rho=rho)
         if data.task == "classification":
             out = self._gmm(ctx, X, data, m, protected)
         else:
@@ -653,6 +757,27 @@ class RONGauss(Mechanism):
         )
         relation = WITHIN_CLASS if data.task == "classification" and not protected else "replace-one"
         guarantee = Guarantee(epsilon=eps_guaranteed, delta=0.0, neighbouring=relation, kind="pure")
+        gaussian_details: dict[str, Any] = {}
+        if gaussian:
+            assert rho is not None and delta is not None
+            eps_ideal = accounting.zcdp_epsilon(math.fsum(rho.parts), delta_i)
+            eps_g, delta_g, slack = dpnoise.reserved_guarantee(ctx.draws, params["epsilon"], delta,
+                                                                eps_ideal, delta_i)
+            guarantee = Guarantee(epsilon=eps_g, delta=delta_g, neighbouring=relation, kind="approx")
+            gaussian_details = {
+                "delta": delta,
+                "delta_rule": "given" if params["delta"] is not None else "min(1e-5, n^-1.5)",
+                "rho_total": rho.total,
+                "rho_parts": rho.as_dict(),
+                "composition": "zCDP: rho_i = S2'^2/(2 sigma_i^2) summed (Bun & Steinke 2016), converted "
+                               "once to (epsilon, delta) (Canonne, Kamath & Steinke 2020, Prop. 12; "
+                               "dpcore.accounting.zcdp_epsilon)",
+                "noise_slack": slack,
+                "laplace_over_gaussian_variance": {
+                    "note": "per coordinate, Laplace (pure epsilon, same epsilon share, sound L1 "
+                            "sensitivity) noise variance / Gaussian noise variance; > 1: Gaussian "
+                            "adds less noise", **ctx.savings},
+            }
         assumptions = [
             "n (the number of records) is public (bounded DP, replace-one neighbours)",
             "W is drawn independently of the data and released; mu_DP is a DP statistic",
@@ -667,9 +792,11 @@ class RONGauss(Mechanism):
         details = {
             "algorithm": out.algorithm,
             "n_components": p,
+            "noise": params["noise"],
             "epsilon_parts": split.as_dict(),
             "nominal_epsilon": split.total,
-            "guaranteed_epsilon": eps_guaranteed,
+            "guaranteed_epsilon": guarantee.epsilon,
+            **gaussian_details,
             "projection": params["projection"],
             "feature_scaling": params["feature_scaling"],
             "output": "reconstructed d-dimensional pre-processed space" if params["reconstruct"]
@@ -722,8 +849,16 @@ class RONGauss(Mechanism):
             Z, ctx, "augmented second moment [x~, y]" if supervised else "second moment Sigma",
             label_bound=a if supervised else None,
         )
+        records = [mean_rec, cov_rec]
+        center = np.zeros(repaired.shape[0])
+        model = repaired
+        if supervised:  # the DP mean of [x~, y], so the released labels have the right mean
+            center, aug_rec = _augmented_mean(Z, ctx, a)
+            records.append(aug_rec)
+            model = psd_repair(repaired - np.outer(center, center))  # covariance = M2 - m m^T
+            diag["mean_dp_augmented"] = center
         del Z  # the projected rows are no longer needed: free them before sampling
-        samples = gaussian_samples(np.zeros(repaired.shape[0]), repaired, m, ctx.rng)
+        samples = gaussian_samples(center, model, m, ctx.rng)
         labels = None
         if supervised:
             assert data.label_bounds is not None
@@ -736,9 +871,9 @@ class RONGauss(Mechanism):
         })
         return _Output(
             samples=samples, labels=labels, center=mu, class_means=None,
-            noise=[mean_rec, cov_rec], diagnostics=diag,
-            algorithm="Alg. 4 (supervised, augmented second moment)" if supervised
-            else "Alg. 3 (unsupervised)",
+            noise=records, diagnostics=diag,
+            algorithm="Alg. 4 (supervised, augmented second moment and DP mean of [x~, y])"
+            if supervised else "Alg. 3 (unsupervised)",
         )
 
     # ------------------------------------------------------------------------------ Alg. 5
@@ -750,9 +885,17 @@ class RONGauss(Mechanism):
         n_classes = data.classes.size
         sizes = np.bincount(data.y, minlength=n_classes)
         noise: list[NoiseRecord] = []
-        if protected:
+        if protected and ctx.noise == "gaussian":
+            noisy_counts, hist_rec = _gaussian_statistic(
+                ctx, np.bincount(data.y, minlength=n_classes).astype(float), "histogram",
+                HISTOGRAM_L2_SENSITIVITY, min(2, n_classes), laplace_s1=HISTOGRAM_SENSITIVITY,
+                statistic=f"class histogram ({n_classes} public classes)",
+                formula="S2 = sqrt(2) (replace-one with the label: two counts change by 1)",
+                source=f"Dwork & Roth 2014, histogram queries; {SOURCE}, Alg. 5 (label privacy)")
+        elif protected:
             noisy_counts, hist_rec = dp_class_histogram(
                 data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)")
+        if protected:
             noise.append(hist_rec)
             counts = synthetic_counts(m, noisy_counts)
             modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
@@ -803,6 +946,40 @@ class _Context:
     p: int
     d: int
     scaling: dict[str, np.ndarray | None]  # lo, width of the public feature scaling (or None)
+    noise: str = "laplace"  # "laplace" (split: epsilon parts) or "gaussian" (rho: zCDP parts)
+    rho: EpsilonSplit | None = None
+    draws: list[dpnoise.GridNoise] = field(default_factory=list)  # Gaussian plans (sampler slack)
+    #: per budget part: Laplace noise variance at the same epsilon share over the Gaussian one
+    savings: dict[str, float] = field(default_factory=dict)
+
+
+def _gaussian_statistic(
+    ctx: _Context, values: np.ndarray, part: str, s2: float, n_changed: int, *, laplace_s1: float,
+    statistic: str, formula: str, source: str, matrix: bool = False,
+) -> tuple[np.ndarray, NoiseRecord]:
+    """``values`` (a vector, or a symmetric matrix with ``matrix=True``: noise on the upper triangle,
+    mirrored) through the grid Gaussian mechanism of :mod:`dpcore.noise` with the zCDP share
+    ``rho = ctx.rho[part]``: ``sigma = S2'/sqrt(2 rho)`` at the rounding-inflated sensitivity ``S2'``,
+    so this statistic costs exactly ``rho`` (Bun & Steinke 2016, Prop. 1.6). Records the plan for
+    the sampler's slack and the noise variance saved against ``Lap(laplace_s1/eps_part)``."""
+    rho = ctx.rho[part] if ctx.rho is not None else math.inf
+    plan = dpnoise.calibrated_gaussian_plan(s2, partial(_zcdp_sigma, rho=rho), n_changed=n_changed,
+                                            bits=ctx.bits)
+    if matrix:
+        noisy, _ = dpnoise.symmetric(values, plan)
+    else:
+        noisy = plan.add(np.asarray(values, dtype=float)).values
+    ctx.draws.append(plan)
+    eps_part = ctx.split[part]
+    if plan.scale > 0 and math.isfinite(eps_part):
+        ctx.savings[part] = 2.0 * (laplace_s1 / eps_part) ** 2 / plan.scale**2
+    rec = NoiseRecord(
+        statistic=statistic, sensitivity=s2, scale=plan.scale, distribution="gaussian", norm="L2",
+        rho=rho, formula=f"{formula}; sigma = S2'/sqrt(2 rho_{part}) (zCDP share of the total rho)",
+        source=f"{source}; Bun & Steinke 2016 (zCDP of the Gaussian mechanism)",
+        **dpnoise.record_fields(plan),
+    )
+    return noisy, rec
 
 
 @dataclass
@@ -828,11 +1005,25 @@ def _preprocess_project(
     ``2 sqrt(d)`` under replace-one with the label (the replaced record changes one class's sum
     by at most ``||x^ - x^'||_1 <= 2 sqrt(d)``, or two classes' sums by ``||x^||_1 <= sqrt(d)``
     each), so ``Lap(2 sqrt(d)/eps_mu)`` on every class's sum is ``eps_mu``-DP.
+    ``noise="gaussian"``: L2 sensitivities ``||x^ - x^'||_2 <= 2`` over ``n`` (mean) and, for the
+    stacked per-class sums, ``2`` (same class) or ``sqrt(1 + 1)`` (the record changes class), so 2.
     Returns ``(X~ (n, p), mu_DP, noise record, diagnostics)``."""
     n, d = loader.n_rows, ctx.d
     inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
     eps_mu = ctx.split["mean"]
     s1 = mean_sensitivity(d, n if count is None else 1)
+    if ctx.noise == "gaussian":
+        noisy, rec = _gaussian_statistic(
+            ctx, unit_sum / n if count is None else unit_sum, "mean", 2.0 / (n if count is None else 1),
+            d if count is None else 2 * d, laplace_s1=s1,
+            statistic=statistic if count is None else statistic.replace("mean", "sum of unit rows", 1),
+            formula=("S2 = 2/n (mean of unit-norm rows, replace-one: ||x - x'||_2 <= 2)" if count is None
+                     else "S2 = 2 (per-class sums of unit-norm rows, all classes jointly: <= 2 within a "
+                     "class, sqrt(1 + 1) when the record changes class); mean = sum / DP count"),
+            source=f"{SOURCE}, Alg. 1")
+        mu = noisy if count is None else divide_by_count(noisy, count)
+        Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
+        return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
     # grid rounding: with protected labels a replaced record may change two classes' sums
     draw = dpnoise.laplace(unit_sum / n if count is None else unit_sum, s1, scale=laplace_scale(s1, eps_mu),
                            n_changed=d if count is None else 2 * d, bits=ctx.bits)
@@ -847,6 +1038,29 @@ def _preprocess_project(
         source=f"{SOURCE}, Alg. 1 / Lemma 2", **dpnoise.record_fields(draw),
     )
     return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
+
+
+def _augmented_mean(Z: np.ndarray, ctx: _Context, a: float) -> tuple[np.ndarray, NoiseRecord]:
+    """DP mean of the augmented rows ``[x~, y]`` (shape ``(p + 1,)``) with the budget part
+    ``"augmented_mean"``: Laplace with ``S1 = (2 sqrt(p) + 2a)/n`` or Gaussian with
+    ``S2 = 2 sqrt(1 + a^2)/n`` (:func:`augmented_mean_sensitivity`)."""
+    n, k = Z.shape
+    s1, s2 = augmented_mean_sensitivity(ctx.p, n, a)
+    statistic = "mean of the augmented rows [x~, y]"
+    source = f"{SOURCE}, Alg. 4 (extension: the model's mean, so the label mean is kept)"
+    if ctx.noise == "gaussian":
+        noisy, rec = _gaussian_statistic(
+            ctx, Z.mean(axis=0), "augmented_mean", s2, k, laplace_s1=s1, statistic=statistic,
+            formula="S2 = 2 sqrt(1 + a^2)/n (||x~|| <= 1, |y| <= a, replace-one)", source=source)
+        return noisy, rec
+    eps = ctx.split["augmented_mean"]
+    draw = dpnoise.laplace(Z.mean(axis=0), s1, scale=laplace_scale(s1, eps), n_changed=k, bits=ctx.bits)
+    rec = NoiseRecord(
+        statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
+        epsilon=eps, formula="S1 = (2 sqrt(p) + 2a)/n (||x~||_1 <= sqrt(p), |y| <= a, replace-one); "
+        "b = S1/eps_augmented_mean", source=source, **dpnoise.record_fields(draw),
+    )
+    return draw.values, rec
 
 
 def _noisy_cov(
@@ -865,6 +1079,22 @@ def _noisy_cov(
     n = Z.shape[0] if count is None else 1
     eps = ctx.split["covariance"]
     published = ctx.calibration == "published"
+    if ctx.noise == "gaussian":
+        k = Z.shape[1]
+        noisy, rec = _gaussian_statistic(
+            ctx, Z.T @ Z / n, "covariance", ron_covariance_l2_sensitivity(n, label_bound),
+            (1 if count is None else 2) * k * (k + 1) // 2,
+            laplace_s1=ron_covariance_sensitivity(ctx.p, n, "sound", label_bound), matrix=True,
+            statistic=statistic,
+            formula=("S2 = sqrt(2)/n" if label_bound is None else "S2 = sqrt((1 + a^2)^2 + 1 + a^4)/n")
+            + (" (upper triangle, diagonal once, replace-one; ron_covariance_l2_sensitivity)"
+               if count is None else " with n = 1: per-class sums Z^T Z (a record changing class "
+               "changes two classes' sums by u u^T and v v^T), divided by the DP count"),
+            source=f"{SOURCE}, Alg. {3 if label_bound is None else 4} (L2 sensitivity: "
+                   "ron_covariance_l2_sensitivity)")
+        if count is not None:
+            noisy = divide_by_count(noisy, count)
+        return rec, noisy, psd_repair(noisy)
     s1_used = ron_covariance_sensitivity(ctx.p, n, ctx.calibration, label_bound)
     s1_sound = ron_covariance_sensitivity(ctx.p, n, "sound", label_bound, full_matrix=published)
     eps_true = eps * s1_sound / s1_used
