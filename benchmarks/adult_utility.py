@@ -16,7 +16,7 @@ Variants: each mechanism's defaults and its Gaussian-noise variant where it has 
 
 Usage::
 
-    python benchmarks/adult_utility.py [--trials 5] [--epsilons 0.1 1 10]
+    python benchmarks/adult_utility.py [--trials 5] [--epsilons 0.1 1 10] [--only RON-Gauss ...]
 
 Prints a Markdown table.
 """
@@ -73,7 +73,7 @@ def _interval(values: list[float]) -> str:
     return f"{v.mean():.3f} ± {half:.3f}"
 
 
-def run(trials: int, epsilons: list[float]) -> str:
+def run(trials: int, epsilons: list[float], only: list[str] | None = None) -> str:
     ds = load_dataset("adult")
     train, test = ds.split(test_size=0.25, random_state=0)
     span = np.ptp(train.bounds, axis=1)
@@ -87,6 +87,8 @@ def run(trials: int, epsilons: list[float]) -> str:
              "| mechanism | " + " | ".join(f"ε = {e:g}" for e in epsilons) + " | seconds / release |",
              "|---" * (len(epsilons) + 2) + "|"]
     for name, (cls, extra) in variants().items():
+        if only and not any(o.lower() in name.lower() for o in only):
+            continue
         cells, seconds = [], []
         for eps in epsilons:
             accs = []
@@ -106,8 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 1.0, 10.0])
+    ap.add_argument("--only", nargs="+", help="run only the variants whose name contains one of these")
     args = ap.parse_args(argv)
-    print(run(args.trials, args.epsilons))
+    print(run(args.trials, args.epsilons, args.only))
 
 
 if __name__ == "__main__":
