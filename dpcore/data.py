@@ -35,8 +35,7 @@ import pandas as pd
 
 from dpcore import limits
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
-
-TASKS = ("unsupervised", "classification", "regression")
+from dpcore.preprocessing import TASKS
 
 __all__ = [
     "Dataset",

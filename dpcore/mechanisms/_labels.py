@@ -130,4 +130,4 @@ def label_privacy_assumption(mode: str) -> str:
 
 def divide_by_count(total: np.ndarray, noisy_count: float) -> np.ndarray:
     """A noisy sum over a noisy count, with the count floored at 1 (post-processing)."""
-    return total / max(1.0, float(noisy_count)) if math.isfinite(noisy_count) else total
+    return total / max(1.0, float(noisy_count))
