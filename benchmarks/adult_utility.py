@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpcore.data import load_dataset  # noqa: E402
 from dpcore.mechanisms import PCAGauss, RONGauss  # noqa: E402
-from dpcore.mechanisms.baselines import MODIPS  # noqa: E402
+from dpcore.mechanisms.modips import MODIPS
 
 DELTA = 1e-6
 

@@ -374,7 +374,7 @@ def _identity_laplace(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     V = _vertices(d)
     probe = cls(epsilon=math.inf, **kw).release(V).data
     i, j, dist = _farthest_pair(probe, 1)
-    with _patch("dpcore.mechanisms.baselines", ("laplace_scale",), bad):
+    with _patch("dpcore.mechanisms._identity", ("laplace_scale",), bad):
         rel = cls(epsilon=EPS, **kw).release(_two_blocks(V[i], V[j], runs))
     rec = rel.noise[0]
     s = laplace_llr(rel.data, probe[i], probe[j], rec.scale)
@@ -390,7 +390,7 @@ def _rp_gaussian(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     V = _vertices(d)
     probe = cls(epsilon=math.inf, **kw).release(V).data
     i, j, dist = _farthest_pair(probe, 2)
-    with _patch("dpcore.mechanisms.baselines", ("analytic_gaussian_sigma",), bad):
+    with _patch("dpcore.mechanisms.rp_gaussian", ("analytic_gaussian_sigma",), bad):
         rel = cls(epsilon=EPS, **kw).release(_two_blocks(V[i], V[j], runs))
     rec = rel.noise[0]
     s = gaussian_score(rel.data, probe[i], probe[j])
@@ -407,7 +407,7 @@ def _pca_identity(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     d = 2
     a, b = -np.ones(d), np.ones(d)
     public = np.vstack([a, b, a, b])
-    with _patch("dpcore.mechanisms.baselines", ("laplace_scale",), bad):
+    with _patch("dpcore.mechanisms._identity", ("laplace_scale",), bad):
         rel = cls(epsilon=EPS, n_components=1, bounds=(-1.0, 1.0), public_data=public,
                   random_state=seed).release(_two_blocks(a, b, runs))
     rec = rel.noise[0]
@@ -442,7 +442,7 @@ def _modips(cls: type, runs: int, seed: int, bad: bool) -> Samples:
               label_privacy="within-class")
     s0, s1 = [], []
     for r in range(math.ceil(runs / half)):
-        with _patch("dpcore.mechanisms.baselines", ("laplace_scale",), bad):
+        with _patch("dpcore.mechanisms.modips", ("laplace_scale",), bad):
             rel = cls(epsilon=EPS, random_state=seed * 100_003 + r, **kw).release(X, y, n_samples=2 * half)
         dg = rel.diagnostics
         z = np.array([[dg["mean_dp"][c][0], dg["second_moment_dp"][c][0, 0]] for c in range(2 * half)])
@@ -599,18 +599,18 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
               "LLR of T mixtures", "blocks of T mixtures of one release", 500_000, 100_000, _dpmix,
               requires=(("dpcore.accounting", "dpmix_epsilon"),
                         ("dpcore.accounting", "dpmix_calibrate_sigma"))),
-    AuditSpec("identity-laplace", "dpcore.mechanisms.baselines", "IdentityLaplace", "replace-one",
+    AuditSpec("identity-laplace", "dpcore.mechanisms.identity_laplace", "IdentityLaplace", "replace-one",
               "d = 4, k = 2", "LLR of a released row", "rows of one release", 1_000_000, 200_000,
               _identity_laplace),
-    AuditSpec("pca-identity", "dpcore.mechanisms.baselines", "PCAIdentity", "replace-one",
+    AuditSpec("pca-identity", "dpcore.mechanisms.pca_identity", "PCAIdentity", "replace-one",
               "d = 2, p = 1, public_data at both corners", "LLR of a released row", "private rows of one "
               "release", 1_000_000, 200_000, _pca_identity),
-    AuditSpec("modips", "dpcore.mechanisms.baselines", "MODIPS",
+    AuditSpec("modips", "dpcore.mechanisms.modips", "MODIPS",
               "replace-one-within-class",
               f"classification (within-class), d = 1, n_c = {MODIPS_N_C}",
               "LLR of noisy class mean + second moment "
               "(diagnostics)", "classes of several releases", 4000, 600, _modips),
-    AuditSpec("rp-gaussian", "dpcore.mechanisms.baselines", "RPGaussian", "replace-one",
+    AuditSpec("rp-gaussian", "dpcore.mechanisms.rp_gaussian", "RPGaussian", "replace-one",
               "d = 2, k = 1, analytic", "projection of a released row", "rows of one release",
               1_000_000, 200_000, _rp_gaussian),
 )}

@@ -18,19 +18,25 @@ from scipy import special
 from dpcore.exceptions import NonFiniteNoiseError
 
 __all__ = [
+    "LAPLACE_SOURCE",
     "EpsilonSplit",
     "analytic_gaussian_sigma",
-    "check_epsilon",
     "check_delta",
+    "check_epsilon",
     "check_random_state",
     "classic_gaussian_sigma",
     "default_delta",
     "gaussian_delta",
+    "gaussian_epsilon",
     "haar_stiefel",
+    "kenthapadi_sigma",
     "laplace_scale",
     "psd_repair",
     "upper_triangle_l1_sensitivity",
 ]
+
+
+LAPLACE_SOURCE = "Laplace mechanism (Dwork, McSherry, Nissim & Smith 2006)"
 
 
 def check_epsilon(epsilon: float, *, allow_inf: bool = True, name: str = "epsilon") -> float:
@@ -303,3 +309,53 @@ def haar_stiefel(d: int, p: int, rng: np.random.Generator, method: str = "haar")
         signs[signs == 0] = 1.0
         q = q * signs
     return q
+
+
+def gaussian_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
+    """Smallest epsilon for which ``N(0, sigma^2)`` noise on an ``S2 = sensitivity`` query is
+    (epsilon, delta)-DP: the inverse in epsilon of the exact privacy curve
+    :func:`dpcore.calibration.gaussian_delta` (Balle & Wang 2018, Thm 8), which decreases in epsilon.
+
+    Returns ``inf`` for ``sigma = 0`` and 0 when even epsilon = 0 meets ``delta``.
+    """
+    dlt = check_delta(delta)
+    if sensitivity <= 0:
+        return 0.0
+    if sigma <= 0:
+        return math.inf
+
+    def excess(eps: float) -> float:
+        return float(gaussian_delta(sigma, sensitivity, eps)) - dlt
+
+    if excess(0.0) <= 0:
+        return 0.0
+    from scipy import optimize  # lazy: importing scipy.optimize costs ~0.6 s at app start
+
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2.0
+    eps = optimize.brentq(excess, 0.0, hi, xtol=1e-13, rtol=1e-12, maxiter=500)
+    while excess(eps) > 0:  # land on the safe side of the root
+        eps = math.nextafter(eps, math.inf) * (1 + 1e-12)
+    return float(eps)
+
+
+def kenthapadi_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
+    """``sigma = S2 sqrt(2 (ln(1/(2 delta)) + epsilon)) / epsilon`` (Kenthapadi et al. 2013; DPPro
+    Lemma 3 / Thm 2; the calibration DPMix section IV cites). Needs ``delta < 1/2``.
+
+    Sound but conservative: its exact delta (Balle & Wang 2018, Thm 8) is at most 0.074 times the
+    target on eps in [0.01, 50], delta in [1e-8, 0.4]. ``epsilon = inf`` gives 0.
+
+    Raises
+    ------
+    ValueError
+        ``delta >= 1/2`` (the formula's condition).
+    """
+    dlt = check_delta(delta)
+    if dlt >= 0.5:
+        raise ValueError(f"delta must be < 0.5 for the paper's calibration "
+                         f"sqrt(2(ln(1/(2 delta)) + eps))/eps, got {delta!r}")
+    if math.isinf(epsilon):
+        return 0.0
+    return float(sensitivity) * math.sqrt(2.0 * (math.log(1.0 / (2.0 * dlt)) + epsilon)) / epsilon

@@ -254,7 +254,7 @@ def projection_input(release: Any, X: np.ndarray) -> np.ndarray:
     if info is None:
         raise ValueError(f"the {release.mechanism} release has no projection input map "
                          "(only jl-laplace and dppro releases do)")
-    from dpcore.mechanisms.jl_laplace import scale_rows
+    from dpcore.mechanisms._projection import scale_rows
 
     return scale_rows(X, info["lo"], info["scale"], info["bounds"])
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dpcore.mechanisms.baselines as baselines
+import dpcore.mechanisms._identity as identity_base
 from dpcore import attacks
 from dpcore.data import Dataset, load_dataset
 from dpcore.mechanisms import MECHANISMS, get_mechanism
@@ -239,8 +239,8 @@ def test_empirical_epsilon_exceeds_the_claim_when_the_noise_is_halved(monkeypatc
     params = {"epsilon": 2.0, "n_components": 1}
     good = attacks.membership_game("identity-laplace", params, ds, trials=1000, seed=3)
     assert good.lower_bound.epsilon <= 2.0
-    true_scale = baselines.laplace_scale
-    monkeypatch.setattr(baselines, "laplace_scale", lambda s, e: true_scale(s, e) / 2)
+    true_scale = identity_base.laplace_scale
+    monkeypatch.setattr(identity_base, "laplace_scale", lambda s, e: true_scale(s, e) / 2)
     bad = attacks.membership_game("identity-laplace", params, ds, trials=1000, seed=3)
     assert bad.claimed_epsilon == 2.0  # the card still claims 2
     assert bad.exceeds_claim and bad.lower_bound.epsilon > 2.0, bad.lower_bound
@@ -305,8 +305,8 @@ def test_attack_page_flags_a_miscalibrated_mechanism(monkeypatch):
     # split has rows at the lower corner, attacked with the upper corner, at a claim of 2.
     ds = box_dataset(n=40)
     ds.X[:10] = 0.0
-    true_scale = baselines.laplace_scale
-    monkeypatch.setattr(baselines, "laplace_scale", lambda s, e: true_scale(s, e) / 2)
+    true_scale = identity_base.laplace_scale
+    monkeypatch.setattr(identity_base, "laplace_scale", lambda s, e: true_scale(s, e) / 2)
     at = attack_app(trials=1000)
     at.session_state.dataset = ds
     at.session_state.dataset_label = "box"

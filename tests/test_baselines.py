@@ -20,18 +20,14 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from dpcore.calibration import analytic_gaussian_sigma, gaussian_delta
+from dpcore.calibration import analytic_gaussian_sigma, gaussian_delta, kenthapadi_sigma
 from dpcore.cli import main
 from dpcore.data import load_dataset
 from dpcore.exceptions import NotPrivateError
 from dpcore.mechanisms import MODIPS, IdentityLaplace, PCAIdentity, RPGaussian, get_mechanism
-from dpcore.mechanisms.baselines import (
-    bernoulli_projection,
-    box_l1_sensitivity,
-    box_l2_sensitivity,
-    gaussian_model_sensitivities,
-    kenthapadi_sigma,
-)
+from dpcore.mechanisms._box import box_l1_sensitivity, box_l2_sensitivity
+from dpcore.mechanisms.identity_laplace import bernoulli_projection
+from dpcore.mechanisms.modips import gaussian_model_sensitivities
 
 ALL = (IdentityLaplace, PCAIdentity, MODIPS, RPGaussian)
 NAMES = ("identity-laplace", "pca-identity", "modips", "rp-gaussian")

@@ -196,7 +196,7 @@ def test_projection_noise_drawn_on_a_thread_equals_one_sequential_draw(rescale):
     """``ProjectionInput.project`` draws each block's noise on a helper thread while it computes
     the next product; the draws must be those of one call for the whole matrix, in row order."""
     from dpcore import noise
-    from dpcore.mechanisms.jl_laplace import ProjectionInput
+    from dpcore.mechanisms._projection import ProjectionInput
     from dpcore.preprocessing import prepare_input, row_blocks
 
     rng = np.random.default_rng(0)

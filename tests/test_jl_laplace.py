@@ -14,12 +14,12 @@ from sklearn.datasets import make_blobs
 
 from dpcore.exceptions import NotPrivateError
 from dpcore.mechanisms import JLLaplace, get_mechanism
+from dpcore.mechanisms._labels import randomized_response
+from dpcore.mechanisms._projection import gaussian_projection
 from dpcore.mechanisms.jl_laplace import (
     element_sensitivity,
-    gaussian_projection,
     published_element_constant,
     published_row_constant,
-    randomized_response,
     row_sensitivity,
 )
 

@@ -13,13 +13,13 @@ from histogram_check import check_histogram_noise
 
 from dpcore.calibration import analytic_gaussian_sigma
 from dpcore.mechanisms import PCAGauss
+from dpcore.mechanisms._box import scale_to_box
 from dpcore.mechanisms.pca_gauss import (
     class_sum_sensitivities,
     eigenvalue_sensitivity,
     lap_pca_sensitivity,
     pca_mean_sensitivity,
     pca_second_moment_sensitivity,
-    scale_to_box,
 )
 from dpcore.utility import evaluate_non_private, evaluate_release
 

@@ -11,8 +11,8 @@ from histogram_check import check_histogram_noise
 
 from dpcore.calibration import EpsilonSplit
 from dpcore.mechanisms import RONGauss, get_mechanism
+from dpcore.mechanisms._gaussian_model import default_n_components
 from dpcore.mechanisms.ron_gauss import (
-    default_n_components,
     guaranteed_epsilon,
     mean_sensitivity,
     normalize_rows,

@@ -22,12 +22,14 @@ Two choices, stated on every card:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from dpcore import noise as dpnoise
 from dpcore.calibration import laplace_scale
 from dpcore.noise import BitSource
+from dpcore.preprocessing import PreparedInput
 from dpcore.release import NoiseRecord
 from dpcore.schema import Param
 
@@ -131,3 +133,82 @@ def label_privacy_assumption(mode: str) -> str:
 def divide_by_count(total: np.ndarray, noisy_count: float) -> np.ndarray:
     """A noisy sum over a noisy count, with the count floored at 1 (post-processing)."""
     return total / max(1.0, float(noisy_count))
+
+
+def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource) -> np.ndarray:
+    """k-ary randomized response on class indices ``0..n_classes-1`` (pure epsilon-DP per label).
+
+    Keep the label with probability ``e^eps / (e^eps + K - 1)``, otherwise report one of the other
+    ``K - 1`` classes uniformly (Warner 1965; Kairouz, Oh & Viswanath 2016, k-RR). The likelihood
+    ratio between any two true labels is at most ``e^eps``. ``epsilon = inf`` returns ``y``.
+    The coins come from ``bits`` (:mod:`dpcore.noise`): ``U < keep_p`` with the full-precision uniform
+    is exactly Bernoulli(keep_p) for the float ``keep_p`` (whose rounding moves the likelihood ratio by
+    a relative 2^-53), the other class by exact uniform integers.
+    """
+    y = np.asarray(y, dtype=int)
+    if math.isinf(epsilon):
+        return y.copy()
+    K = int(n_classes)
+    keep_p = 1.0 / (1.0 + (K - 1) * math.exp(-epsilon))
+    keep = dpnoise.uniform_open01(y.size, bits) < keep_p
+    other = (y + 1 + dpnoise.uniform_below(K - 1, y.size, bits)) % K
+    return np.where(keep, y, other)
+
+
+@dataclass(frozen=True)
+class LabelRelease:
+    """Privately released labels (or none) and the noise record describing them."""
+
+    labels: np.ndarray | None
+    columns: list[str]
+    noise: NoiseRecord | None
+
+
+def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> LabelRelease:
+    """Release the labels of a supervised task with ``epsilon``-DP per label.
+
+    Classification: k-ary randomized response over the PUBLIC class list (:func:`randomized_response`).
+    Regression: the clipped label plus ``Lap((hi - lo) / epsilon)`` (one label changes by at most its
+    public range). Unsupervised: nothing. The labels are released as their own column; they are
+    never projected (a projected label could not be read back for training, DPPro Fig. 5 needs it).
+    """
+    if data.task == "unsupervised" or data.y is None:
+        return LabelRelease(None, [], None)
+    name = [data.label_name or "label"]
+    if data.task == "classification":
+        assert data.classes is not None
+        K = int(data.classes.size)
+        noisy = randomized_response(data.y, K, epsilon, bits)
+        # (K-1)/(e^eps + K-1) written with e^-eps so that a large label epsilon cannot overflow
+        tail = 0.0 if math.isinf(epsilon) else (K - 1) * math.exp(-epsilon)
+        flip = tail / (1 + tail)
+        rec = NoiseRecord(
+            statistic="class label of each row", sensitivity=1.0, scale=flip,
+            distribution="randomized-response", norm="one label changes (any class)",  # type: ignore[arg-type]
+            epsilon=epsilon, delta=0.0,
+            formula=f"keep the label with probability e^eps/(e^eps + K - 1), K = {K}; scale = "
+                    "probability of reporting another class",
+            source="Warner 1965; Kairouz, Oh & Viswanath 2016 (k-ary randomized response)",
+        )
+        return LabelRelease(data.classes[noisy], name, rec)
+    assert data.label_bounds is not None
+    width = float(data.label_bounds[1] - data.label_bounds[0])
+    draw = dpnoise.laplace(data.y, width, scale=laplace_scale(width, epsilon), n_changed=1, bits=bits)
+    rec = NoiseRecord(
+        statistic="label of each row", sensitivity=width, scale=draw.scale, distribution="laplace",
+        norm="L1", epsilon=epsilon, delta=0.0, formula="b = (label hi - label lo) / epsilon",
+        source="Dwork, McSherry, Nissim & Smith 2006 (Laplace mechanism)", **dpnoise.record_fields(draw),
+    )
+    return LabelRelease(draw.values, name, rec)
+
+
+def combine_with_labels(relation: str, eps_features: float, eps_labels: float | None) -> float:
+    """Total epsilon of (projection, labels).
+
+    ``element``: neighbours differ in ONE entry, which is either a feature (only the projection
+    changes in distribution) or the label (only the labels do): the total is the max.
+    ``row``: a row change moves features and label together: basic composition, the sum.
+    """
+    if eps_labels is None:
+        return eps_features
+    return max(eps_features, eps_labels) if relation == "element" else eps_features + eps_labels

@@ -30,22 +30,16 @@ from typing import Any
 import numpy as np
 
 from dpcore import noise as dpnoise
-from dpcore.calibration import analytic_gaussian_sigma, check_delta, gaussian_delta
+from dpcore.calibration import analytic_gaussian_sigma, gaussian_epsilon
+from dpcore.mechanisms._labels import combine_with_labels, release_labels
+from dpcore.mechanisms._projection import element_sensitivity, projected_columns, projection_setup, scale_rows
 from dpcore.mechanisms.base import Mechanism
-from dpcore.mechanisms.jl_laplace import (
-    combine_with_labels,
-    element_sensitivity,
-    projected_columns,
-    projection_setup,
-    release_labels,
-    scale_rows,
-)
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
 
-__all__ = ["DPPro", "dppro_published_sigma", "gaussian_epsilon", "lemma4_violations"]
+__all__ = ["DPPro", "dppro_published_sigma", "lemma4_violations"]
 
 DPPRO_CITATION = ("Xu, Ren, Zhang, Qin & Ren, DPPro: Differentially Private High-Dimensional Data "
                   "Release via Random Projection, IEEE TIFS 12(12), 2017")
@@ -71,35 +65,6 @@ def lemma4_violations(epsilon: float, delta: float, d: int, k: int, element_boun
     if theta2 > 2.0:
         out.append(f"Lemma 4 relies on theta_2(R) <= 2; the drawn R has theta_2 = {theta2:.4g}")
     return out
-
-
-def gaussian_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
-    """Smallest epsilon for which ``N(0, sigma^2)`` noise on an ``S2 = sensitivity`` query is
-    (epsilon, delta)-DP: the inverse in epsilon of the exact privacy curve
-    :func:`dpcore.calibration.gaussian_delta` (Balle & Wang 2018, Thm 8), which decreases in epsilon.
-
-    Returns ``inf`` for ``sigma = 0`` and 0 when even epsilon = 0 meets ``delta``.
-    """
-    dlt = check_delta(delta)
-    if sensitivity <= 0:
-        return 0.0
-    if sigma <= 0:
-        return math.inf
-
-    def excess(eps: float) -> float:
-        return float(gaussian_delta(sigma, sensitivity, eps)) - dlt
-
-    if excess(0.0) <= 0:
-        return 0.0
-    from scipy import optimize  # lazy: importing scipy.optimize costs ~0.6 s at app start
-
-    hi = 1.0
-    while excess(hi) > 0:
-        hi *= 2.0
-    eps = optimize.brentq(excess, 0.0, hi, xtol=1e-13, rtol=1e-12, maxiter=500)
-    while excess(eps) > 0:  # land on the safe side of the root
-        eps = math.nextafter(eps, math.inf) * (1 + 1e-12)
-    return float(eps)
 
 
 class DPPro(Mechanism):
@@ -130,7 +95,7 @@ class DPPro(Mechanism):
     ``transform_arrays`` (``transform(X) = rescale(clip(X)) @ R``), ``details["noise_variance"] =
     sigma^2`` for distance recovery (``||y_i - y_j||^2 - 2 k sigma^2``, Alg. 2 / Thm 3). Labels of a
     supervised task are released as their own column with epsilon-DP (randomized response /
-    Laplace, see :func:`~dpcore.mechanisms.jl_laplace.release_labels`); under the element relation a
+    Laplace, see :func:`~dpcore.mechanisms._labels.release_labels`); under the element relation a
     neighbour changes either a feature or the label, so the total stays (epsilon, delta). The
     paper's Fig. 5 trains SVMs on DPPro output without saying how labels are obtained (Table II
     counts the label among Adult's 15 attributes); a projected label cannot be read back, hence

@@ -6,9 +6,10 @@ kept SECRET (paper section 3.1, against reconstruction attacks). The release is 
 matrix ``Z``; it has no public transform, because publishing ``P`` is exactly what the paper
 forbids.
 
-The module also holds the primitives DPPro (:mod:`dpcore.mechanisms.dppro`) shares: the Gaussian
-projection matrix, the element-wise sensitivity of ``X -> X P``, the mapping of rows into the
-projected space's input (clip + optional min-max rescale), and the private release of labels.
+The primitives JL-Laplace shares with DPPro (the Gaussian projection matrix, the element-wise
+sensitivity of ``X -> X P``, the mapping of rows into the projected space's input) live in
+:mod:`dpcore.mechanisms._projection`; the private release of labels in
+:mod:`dpcore.mechanisms._labels`.
 
 Calibration of ``c`` (the L1 sensitivity of ``X -> X P``):
 
@@ -33,7 +34,6 @@ Calibration of ``c`` (the L1 sensitivity of ``X -> X P``):
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,26 +41,20 @@ import numpy as np
 
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit, laplace_scale
+from dpcore.mechanisms._labels import combine_with_labels, release_labels
+from dpcore.mechanisms._projection import element_sensitivity, projected_columns, projection_setup
 from dpcore.mechanisms.base import Mechanism
-from dpcore.noise import BitSource, GridNoise
-from dpcore.preprocessing import PreparedInput, row_blocks
+from dpcore.noise import BitSource
+from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
 
 __all__ = [
     "JLLaplace",
-    "LabelRelease",
-    "ProjectionInput",
-    "element_sensitivity",
-    "gaussian_projection",
     "max_sign_quadratic",
     "published_element_constant",
     "published_row_constant",
-    "randomized_response",
-    "release_labels",
-    "resolve_n_components",
     "row_sensitivity",
-    "scale_rows",
 ]
 
 #: largest k for which the row-wise sensitivity is computed exactly (2^(k-1) sign vectors)
@@ -71,156 +65,6 @@ JL_CITATION = ("Dhaliwal, So, Parker-Wood & Beck, Utility Preserving Secure Priv
 
 
 # ---------------------------------------------------------------------------------- primitives
-def gaussian_projection(d: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """JL projection matrix ``(d, k)`` with i.i.d. ``N(0, 1/k)`` entries (SPEC section 1).
-
-    Data-independent: costs no privacy budget. ``E ||x P||^2 = ||x||^2`` for every ``x``.
-    """
-    return rng.standard_normal((d, k)) / math.sqrt(k)
-
-
-def resolve_n_components(n_components: int | None, n_features: int) -> int:
-    """The projected dimension ``k``: ``1 <= k < d``; ``None`` gives ``min(10, d - 1)``.
-
-    Raises
-    ------
-    ValueError
-        ``n_components >= n_features``, ``n_components < 1``, or fewer than 2 features.
-    """
-    d = int(n_features)
-    if d < 2:
-        raise ValueError(f"a random projection needs at least 2 features (n_components < n_features), "
-                         f"got n_features={d}")
-    if n_components is None:
-        return min(10, d - 1)
-    k = int(n_components)
-    if k < 1:
-        raise ValueError(f"n_components must be >= 1, got {n_components}")
-    if k >= d:
-        raise ValueError(f"n_components must be < n_features = {d} (a projection reduces the "
-                         f"dimension), got n_components={n_components}")
-    return k
-
-
-@dataclass(frozen=True)
-class ProjectionInput:
-    """Rows as the projection sees them.
-
-    Attributes
-    ----------
-    raw : ndarray (n, d)
-        The rows clipped to the public bounds, in their own units (not copied).
-    X : ndarray (n, d), property
-        ``raw`` mapped, when ``rescaled``, to ``[0, 1]`` per column by ``(x - lo) / (hi - lo)``
-        (a public affine map: no privacy cost). A full copy, computed on access; the mechanisms
-        use :meth:`project`, which never materialises it.
-    widths : ndarray (d,)
-        Largest possible change of each entry inside the public box, in the units of ``X``
-        (1 for rescaled columns, 0 for constant ones).
-    lo, scale : ndarray (d,)
-        The map ``x -> (clip(x) - lo) / scale`` (``lo = 0, scale = 1`` without rescaling).
-    bounds : ndarray (d, 2)
-        The public bounds used for clipping.
-    """
-
-    raw: np.ndarray
-    widths: np.ndarray
-    lo: np.ndarray
-    scale: np.ndarray
-    bounds: np.ndarray
-    rescaled: bool
-
-    @property
-    def X(self) -> np.ndarray:
-        return (self.raw - self.lo) / self.scale
-
-    def project(self, P: np.ndarray, noise: GridNoise | None = None) -> np.ndarray:
-        """``X @ P`` (``(n, k)``, rows rescaled) plus noise, streamed over blocks of rows of ``raw``.
-
-        The rescaling is folded into the product, ``X @ P = raw @ (P / scale) - (lo / scale) @ P``
-        (exact to rounding while ``|lo| / scale <= 4``; beyond that, where the two terms would
-        cancel, each block is rescaled explicitly in cache). No copy of ``X`` is made.
-
-        ``noise`` (a grid mechanism of :mod:`dpcore.noise`), if given, perturbs each ``(rows, k)``
-        output block: ``noise.draw`` is called once per block, in row order, on one helper thread that
-        draws block ``i + 1`` while this thread computes the product of block ``i`` (BLAS and the
-        samplers' NumPy work release the GIL), and ``noise.apply`` rounds the block to the public grid
-        and adds the integers. The draws are sequential and in row order, so they are the same as
-        drawing the blocks one after the other on one thread, whatever the timing.
-        """
-        n, d = self.raw.shape
-        identity = not self.rescaled or (np.all(self.lo == 0) and np.all(self.scale == 1))
-        shift = self.lo / self.scale
-        fold = not identity and float(np.max(np.abs(shift))) <= 4.0
-        Pf = P / self.scale[:, None] if fold else P
-        offset = shift @ P if fold else None
-        explicit = not identity and not fold
-        k = P.shape[1]
-        Z = np.empty((n, k))
-        blocks = list(row_blocks(n, d))
-        buf = np.empty((blocks[0].stop, d)) if explicit else None
-        pool = ThreadPoolExecutor(1) if noise is not None else None
-        try:
-            pending = pool.submit(noise.draw, (blocks[0].stop, k)) if pool is not None else None
-            for i, sl in enumerate(blocks):
-                T = self.raw[sl]
-                if buf is not None:
-                    out = buf[: sl.stop - sl.start]
-                    T = np.divide(np.subtract(T, self.lo, out=out), self.scale, out=out)
-                block = Z[sl]
-                np.matmul(T, Pf, out=block)
-                if offset is not None:
-                    block -= offset
-                if pending is not None:
-                    drawn = pending.result()
-                    if i + 1 < len(blocks):
-                        nxt = blocks[i + 1]
-                        pending = pool.submit(noise.draw, (nxt.stop - nxt.start, k))
-                    block[...] = noise.apply(block, drawn)
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
-        return Z
-
-    @classmethod
-    def from_prepared(cls, data: PreparedInput, rescale: bool) -> ProjectionInput:
-        bounds = np.asarray(data.bounds, dtype=float)
-        raw_w = bounds[:, 1] - bounds[:, 0]
-        if rescale:
-            lo = bounds[:, 0].copy()
-            scale = np.where(raw_w > 0, raw_w, 1.0)
-            widths = (raw_w > 0).astype(float)
-        else:
-            lo, scale, widths = np.zeros(raw_w.size), np.ones(raw_w.size), raw_w
-        return cls(raw=data.X, widths=widths, lo=lo, scale=scale, bounds=bounds,
-                   rescaled=bool(rescale))
-
-    def as_diagnostics(self) -> dict[str, Any]:
-        """Public facts needed to map real rows for distance experiments (exploration only)."""
-        return {"projection_input": {"lo": self.lo, "scale": self.scale, "bounds": self.bounds}}
-
-
-def scale_rows(X: np.ndarray, lo: np.ndarray, scale: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """``(clip(X, bounds) - lo) / scale``: the map :class:`ProjectionInput` applies, as a function."""
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[1] != np.size(lo):
-        raise ValueError(f"X must have shape (m, {np.size(lo)}), got {X.shape}")
-    return (np.clip(X, bounds[:, 0], bounds[:, 1]) - lo) / scale
-
-
-def element_sensitivity(P: np.ndarray, widths: np.ndarray, element_bound: float, ord: int = 1) -> float:
-    """Sensitivity of ``X -> X P`` when one entry of ``X`` changes by at most ``element_bound``.
-
-    A change of entry ``(m, i)`` by ``t`` changes the output by ``t P_i`` (row ``i`` of ``P``), so
-    the exact sensitivity in the norm ``ord`` (1 for Laplace, 2 for Gaussian) is
-    ``max_i min(element_bound, widths_i) ||P_i||_ord``. ``widths_i`` is the largest change possible
-    inside the public box. ``ord=1``: JL paper Lemma 1 (before its Cauchy-Schwarz step);
-    ``ord=2``: DPPro Definition 3, ``theta_2(R)`` times the element bound.
-    """
-    P = np.asarray(P, dtype=float)
-    eff = np.minimum(float(element_bound), np.asarray(widths, dtype=float))
-    norms = np.linalg.norm(P, ord=ord, axis=1)
-    return float(np.max(eff * norms))
 
 
 def max_sign_quadratic(G: np.ndarray, chunk: int = 1 << 14) -> float:
@@ -288,106 +132,6 @@ def published_row_constant(k: int, row_bound: float, beta: float) -> float:
 
 
 # ---------------------------------------------------------------------------------- labels
-def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource) -> np.ndarray:
-    """k-ary randomized response on class indices ``0..n_classes-1`` (pure epsilon-DP per label).
-
-    Keep the label with probability ``e^eps / (e^eps + K - 1)``, otherwise report one of the other
-    ``K - 1`` classes uniformly (Warner 1965; Kairouz, Oh & Viswanath 2016, k-RR). The likelihood
-    ratio between any two true labels is at most ``e^eps``. ``epsilon = inf`` returns ``y``.
-    The coins come from ``bits`` (:mod:`dpcore.noise`): ``U < keep_p`` with the full-precision uniform
-    is exactly Bernoulli(keep_p) for the float ``keep_p`` (whose rounding moves the likelihood ratio by
-    a relative 2^-53), the other class by exact uniform integers.
-    """
-    y = np.asarray(y, dtype=int)
-    if math.isinf(epsilon):
-        return y.copy()
-    K = int(n_classes)
-    keep_p = 1.0 / (1.0 + (K - 1) * math.exp(-epsilon))
-    keep = dpnoise.uniform_open01(y.size, bits) < keep_p
-    other = (y + 1 + dpnoise.uniform_below(K - 1, y.size, bits)) % K
-    return np.where(keep, y, other)
-
-
-@dataclass(frozen=True)
-class LabelRelease:
-    """Privately released labels (or none) and the noise record describing them."""
-
-    labels: np.ndarray | None
-    columns: list[str]
-    noise: NoiseRecord | None
-
-
-def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> LabelRelease:
-    """Release the labels of a supervised task with ``epsilon``-DP per label.
-
-    Classification: k-ary randomized response over the PUBLIC class list (:func:`randomized_response`).
-    Regression: the clipped label plus ``Lap((hi - lo) / epsilon)`` (one label changes by at most its
-    public range). Unsupervised: nothing. The labels are released as their own column; they are
-    never projected (a projected label could not be read back for training, DPPro Fig. 5 needs it).
-    """
-    if data.task == "unsupervised" or data.y is None:
-        return LabelRelease(None, [], None)
-    name = [data.label_name or "label"]
-    if data.task == "classification":
-        assert data.classes is not None
-        K = int(data.classes.size)
-        noisy = randomized_response(data.y, K, epsilon, bits)
-        # (K-1)/(e^eps + K-1) written with e^-eps so that a large label epsilon cannot overflow
-        tail = 0.0 if math.isinf(epsilon) else (K - 1) * math.exp(-epsilon)
-        flip = tail / (1 + tail)
-        rec = NoiseRecord(
-            statistic="class label of each row", sensitivity=1.0, scale=flip,
-            distribution="randomized-response", norm="one label changes (any class)",  # type: ignore[arg-type]
-            epsilon=epsilon, delta=0.0,
-            formula=f"keep the label with probability e^eps/(e^eps + K - 1), K = {K}; scale = "
-                    "probability of reporting another class",
-            source="Warner 1965; Kairouz, Oh & Viswanath 2016 (k-ary randomized response)",
-        )
-        return LabelRelease(data.classes[noisy], name, rec)
-    assert data.label_bounds is not None
-    width = float(data.label_bounds[1] - data.label_bounds[0])
-    draw = dpnoise.laplace(data.y, width, scale=laplace_scale(width, epsilon), n_changed=1, bits=bits)
-    rec = NoiseRecord(
-        statistic="label of each row", sensitivity=width, scale=draw.scale, distribution="laplace",
-        norm="L1", epsilon=epsilon, delta=0.0, formula="b = (label hi - label lo) / epsilon",
-        source="Dwork, McSherry, Nissim & Smith 2006 (Laplace mechanism)", **dpnoise.record_fields(draw),
-    )
-    return LabelRelease(draw.values, name, rec)
-
-
-def check_one_row_per_input(n_samples: int | None, n: int, what: str) -> None:
-    """Projection mechanisms release exactly one noisy row per input row."""
-    if n_samples is not None and n_samples != n:
-        raise ValueError(f"{what} releases exactly one projected row per input row; n_samples must be "
-                         f"None or {n}, got {n_samples}")
-
-
-@dataclass(frozen=True)
-class ProjectionSetup:
-    """What both projection mechanisms start from: the rows, ``k`` and the secret matrix."""
-
-    inp: ProjectionInput
-    P: np.ndarray  # (d, k), drawn from the release's generator (secret)
-    n: int
-    d: int
-    k: int
-
-
-def projection_setup(data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-                     n_samples: int | None, what: str) -> ProjectionSetup:
-    """Check ``n_samples``, resolve ``n_components``, map the rows, draw the Gaussian matrix.
-
-    Shared by JL-Laplace and DPPro (in this order, so the generator's draws are the same).
-    """
-    check_one_row_per_input(n_samples, data.n_samples, what)
-    n, d = data.X.shape
-    k = resolve_n_components(params["n_components"], d)
-    inp = ProjectionInput.from_prepared(data, params["rescale"])
-    return ProjectionSetup(inp, gaussian_projection(d, k, rng), n, d, k)
-
-
-def projected_columns(k: int) -> list[str]:
-    return [f"z{j + 1}" for j in range(k)]
 
 
 # ---------------------------------------------------------------------------------- guarantee
@@ -425,18 +169,6 @@ def published_guarantee(eps: float, c_exact: float, c_published: float, beta: fl
                      f"c = {c_published:.4g} (the paper's failure event): the release is only "
                      f"{drawn:.4g}-DP, which is what the guarantee reports")
     return FeatureGuarantee(max(eps, drawn), "pure", None, drawn, tuple(notes))
-
-
-def combine_with_labels(relation: str, eps_features: float, eps_labels: float | None) -> float:
-    """Total epsilon of (projection, labels).
-
-    ``element``: neighbours differ in ONE entry, which is either a feature (only the projection
-    changes in distribution) or the label (only the labels do): the total is the max.
-    ``row``: a row change moves features and label together: basic composition, the sum.
-    """
-    if eps_labels is None:
-        return eps_features
-    return max(eps_features, eps_labels) if relation == "element" else eps_features + eps_labels
 
 
 # ---------------------------------------------------------------------------------- mechanism

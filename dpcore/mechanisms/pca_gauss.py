@@ -73,6 +73,21 @@ from dpcore.calibration import (
     laplace_scale,
     psd_repair,
 )
+from dpcore.mechanisms._box import (
+    A_BOUND,
+    box_gram,
+    box_moments,
+    box_project,
+    lap_pca_sensitivity,
+    top_eigvecs,
+)
+from dpcore.mechanisms._gaussian_model import (
+    add_matrix_noise,
+    check_n_components,
+    gaussian_samples,
+    label_to_unit,
+    unit_to_label,
+)
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
     LABEL_PRIVACY,
@@ -85,14 +100,6 @@ from dpcore.mechanisms._labels import (
 )
 from dpcore.mechanisms._public import public_rows
 from dpcore.mechanisms.base import Mechanism
-from dpcore.mechanisms.ron_gauss import (
-    add_matrix_noise,
-    check_n_components,
-    gaussian_samples,
-    label_to_unit,
-    row_blocks,
-    unit_to_label,
-)
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
@@ -100,18 +107,12 @@ from dpcore.schema import DELTA, EPSILON, Param
 
 __all__ = [
     "PCAGauss",
-    "box_gram",
-    "box_moments",
-    "box_project",
     "class_sum_sensitivities",
     "eigenvalue_sensitivity",
-    "lap_pca_sensitivity",
     "pca_mean_sensitivity",
     "pca_second_moment_sensitivity",
-    "scale_to_box",
 ]
 
-A_BOUND = 1.0  # a: every feature (and regression label) is mapped onto [-a, a]
 SOURCE = "Chanyaswad, Liu & Mittal, PCA-Gauss (formulas restored from the authors' code)"
 AG_SOURCE = "Dwork, Talwar, Thakurta & Zhang, Analyze Gauss, STOC 2014; Balle & Wang, ICML 2018"
 
@@ -179,82 +180,6 @@ def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tigh
     return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
-def lap_pca_sensitivity(d: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
-    """L1 sensitivity of ``(1/n) X^T X``, entries in ``[-a, a]`` (LapPCA, paper section VII).
-
-    ``"paper"``: ``d^2 a^2/n`` (Prop. 3, tight for the full matrix). ``"tight"``: upper triangle
-    ``d(d+1) a^2/(2n)`` (off-diagonal changes ``<= 2a^2`` counted once, diagonal ``<= a^2``).
-    """
-    s1 = d * d if calibration == "paper" else d * (d + 1) / 2
-    return s1 * a**2 / n_rows
-
-
-def scale_to_box(X: np.ndarray, bounds: np.ndarray, a: float = A_BOUND) -> np.ndarray:
-    """Clip to the public ``bounds`` (d, 2) and map each feature affinely onto ``[-a, a]``
-    (a feature with zero width maps to 0)."""
-    lo, hi = bounds[:, 0], bounds[:, 1]
-    width = hi - lo
-    X = np.clip(np.asarray(X, dtype=float), lo, hi)
-    return np.where(width > 0, a * (2 * (X - lo) / np.where(width > 0, width, 1.0) - 1), 0.0)
-
-
-def _box_blocks(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None, *,
-                clip: bool = True, a: float = A_BOUND):
-    """Yield ``(positions, block)``: :func:`scale_to_box` of ``X[rows]`` (all rows if ``None``),
-    one block of rows at a time, written into one reusable buffer (consume each block before the
-    next). ``clip=False`` skips the clipping when ``X`` is already clipped to ``bounds``."""
-    lo, hi = bounds[:, 0], bounds[:, 1]
-    width = hi - lo
-    centre = (lo + hi) / 2
-    factor = np.where(width > 0, 2 * a / np.where(width > 0, width, 1.0), 0.0)  # 0: constant column
-    n, d = X.shape[0] if rows is None else rows.size, X.shape[1]
-    buf = None
-    for sl in row_blocks(n, d):
-        if buf is None:
-            buf = np.empty((sl.stop - sl.start, d))
-        out = buf[: sl.stop - sl.start]
-        src = X[sl] if rows is None else np.take(X, rows[sl], axis=0, out=out)
-        if clip:
-            src = np.clip(src, lo, hi, out=out)
-        np.subtract(src, centre, out=out)  # a (2 (x - lo)/w - 1) = (x - centre) 2a/w
-        yield sl, np.multiply(out, factor, out=out)
-
-
-def box_gram(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None, *,
-             clip: bool = True) -> np.ndarray:
-    """``Xs^T Xs`` for ``Xs = scale_to_box(X[rows], bounds)``, accumulated over blocks of rows
-    (no scaled copy of ``X``). ``(d, d)``, symmetric."""
-    return box_moments(X, bounds, rows, clip=clip)[0]
-
-
-def box_moments(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None,
-                v: np.ndarray | None = None, *, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """``(Xs^T Xs, Xs^T v)`` for ``Xs = scale_to_box(X[rows], bounds)`` in one streaming pass;
-    ``v`` (one value per selected row) defaults to ones, giving the column sums."""
-    d = X.shape[1]
-    G, s = np.zeros((d, d)), np.zeros(d)
-    for sl, T in _box_blocks(X, bounds, rows, clip=clip):
-        G += T.T @ T
-        s += T.sum(axis=0) if v is None else v[sl] @ T
-    return G, s
-
-
-def box_project(X: np.ndarray, bounds: np.ndarray, W: np.ndarray, rows: np.ndarray | None = None,
-                *, clip: bool = True) -> np.ndarray:
-    """``scale_to_box(X[rows], bounds) @ W``, block by block (no scaled copy of ``X``)."""
-    n = X.shape[0] if rows is None else rows.size
-    out = np.empty((n, W.shape[1]))
-    for sl, T in _box_blocks(X, bounds, rows, clip=clip):
-        np.matmul(T, W, out=out[sl])
-    return out
-
-
-def _top_eigvecs(S: np.ndarray, p: int) -> np.ndarray:
-    """Top-``p`` eigenvectors (columns) of the symmetric part of ``S``, by decreasing eigenvalue."""
-    vals, vecs = np.linalg.eigh((S + S.T) / 2)
-    return vecs[:, np.argsort(vals)[::-1][:p]]
-
-
 def _pca_transform(X: np.ndarray, *, W: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Real rows -> PCA features ``W^T x / sqrt(d)`` of the box-scaled rows."""
     X = np.asarray(X, dtype=float)
@@ -277,7 +202,7 @@ class PCAGauss(Mechanism):
         Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
         release a single noisy statistic and spend the whole model budget on it.
     n_components : int, optional
-        ``p``, ``1 <= p < n_features``; default :func:`~dpcore.mechanisms.ron_gauss.default_n_components`.
+        ``p``, ``1 <= p < n_features``; default :func:`~dpcore.mechanisms._gaussian_model.default_n_components`.
         Sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
     pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
@@ -425,14 +350,14 @@ class PCAGauss(Mechanism):
         if source == "public":
             pub = public_rows(getattr(self, "public_data", None), bounds,
                               mechanism="pca-gauss with pca_source='public'", min_rows=1)
-            W = _top_eigvecs(box_gram(pub.X, bounds, clip=False), p)
+            W = top_eigvecs(box_gram(pub.X, bounds, clip=False), p)
             diag["public_data"] = pub.card()
         elif source == "lap":
             s1 = lap_pca_sensitivity(d, n, calibration=cal)
             assert moments is not None
             noisy, draw = add_matrix_noise(moments.gram / n, s1, laplace_scale(s1, split["pca"]), bits,
                                            full_matrix=cal == "paper")
-            W = _top_eigvecs(noisy, p)
+            W = top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
                 statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=draw.scale,
                 **dpnoise.record_fields(draw),
@@ -452,7 +377,7 @@ class PCAGauss(Mechanism):
                 n_changed=d * (d + 1) // 2, bits=bits)
             noisy, gdraw = dpnoise.symmetric(yty, plan)
             gaussian_draws.append(gdraw)
-            W = _top_eigvecs(noisy, p)
+            W = top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
                 statistic="Analyze Gauss: X^T X of rows scaled to norm <= 1 (d x d)",
                 sensitivity=math.sqrt(2.0), scale=plan.scale, distribution="gaussian", norm="L2",

@@ -1,0 +1,195 @@
+"""The public box: features clipped to their public bounds and mapped affinely onto ``[-a, a]``.
+
+Shared by PCA-Gauss and the comparison baselines (identity-laplace, pca-identity, MODIPS,
+rp-gaussian). Everything here is a public map or a sensitivity over the box; nothing draws noise.
+
+* :func:`scale_to_box` and its streaming forms (:func:`box_moments`, :func:`box_project`): clip to
+  the public bounds (``(d, 2)``) and map each feature onto ``[-a, a]`` (PCA-Gauss section VIII-B:
+  the papers' experiments scale the data to ``[-1, 1]``). A public affine map costs no budget.
+* :func:`lap_pca_sensitivity`: L1 sensitivity of the second moment of rows in ``[-a, a]^d``
+  (PCA-Gauss section VII, LapPCA; Prop. 3).
+* :func:`box_l1_sensitivity`, :func:`box_l2_sensitivity`: sensitivity of a public linear map
+  ``x -> x M`` when one row moves anywhere inside the box (derived in :func:`box_l1_sensitivity`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpcore.preprocessing import row_blocks
+
+__all__ = [
+    "A_BOUND",
+    "BOX",
+    "ENUMERATION_BUDGET",
+    "box_gram",
+    "box_l1_sensitivity",
+    "box_l2_sensitivity",
+    "box_moments",
+    "box_project",
+    "box_projection",
+    "box_widths",
+    "lap_pca_sensitivity",
+    "scale_to_box",
+    "top_eigvecs",
+]
+
+
+A_BOUND = 1.0  # a: every feature (and regression label) is mapped onto [-a, a]
+
+
+def scale_to_box(X: np.ndarray, bounds: np.ndarray, a: float = A_BOUND) -> np.ndarray:
+    """Clip to the public ``bounds`` (d, 2) and map each feature affinely onto ``[-a, a]``
+    (a feature with zero width maps to 0)."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    width = hi - lo
+    X = np.clip(np.asarray(X, dtype=float), lo, hi)
+    return np.where(width > 0, a * (2 * (X - lo) / np.where(width > 0, width, 1.0) - 1), 0.0)
+
+
+def _box_blocks(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None, *,
+                clip: bool = True, a: float = A_BOUND):
+    """Yield ``(positions, block)``: :func:`scale_to_box` of ``X[rows]`` (all rows if ``None``),
+    one block of rows at a time, written into one reusable buffer (consume each block before the
+    next). ``clip=False`` skips the clipping when ``X`` is already clipped to ``bounds``."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    width = hi - lo
+    centre = (lo + hi) / 2
+    factor = np.where(width > 0, 2 * a / np.where(width > 0, width, 1.0), 0.0)  # 0: constant column
+    n, d = X.shape[0] if rows is None else rows.size, X.shape[1]
+    buf = None
+    for sl in row_blocks(n, d):
+        if buf is None:
+            buf = np.empty((sl.stop - sl.start, d))
+        out = buf[: sl.stop - sl.start]
+        src = X[sl] if rows is None else np.take(X, rows[sl], axis=0, out=out)
+        if clip:
+            src = np.clip(src, lo, hi, out=out)
+        np.subtract(src, centre, out=out)  # a (2 (x - lo)/w - 1) = (x - centre) 2a/w
+        yield sl, np.multiply(out, factor, out=out)
+
+
+def box_gram(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None, *,
+             clip: bool = True) -> np.ndarray:
+    """``Xs^T Xs`` for ``Xs = scale_to_box(X[rows], bounds)``, accumulated over blocks of rows
+    (no scaled copy of ``X``). ``(d, d)``, symmetric."""
+    return box_moments(X, bounds, rows, clip=clip)[0]
+
+
+def box_moments(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = None,
+                v: np.ndarray | None = None, *, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(Xs^T Xs, Xs^T v)`` for ``Xs = scale_to_box(X[rows], bounds)`` in one streaming pass;
+    ``v`` (one value per selected row) defaults to ones, giving the column sums."""
+    d = X.shape[1]
+    G, s = np.zeros((d, d)), np.zeros(d)
+    for sl, T in _box_blocks(X, bounds, rows, clip=clip):
+        G += T.T @ T
+        s += T.sum(axis=0) if v is None else v[sl] @ T
+    return G, s
+
+
+def box_project(X: np.ndarray, bounds: np.ndarray, W: np.ndarray, rows: np.ndarray | None = None,
+                *, clip: bool = True) -> np.ndarray:
+    """``scale_to_box(X[rows], bounds) @ W``, block by block (no scaled copy of ``X``)."""
+    n = X.shape[0] if rows is None else rows.size
+    out = np.empty((n, W.shape[1]))
+    for sl, T in _box_blocks(X, bounds, rows, clip=clip):
+        np.matmul(T, W, out=out[sl])
+    return out
+
+
+def top_eigvecs(S: np.ndarray, p: int) -> np.ndarray:
+    """Top-``p`` eigenvectors (columns) of the symmetric part of ``S``, by decreasing eigenvalue."""
+    vals, vecs = np.linalg.eigh((S + S.T) / 2)
+    return vecs[:, np.argsort(vals)[::-1][:p]]
+
+
+def lap_pca_sensitivity(d: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
+    """L1 sensitivity of ``(1/n) X^T X``, entries in ``[-a, a]`` (LapPCA, paper section VII).
+
+    ``"paper"``: ``d^2 a^2/n`` (Prop. 3, tight for the full matrix). ``"tight"``: upper triangle
+    ``d(d+1) a^2/(2n)`` (off-diagonal changes ``<= 2a^2`` counted once, diagonal ``<= a^2``).
+    """
+    s1 = d * d if calibration == "paper" else d * (d + 1) / 2
+    return s1 * a**2 / n_rows
+
+
+BOX = "features clipped to their public bounds and mapped onto [-1, 1] (width w_l = 2, 0 if constant)"
+
+
+#: largest number of multiply-adds spent enumerating sign vectors in :func:`box_l1_sensitivity`
+ENUMERATION_BUDGET = 1 << 28
+
+
+def box_widths(bounds: np.ndarray) -> np.ndarray:
+    """Widths ``w_l`` of the ``[-1, 1]``-scaled features: 2, or 0 for a constant column."""
+    return np.where(bounds[:, 1] > bounds[:, 0], 2.0, 0.0)
+
+
+def _max_sign_l1(Mw: np.ndarray, chunk: int = 1 << 13) -> float:
+    """``max_{t in {-1,1}^k} ||Mw t||_1`` over the ``2^(k-1)`` sign vectors with ``t_1 = 1``
+    (vectorised over chunks of sign vectors)."""
+    d, k = Mw.shape
+    if k == 1:
+        return float(np.abs(Mw).sum())
+    total = 1 << (k - 1)
+    bits = np.arange(k - 1)
+    best = 0.0
+    for start in range(0, total, chunk):
+        idx = np.arange(start, min(total, start + chunk))
+        T = np.ones((idx.size, k))
+        T[:, 1:] = 1.0 - 2.0 * ((idx[:, None] >> bits) & 1)
+        best = max(best, float(np.abs(Mw @ T.T).sum(axis=0).max()))
+    return best
+
+
+def box_l1_sensitivity(M: np.ndarray, widths: np.ndarray, budget: int = ENUMERATION_BUDGET
+                       ) -> tuple[float, str]:
+    """L1 sensitivity of ``x -> x M`` when ``x`` ranges over a box with side widths ``widths``.
+
+    ``sup_{|v_l| <= w_l} ||v M||_1 = max_{t in {-1,1}^k} sum_l w_l |(M t)_l|`` (module docstring):
+    exact by enumeration when ``2^(k-1) d k <= budget``; otherwise
+    ``min(sum_l w_l ||M_l||_1, sqrt(k) sigma_max(M) ||w||_2)``, both proven upper bounds.
+
+    Returns
+    -------
+    (float, str)
+        The sensitivity and how it was obtained.
+    """
+    M = np.asarray(M, dtype=float)
+    w = np.asarray(widths, dtype=float)
+    d, k = M.shape
+    Mw = M * w[:, None]
+    if (1 << (k - 1)) * d * k <= budget:
+        return _max_sign_l1(Mw), f"exact: max over 2^{k - 1} sign vectors t of sum_l w_l |(M t)_l|"
+    triangle = float(np.abs(Mw).sum())
+    spectral = math.sqrt(k) * float(np.linalg.norm(M, 2)) * float(np.linalg.norm(w))
+    if triangle <= spectral:
+        return triangle, "bound: sum_l w_l ||M_l||_1 (triangle inequality)"
+    return spectral, "bound: sqrt(k) sigma_max(M) ||w||_2"
+
+
+def box_l2_sensitivity(R: np.ndarray, widths: np.ndarray) -> tuple[float, float]:
+    """L2 sensitivity of ``x -> x R`` over a box with side widths ``widths``.
+
+    Returns ``(sound, spectral)``: ``spectral = sigma_max(R) ||w||_2`` (``||v R|| <= sigma_max ||v||``,
+    the DPMix paper's ``sigma(R)`` in units where a row changes by at most 1) and
+    ``sound = min(spectral, sum_l w_l ||R_l||_2)`` (also the triangle inequality; smaller for small
+    ``k``). Both are proven upper bounds of ``sup_{|v_l| <= w_l} ||v R||_2``.
+    """
+    R = np.asarray(R, dtype=float)
+    w = np.asarray(widths, dtype=float)
+    spectral = float(np.linalg.norm(R, 2)) * float(np.linalg.norm(w))
+    triangle = float(np.sum(w * np.linalg.norm(R, axis=1)))
+    return min(spectral, triangle), spectral
+
+
+def box_projection(X: np.ndarray, *, bounds: np.ndarray, center: np.ndarray, M: np.ndarray
+                    ) -> np.ndarray:
+    """Public transform of the projection baselines: ``(scale_to_box(clip(X)) - center) @ M``."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] != bounds.shape[0]:
+        raise ValueError(f"X must have shape (m, {bounds.shape[0]}), got {X.shape}")
+    return (scale_to_box(X, bounds) - center) @ M
