@@ -24,7 +24,7 @@ Calibration of ``sigma``:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -133,6 +133,12 @@ class DPPro(Mechanism):
     capabilities = frozenset({"distances"})
     peak_row_copies = 8  # rescaled rows, projection, noise, per-class work (measured)
 
+    @classmethod
+    def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+                              ) -> Callable[[np.ndarray], np.ndarray]:
+        """``x -> ((clip(x, bounds) - lo) / scale) @ R`` from the saved public arrays."""
+        return _public_transform(*(np.array(arrays[k], dtype=float) for k in ("lo", "scale", "bounds", "R")))
+
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None, *, bits: BitSource,
@@ -217,9 +223,9 @@ class DPPro(Mechanism):
             calibration=calibration, labels=labels.labels, label_columns=labels.columns,
             details=details, transform_arrays={"R": R, "bounds": inp.bounds, "lo": inp.lo,
                                                "scale": inp.scale},
-            transform_fn=_public_transform(inp.lo, inp.scale, inp.bounds, R),
+            transform_fn=self.transform_from_arrays({"R": R, "bounds": inp.bounds, "lo": inp.lo,
+                                                     "scale": inp.scale}, params),
         )
-        rel.diagnostics.update(inp.as_diagnostics())
         return rel
 
 

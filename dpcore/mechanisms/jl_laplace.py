@@ -345,7 +345,6 @@ class JLLaplace(Mechanism):
             calibration=calibration, labels=labels.labels, label_columns=labels.columns,
             details=details,
         )
-        rel.diagnostics.update(inp.as_diagnostics())
         return rel
 
 
