@@ -10,10 +10,12 @@ What is here
 * privacy parameters: :func:`check_epsilon`, :func:`check_delta`;
 * numbers: :func:`check_integer`, :func:`check_positive_array`, :func:`check_n_components`;
 * randomness: :func:`check_random_state`;
-* public facts of a table: :func:`normalize_bounds` (feature bounds), :data:`TASKS`,
+* public facts of a table: :func:`normalize_bounds` (feature bounds as an array),
+  :func:`bound_pair` (one column's ``(lo, hi)``, strictly), :func:`check_bound_magnitude`, :data:`TASKS`,
   :func:`check_task`, :func:`resolve_task`, :data:`MISSING_POLICIES`, :func:`check_missing`;
-* the :class:`~dpcore.exceptions.PrivacyLeakWarning` for bounds taken from the private data
-  (:func:`data_bounds_message`, :func:`warn_data_bounds`), written once for the library and the app.
+* the :class:`~dpcore.exceptions.PrivacyLeakWarning` for bounds or a class list taken from the
+  private data (:func:`data_bounds_message`, :func:`warn_data_bounds`, :func:`warn_data_classes`),
+  written once for the library and the app.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.exceptions import PrivacyLeakWarning
+from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 
 __all__ = [
+    "MAX_ABS_BOUND",
     "MISSING_POLICIES",
     "TASKS",
+    "bound_pair",
+    "check_bound_magnitude",
     "check_delta",
     "check_epsilon",
     "check_integer",
@@ -40,6 +45,7 @@ __all__ = [
     "check_random_state",
     "check_task",
     "data_bounds_message",
+    "warn_data_classes",
     "normalize_bounds",
     "resolve_task",
     "warn_data_bounds",
@@ -47,6 +53,9 @@ __all__ = [
 
 #: The learning tasks a table can be released for.
 TASKS = ("unsupervised", "classification", "regression")
+#: Largest magnitude accepted for a feature bound: beyond it the sensitivities (squared widths
+#: summed over columns and rows) overflow float64 and the noise calibration breaks down.
+MAX_ABS_BOUND = 1e100
 #: What to do with rows holding missing or infinite feature values (:func:`dpcore.data.load_dataset`).
 MISSING_POLICIES = ("error", "impute", "drop")
 
@@ -194,6 +203,60 @@ def normalize_bounds(bounds: Any, n_features: int, *, name: str = "bounds") -> n
     return arr
 
 
+def bound_pair(
+    column: Any, value: Any, origin: str = "bounds", *, strict: bool = True,
+) -> tuple[float, float]:
+    """``value`` as public bounds ``(lo, hi)`` of ``column``: exactly two real, finite numbers
+    (bool, strings and complex refused) with ``lo < hi`` (``lo <= hi`` if not ``strict``).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the column and what is wrong.
+    """
+    where = f"{origin}: bounds for column {column!r}"
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+        raise DataValidationError(f"{where} must be a pair [lo, hi] of numbers, got {value!r:.60}")
+    items = list(value)
+    if len(items) != 2:
+        raise DataValidationError(
+            f"{where} must be exactly two numbers [lo, hi], got {len(items)} value(s): {items!r:.60}"
+        )
+    for v in items:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            what = ("a boolean" if isinstance(v, (bool, np.bool_)) else
+                    "a complex number" if isinstance(v, numbers.Complex) else
+                    f"a {type(v).__name__}")
+            raise DataValidationError(f"{where} must be numbers, got {what} ({v!r:.40})")
+    lo, hi = float(items[0]), float(items[1])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise DataValidationError(f"{where} must be finite numbers, got [{lo:g}, {hi:g}]")
+    if lo > hi or (strict and lo == hi):
+        raise DataValidationError(
+            f"{where} must have lo {'<' if strict else '<='} hi, got [{lo:g}, {hi:g}]"
+        )
+    return lo, hi
+
+
+
+def check_bound_magnitude(bounds: np.ndarray, names: Sequence[str]) -> None:
+    """Refuse bounds (shape ``(d, 2)``) so large that the noise calibration would overflow.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the first column with a bound above :data:`MAX_ABS_BOUND` in magnitude.
+    """
+    big = np.flatnonzero(np.abs(bounds).max(axis=1) > MAX_ABS_BOUND) if bounds.size else []
+    if len(big):
+        j = int(big[0])
+        raise DataValidationError(
+            f"column {names[j]!r} has bounds of magnitude {np.abs(bounds[j]).max():.3g}, above "
+            f"{MAX_ABS_BOUND:.0e}: the noise calibration would overflow. Rescale the column (change "
+            "its units) or declare narrower public bounds"
+        )
+
+
 def check_task(task: Any, error: type[ValueError] = ValueError) -> str:
     """``task`` if it is one of :data:`TASKS`, else ``error`` (a ``ValueError`` subclass)."""
     if task not in TASKS:
@@ -255,3 +318,15 @@ def warn_data_bounds(what: str | Sequence[str], *, stacklevel: int = 2) -> None:
     ``stacklevel`` counts from the caller of this function (2 = the caller's caller).
     """
     warnings.warn(data_bounds_message(what), PrivacyLeakWarning, stacklevel=stacklevel + 1)
+
+
+def warn_data_classes(label: Any = None, *, stacklevel: int = 2) -> None:
+    """The :class:`~dpcore.exceptions.PrivacyLeakWarning` for a class list read from the private
+    labels (one record with a rare class would put that class into the release)."""
+    whose = "the labels" if label is None else f"label {label!r}"
+    warnings.warn(
+        f"no public class list for {whose}: it was read from the private data. One record with a "
+        "rare class would change the release, so the differential-privacy guarantee does NOT hold; "
+        "give the class list (classes=[...], CLI --classes).",
+        PrivacyLeakWarning, stacklevel=stacklevel + 1,
+    )
