@@ -254,7 +254,8 @@ def _resolve_bounds(
     frame: pd.DataFrame, bounds: Any, meta_bounds: dict[str, Any] | None,
     onehot: set[str] | None = None,
 ) -> tuple[np.ndarray, str, tuple[str, ...]]:
-    """Per-column bounds: the user's, else the metadata's, else [0, 1] for one-hot columns
+    """Stage 6 of :func:`load_dataset`: per-column bounds: the user's, else the metadata's, else
+    [0, 1] for one-hot columns
     (public by construction), else from the data (PrivacyLeakWarning, source "data").
 
     Returns the bounds, the overall source and the source of each column.
@@ -391,7 +392,8 @@ def load_dataset(
 
 
 def _feature_values(frame: pd.DataFrame) -> np.ndarray:
-    """The features as a float array ``(n, d)``: at least two rows and one column."""
+    """End of stage 4 of :func:`load_dataset`: the features as a float array ``(n, d)``, at least
+    two rows and one column."""
     values = frame.to_numpy(dtype=float)
     if values.shape[0] < 2:
         raise DataValidationError(
@@ -482,6 +484,8 @@ def _read_source(
 
 
 def _resolve_label(frame: pd.DataFrame, label: str | None, meta: dict[str, Any]) -> str | None:
+    """Stage 2 of :func:`load_dataset`: the label column (the bundled dataset's own by default;
+    ``""`` means none), which must exist."""
     if label is None:
         label = meta.get("label") or None
     if label == "":
@@ -494,7 +498,8 @@ def _resolve_label(frame: pd.DataFrame, label: str | None, meta: dict[str, Any])
 
 
 def _resolve_task(task: str | None, label: str | None, meta: dict[str, Any]) -> str:
-    """The task: given, the bundled metadata's for its own label, or unsupervised without a label.
+    """Stage 2 of :func:`load_dataset`: the task, given, the bundled metadata's for its own label,
+    or unsupervised without a label.
 
     Never guessed from the label values (issue 12, row 4)."""
     if task is None:
@@ -514,7 +519,7 @@ def _resolve_task(task: str | None, label: str | None, meta: dict[str, Any]) -> 
 def _handle_missing(
     frame: pd.DataFrame, y_series: pd.Series | None, label: str | None, missing: str
 ) -> tuple[pd.DataFrame, pd.Series | None, int]:
-    """Stage 3 of :func:`load_dataset`: refuse, keep (for imputation) or drop rows with NaN/inf.
+    """Stage 4 of :func:`load_dataset`: refuse, keep (for imputation) or drop rows with NaN/inf.
 
     With ``"impute"`` non-finite feature values become NaN here and are filled once the public
     bounds are known (:func:`_impute_midpoints`)."""
@@ -613,6 +618,8 @@ def _align_class_types(y: np.ndarray, cls: np.ndarray, label: str | None) -> tup
 
 
 def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) -> pd.DataFrame:
+    """Stage 3 of :func:`load_dataset`: one-hot columns ``col=value`` over each public category
+    list; any other non-numeric column is refused with the reason (dates, text in numbers...)."""
     unknown = sorted(set(categories) - set(frame.columns))
     if unknown:
         raise DataValidationError(f"categories given for unknown column(s) {unknown}")

@@ -126,7 +126,8 @@ def dpmix_rdp(alpha, *, sigma_x, sigma_y, ell, n, d_x, d_y, bound="tight") -> np
     sampling rate ``q = ell / n`` and noise multiplier ``ell / sqrt(D2)``,
     ``D2 = d_x / sigma_x^2 + d_y / sigma_y^2``. ``T`` mixtures have RDP ``T * eps'(alpha)``.
     See the module docstring for the formulas (paper Theorem 1; Wang, Balle & Kasiviswanathan
-    2019, Theorems 9 and 27) and the numerics; values are exact to ~1e-13 relative.
+    2019, Theorems 9 and 27) and :mod:`dpcore.accounting._order_search` for the numerics; values
+    are exact to ~1e-13 relative.
 
     Parameters
     ----------
@@ -186,7 +187,7 @@ def dpmix_epsilon(*, sigma_x, sigma_y, ell, n, n_mixtures, d_x, d_y, delta, boun
     ``epsilon = min over integer alpha >= 2 of T eps'(alpha) + conv(alpha)`` with the classic
     conversion for ``bound="paper"`` (exactly the paper's Theorem 1) and the improved one of
     Canonne, Kamath & Steinke 2020 (Prop. 12) for ``bound="tight"``; every integer order is
-    covered (branch and bound, see the module docstring).
+    covered (branch and bound, see :mod:`dpcore.accounting._order_search`).
 
     Parameters
     ----------
