@@ -368,7 +368,7 @@ def load_dataset(
     check_missing(missing, DataValidationError)
     frame, meta, name = _read_source(source, filename)  # 1. read
     label = _resolve_label(frame, label, meta)  # 2. label and task
-    task = _resolve_task(task, label, meta)
+    task = _resolve_table_task(task, label, meta)
     y_series = frame.pop(label) if label is not None else None
     categories = dict(categories or {})
     frame = _encode_categoricals(frame, categories)  # 3. categorical columns
@@ -497,11 +497,13 @@ def _resolve_label(frame: pd.DataFrame, label: str | None, meta: dict[str, Any])
     return label
 
 
-def _resolve_task(task: str | None, label: str | None, meta: dict[str, Any]) -> str:
+def _resolve_table_task(task: str | None, label: str | None, meta: dict[str, Any]) -> str:
     """Stage 2 of :func:`load_dataset`: the task, given, the bundled metadata's for its own label,
-    or unsupervised without a label.
+    or unsupervised without a label. Never guessed from the label values (issue 12, row 4).
 
-    Never guessed from the label values (issue 12, row 4)."""
+    Stricter than :func:`dpcore.validation.resolve_task` (arrays handed to a mechanism), which
+    also takes the task implied by a public class list or label bounds: a table's task is chosen
+    explicitly (CLI ``--task``, the app's Task box)."""
     if task is None:
         if label is None:
             task = "unsupervised"
