@@ -24,6 +24,7 @@ from dpcore.data import Dataset, bundled_datasets, load_dataset, parse_bounds, r
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
+from dpcore.validation import data_bounds_message
 
 DEFAULT_DATASET = "digits"
 DEFAULT_MECHANISM = "local-gaussian"
@@ -246,9 +247,7 @@ def data_bounds_warning(ds: Dataset) -> list[str]:
     cols = ds.data_bound_columns()
     if not cols:
         return []
-    return [f"no public bounds for {len(cols)} column(s) ({', '.join(cols[:5])}"
-            f"{', ...' if len(cols) > 5 else ''}): they were computed from the private data. The "
-            "differential-privacy guarantee does NOT hold; give public bounds instead."]
+    return [data_bounds_message(cols)]
 
 
 def read_ledger_upload(data: bytes, name: str) -> Ledger:

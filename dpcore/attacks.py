@@ -68,6 +68,7 @@ from dpcore.data import Dataset
 from dpcore.exceptions import PrivacyLeakWarning
 from dpcore.mechanisms._projection import input_map
 from dpcore.mechanisms.base import Mechanism, get_mechanism
+from dpcore.preprocessing import scale_to_unit
 from dpcore.release import Release
 
 __all__ = [
@@ -274,13 +275,8 @@ class MembershipPair:
         return replace(ds, X=X, y=y)
 
 
-def _scaled(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    width = bounds[:, 1] - bounds[:, 0]
-    return (np.clip(X, bounds[:, 0], bounds[:, 1]) - bounds[:, 0]) / np.where(width > 0, width, 1.0)
-
-
 def _farthest_row(ds: Dataset, x: np.ndarray, exclude: int | None = None) -> int:
-    dist = np.linalg.norm(_scaled(ds.X, ds.bounds) - _scaled(x[None, :], ds.bounds), axis=1)
+    dist = np.linalg.norm(scale_to_unit(ds.X, ds.bounds) - scale_to_unit(x[None, :], ds.bounds), axis=1)
     if exclude is not None:
         dist[exclude] = -np.inf
     return int(np.argmax(dist))

@@ -1,7 +1,8 @@
 """Building blocks shared by every mechanism: noise calibration, budget splits, matrices.
 
 Everything here follows ``SPEC.md`` section 1. Each function states the sensitivity it expects
-and the source of its formula.
+and the source of its formula. The input checks (``check_epsilon``, ``check_delta``,
+``check_random_state``) live in :mod:`dpcore.validation` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from scipy import special
 
 from dpcore.exceptions import NonFiniteNoiseError
+from dpcore.validation import check_delta, check_epsilon, check_random_state  # re-exported
 
 __all__ = [
     "LAPLACE_SOURCE",
@@ -37,53 +39,6 @@ __all__ = [
 
 
 LAPLACE_SOURCE = "Laplace mechanism (Dwork, McSherry, Nissim & Smith 2006)"
-
-
-def check_epsilon(epsilon: float, *, allow_inf: bool = True, name: str = "epsilon") -> float:
-    """Validate a privacy budget: a float > 0 (``inf`` allowed for NOT PRIVATE explore runs).
-
-    Raises
-    ------
-    ValueError
-        If ``epsilon`` is not a number, is NaN, is <= 0, or is infinite while ``allow_inf`` is False.
-    """
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {epsilon!r}") from None
-    if math.isnan(eps) or eps <= 0:
-        raise ValueError(f"{name} must be > 0, got {epsilon!r}")
-    if math.isinf(eps) and not allow_inf:
-        raise ValueError(f"{name} must be finite here, got {epsilon!r}")
-    return eps
-
-
-def check_delta(delta: float, *, allow_zero: bool = False, name: str = "delta") -> float:
-    """Validate delta: in (0, 1) (or [0, 1) when ``allow_zero``). Raises ValueError otherwise."""
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {delta!r}") from None
-    low_ok = d >= 0 if allow_zero else d > 0
-    if math.isnan(d) or not low_ok or d >= 1:
-        interval = "[0, 1)" if allow_zero else "(0, 1)"
-        raise ValueError(f"{name} must lie in {interval}, got {delta!r}")
-    return d
-
-
-def check_random_state(random_state: None | int | np.random.Generator) -> np.random.Generator:
-    """Turn ``random_state`` into a ``numpy.random.Generator``.
-
-    ``None`` draws fresh OS entropy (the only acceptable source for a release that is published);
-    an ``int`` seeds a generator for reproducible exploration previews; a ``Generator`` is used as is.
-    """
-    if random_state is None:
-        return np.random.default_rng()
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        return np.random.default_rng(int(random_state))
-    raise ValueError(f"random_state must be None, an int or a numpy Generator, got {random_state!r}")
 
 
 def default_delta(n_rows: int) -> float:

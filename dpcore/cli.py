@@ -55,6 +55,7 @@ from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction,
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.release import Release, release_paths
 from dpcore.schema import Param
+from dpcore.validation import MISSING_POLICIES, TASKS
 
 PROG = "dpcore"
 
@@ -134,13 +135,13 @@ def _budget_type(name: str, **limits: Any):
 def _add_data_options(parser: argparse.ArgumentParser) -> None:
     """Options that say how to read an input table (``release`` and ``describe FILE``)."""
     parser.add_argument("--label", default=None, help="label column ('' for none)")
-    parser.add_argument("--task", choices=["unsupervised", "classification", "regression"])
+    parser.add_argument("--task", choices=list(TASKS))
     parser.add_argument("--bounds", help="public bounds file: JSON {col: [lo, hi]} or CSV column,lo,hi")
     parser.add_argument("--label-bounds", type=float, nargs=2, metavar=("LO", "HI"))
     parser.add_argument("--categories", help="JSON file {column: [public categories]} for one-hot")
     parser.add_argument("--classes", help="public class list of a classification label: "
                         "comma-separated values (e.g. 0,1) or a JSON file holding a list")
-    parser.add_argument("--missing", choices=["error", "impute", "drop"], default=None,
+    parser.add_argument("--missing", choices=list(MISSING_POLICIES), default=None,
                         help="rows with missing/infinite features: refuse (default), impute the "
                         "midpoint of the public bounds (n stays public), or drop them (the "
                         "guarantee then covers the cleaned table)")

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpcore.calibration import check_random_state
+from dpcore.validation import check_random_state
 
 __all__ = [
     "DistanceExperiment",

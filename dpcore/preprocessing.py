@@ -12,17 +12,19 @@ import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from dpcore.exceptions import PrivacyLeakWarning
+from dpcore.data import Dataset
 from dpcore.limits import check_n_classes
-
-if TYPE_CHECKING:
-    from dpcore.data import Dataset
-
-TASKS = ("unsupervised", "classification", "regression")
+from dpcore.validation import (  # TASKS and normalize_bounds: re-exported (their old home)
+    TASKS,
+    normalize_bounds,
+    resolve_task,
+    warn_data_bounds,
+    warn_data_classes,
+)
 
 
 @dataclass
@@ -217,29 +219,17 @@ def clip_to_bounds(
     return out, int(np.count_nonzero(out != arr))
 
 
-def normalize_bounds(bounds: Any, n_features: int, *, name: str = "bounds") -> np.ndarray:
-    """Return bounds as an ``(n_features, 2)`` array from ``(lo, hi)`` scalars/arrays or ``(d, 2)``.
+def scale_to_unit(X: Any, bounds: np.ndarray) -> np.ndarray:
+    """Clip to the public ``bounds`` (shape ``(d, 2)``) and scale each feature to ``[0, 1]``:
+    ``(x - lo) / (hi - lo)``; a constant column (``hi == lo``) maps to 0.
 
-    Raises
-    ------
-    ValueError
-        Wrong shape, non-finite values, or ``lo > hi`` (naming the column index).
+    Post-processing of public facts only (no privacy cost). Returns a new float64 array of
+    ``X``'s shape ``(m, d)``.
     """
-    arr = np.asarray(bounds, dtype=float)
-    if arr.shape == (2,):
-        arr = np.tile(arr, (n_features, 1))
-    elif arr.shape == (2, n_features) and n_features != 2:
-        arr = arr.T
-    if arr.shape != (n_features, 2):
-        raise ValueError(
-            f"{name} must be (lo, hi) or have shape ({n_features}, 2), got shape {arr.shape}"
-        )
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} must be finite (a public, finite range per column)")
-    bad = np.flatnonzero(arr[:, 0] > arr[:, 1])
-    if bad.size:
-        raise ValueError(f"{name}: lower bound above upper bound for column(s) {bad[:5].tolist()}")
-    return arr
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    width = hi - lo
+    clipped = np.clip(np.asarray(X, dtype=float), lo, hi)
+    return np.divide(clipped - lo, width, out=np.zeros_like(clipped), where=width > 0)
 
 
 def data_bounds(X: np.ndarray, what: str = "feature",
@@ -248,13 +238,7 @@ def data_bounds(X: np.ndarray, what: str = "feature",
 
     ``col_range``: the per-column ``(min, max)`` if already computed (:func:`column_range`).
     """
-    warnings.warn(
-        f"no public {what} bounds were given, so they were computed from the private data. "
-        "This leaks information and the differential-privacy guarantee does NOT hold; pass public "
-        "bounds (metadata, domain knowledge) instead.",
-        PrivacyLeakWarning,
-        stacklevel=3,
-    )
+    warn_data_bounds(f"the {what}s" if what == "feature" else f"the {what}", stacklevel=3)
     lo, hi = column_range(X) if col_range is None else col_range
     return np.column_stack([lo, hi])
 
@@ -280,8 +264,6 @@ def prepare_input(
         Bad shapes, NaN/inf, ``len(y) != n``, a task the mechanism does not support, a
         classification label with a single class.
     """
-    from dpcore.data import Dataset  # local import: data imports nothing from here at load
-
     source = "user"
     label_from_data = False
     feature_names: list[str] | None = None
@@ -320,7 +302,7 @@ def prepare_input(
         b = normalize_bounds(bounds, d)
     if side_sources is None:
         side_sources = [(source, source)] * d
-    task = _resolve_task(task, y, classes, label_bounds)
+    task = resolve_task(task, y, classes, label_bounds)
     if task not in supported_tasks:
         raise ValueError(f"this mechanism supports tasks {supported_tasks}, not {task!r}")
     clipped, n_clipped = clip_to_bounds(arr, b, col_range)
@@ -334,12 +316,7 @@ def prepare_input(
         if y_arr.shape[0] != n:
             raise ValueError(f"y has {y_arr.shape[0]} labels for {n} rows")
         if classes is None:
-            warnings.warn(
-                "no public class list was given, so it was read from the private labels. One "
-                "record with a rare class would change the release: the differential-privacy "
-                "guarantee does NOT hold; pass classes=[...] (public) instead.",
-                PrivacyLeakWarning, stacklevel=3,
-            )
+            warn_data_classes(label_name, stacklevel=3)
             cls = np.unique(y_arr)
             classes_source = "data"
             notes.append("the class list was read from the private data: the guarantee does NOT hold")
@@ -387,32 +364,6 @@ def prepare_input(
         image_shape=tuple(image_shape) if image_shape else None, warnings=notes,
         diagnostics=diagnostics, classes_source=classes_source, public_facts=facts,
     )
-
-
-def _resolve_task(task: str | None, y: Any, classes: Any, label_bounds: Any) -> str:
-    """The task from what the caller gave, never from the label values (issue 12, row 4).
-
-    No labels: unsupervised. With labels: the given task, else classification if a class list was
-    given, regression if label bounds were given; otherwise a ``ValueError``.
-    """
-    if task is None:
-        if y is None:
-            task = "unsupervised"
-        elif classes is not None:
-            task = "classification"
-        elif label_bounds is not None:
-            task = "regression"
-        else:
-            raise ValueError(
-                "task must be given with labels y ('classification' or 'regression'), or a public "
-                "class list (classes=...) or label bounds (label_bounds=...) that imply it: it is "
-                "never guessed from the private labels"
-            )
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    if task != "unsupervised" and y is None:
-        raise ValueError(f"task {task!r} needs labels y")
-    return task
 
 
 def _public_facts(

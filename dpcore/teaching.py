@@ -11,6 +11,7 @@ import numpy as np
 from scipy import stats
 
 from dpcore.calibration import haar_stiefel
+from dpcore.preprocessing import scale_to_unit
 
 __all__ = ["posterior_bound", "qq_points", "ron_snr_vs_p", "dpmix_sigma_vs_ell", "dfm_projection",
            "unit_rows"]
@@ -44,10 +45,7 @@ def ron_snr_vs_p(X: np.ndarray, bounds: np.ndarray, n_components: np.ndarray, ep
     ``2b²``). The signal saturates (at most 1 for unit rows) while the noise grows like ``p²``,
     so a small ``p`` keeps the SNR high — the papers' reason for reducing dimension first.
     """
-    span = np.where(bounds[:, 1] > bounds[:, 0], bounds[:, 1] - bounds[:, 0], 1.0)
-    Z = (np.clip(X, bounds[:, 0], bounds[:, 1]) - bounds[:, 0]) / span
-    norms = np.linalg.norm(Z, axis=1, keepdims=True)
-    Z = Z / np.where(norms > 0, norms, 1.0)
+    Z = unit_rows(X, bounds)
     Z = Z - Z.mean(axis=0)
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     Z = Z / np.where(norms > 0, norms, 1.0)
@@ -96,8 +94,7 @@ def dpmix_sigma_vs_ell(ells: np.ndarray, *, epsilon: float, n: int, d_x: int, d_
 def unit_rows(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Rows clipped to the public ``bounds`` (d, 2), scaled to ``[0, 1]`` per feature, then to unit
     L2 norm (an all-zero row stays 0): the normalisation RON-Gauss starts from."""
-    span = np.where(bounds[:, 1] > bounds[:, 0], bounds[:, 1] - bounds[:, 0], 1.0)
-    Z = (np.clip(X, bounds[:, 0], bounds[:, 1]) - bounds[:, 0]) / span
+    Z = scale_to_unit(X, bounds)
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     return Z / np.where(norms > 0, norms, 1.0)
 

@@ -36,8 +36,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from threadpoolctl import threadpool_limits
 
-from dpcore.calibration import check_random_state
+from dpcore.preprocessing import scale_to_unit
 from dpcore.release import Release
+from dpcore.validation import check_random_state, normalize_bounds
 
 __all__ = [
     "MLPOnRelease",
@@ -392,9 +393,6 @@ def fit_on_real(X: np.ndarray, y: np.ndarray, *, bounds: np.ndarray | tuple[floa
     Classification targets are one-hot over ``classes`` (default: the values in ``y``);
     regression targets are scaled by ``label_bounds`` (default: no scaling).
     """
-    from dpcore.mechanisms.dpmix import scale_to_unit
-    from dpcore.preprocessing import normalize_bounds
-
     X = np.asarray(X, dtype=float)
     b = normalize_bounds(bounds, X.shape[1])
 

@@ -295,11 +295,10 @@ def exploration_filename(stem: str) -> str:
 
 
 def _bounds_scale(X: np.ndarray, bounds: np.ndarray | None) -> np.ndarray:
-    if bounds is None:
-        return X
-    b = np.asarray(bounds, dtype=float)
-    width = b[:, 1] - b[:, 0]
-    return (np.clip(X, b[:, 0], b[:, 1]) - b[:, 0]) / np.where(width > 0, width, 1.0)
+    """:func:`~dpcore.preprocessing.scale_to_unit` by ``bounds``, or ``X`` itself without bounds."""
+    from dpcore.preprocessing import scale_to_unit
+
+    return X if bounds is None else scale_to_unit(X, np.asarray(bounds, dtype=float))
 
 
 def _safe_silhouette(X: np.ndarray, labels: np.ndarray, random_state: int) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pandas as pd
@@ -14,6 +15,7 @@ from app.markdown import md_escape
 from dpcore.data import load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.release import spreadsheet_safe
+from dpcore.validation import TASKS
 
 st.title("Data")
 st.caption("Everything you upload stays in this browser session's memory: it is never written to "
@@ -65,7 +67,7 @@ else:
         cols = list(frame.columns)
         label = st.selectbox("Label column", ["(none)", *cols], key="upload_label")
         label = None if label == "(none)" else label
-        task = st.selectbox("Task", ["(choose)", "unsupervised", "classification", "regression"],
+        task = st.selectbox("Task", ["(choose)", *TASKS],
                             key="upload_task",
                             help="A public choice: it is never guessed from the private labels.")
         classes_text = ""
@@ -98,7 +100,7 @@ else:
                     ds = load_dataset(frame, label=label, task=None if task == "(choose)" else task,
                                       categories=categories, classes=classes,
                                       missing="error" if missing == "refuse" else missing)
-                ds.name = upload.name
+                ds = dataclasses.replace(ds, name=upload.name)  # Dataset is frozen
                 state.set_dataset(ds, f"upload: {upload.name}")
                 st.session_state.data_warnings = list(dict.fromkeys(str(w.message) for w in caught))
                 st.rerun()

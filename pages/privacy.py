@@ -13,6 +13,7 @@ from app.figures.privacy import epsilon_at_order_figure, epsilon_vs_sigma_figure
 from app.markdown import md_escape
 from app.notices import supported_by
 from dpcore import accounting
+from dpcore.calibration import default_delta
 from dpcore.mechanisms import get_mechanism
 
 st.title("Privacy")
@@ -49,20 +50,17 @@ d_x = ds.n_features
 d_y = 0 if ds.task == "unsupervised" else (1 if ds.task == "regression" else len(ds.classes))
 T = int(params.get("n_mixtures") or n)
 ell = int(params["ell"])
-delta = params.get("delta") or 1.0 / n
+delta = params.get("delta") or default_delta(n)  # the mechanism's default
 ratio = float(params.get("sigma_ratio") or 1.0)
 common = dict(ell=ell, n=n, n_mixtures=T, d_x=d_x, d_y=d_y, delta=delta)
-try:
-    if params.get("sigma_x") is not None:
-        sigma_x = float(params["sigma_x"])
-    elif math.isinf(params["epsilon"]):
-        sigma_x = 0.0
-    else:
-        sigma_x = accounting.dpmix_calibrate_sigma(epsilon=params["epsilon"], ratio=ratio,
-                                                   bound=params["bound"], **common)
-    sigma_y = float(params.get("sigma_y") or ratio * sigma_x)
-    results = {} if sigma_x == 0 else {
-        b: accounting.dpmix_epsilon(sigma_x=sigma_x, sigma_y=sigma_y or sigma_x, bound=b, **common)
+try:  # the mechanism's own rule: given sigmas, or calibrated from epsilon
+    noise = accounting.dpmix_noise(epsilon=params["epsilon"], sigma_x=params.get("sigma_x"),
+                                   sigma_y=params.get("sigma_y"), sigma_ratio=ratio,
+                                   bound=params["bound"], **common)
+    sigma_x = noise.sigma_x
+    sigma_y = noise.sigma_y if d_y else None
+    results = {} if math.isinf(noise.epsilon) else {
+        b: accounting.dpmix_epsilon(sigma_x=sigma_x, sigma_y=sigma_y, bound=b, **common)
         for b in ("tight", "paper")
     }
 except ValueError as exc:
@@ -87,7 +85,7 @@ with right:
             current={"sigma": sigma_x, "ell": ell, "epsilon": float(results[params["bound"]].epsilon)},
         ), key="eps_sigma")
 if results:
-    st.plotly_chart(epsilon_at_order_figure(sigma_x=sigma_x, sigma_y=sigma_y or sigma_x, **common),
+    st.plotly_chart(epsilon_at_order_figure(sigma_x=sigma_x, sigma_y=sigma_y, **common),
                     key="eps_order")
     st.caption("The accountant scans every integer order α; the reported ε is the minimum of "
                "T·ε'(α) + conversion(α). Tight: Wang–Balle–Kasiviswanathan 2019 per-term bound and "

@@ -438,3 +438,56 @@ def test_other_functions_reject_bad_input():
 def test_gaussian_rdp():
     assert gaussian_rdp(10, 2.0) == pytest.approx(10 / 8)
     np.testing.assert_allclose(gaussian_rdp(np.array([2.0, 4.0]), 1.0), [1.0, 2.0])
+
+
+# --------------------------------------------------------------------------------------------
+# dpmix_noise: one rule for the mechanism and the Privacy page
+# --------------------------------------------------------------------------------------------
+
+_NOISE_SETTINGS = [
+    dict(epsilon=3.0, sigma_x=None, sigma_y=None, sigma_ratio=1.0, d_y=2),  # calibrated
+    dict(epsilon=3.0, sigma_x=None, sigma_y=None, sigma_ratio=2.5, d_y=1),  # calibrated, ratio
+    dict(epsilon=math.inf, sigma_x=None, sigma_y=None, sigma_ratio=1.0, d_y=2),  # NOT PRIVATE
+    dict(epsilon=3.0, sigma_x=6.0, sigma_y=None, sigma_ratio=0.5, d_y=3),  # given x, y by ratio
+    dict(epsilon=3.0, sigma_x=6.0, sigma_y=0.0, sigma_ratio=1.0, d_y=3),  # zero label noise
+    dict(epsilon=3.0, sigma_x=6.0, sigma_y=9.0, sigma_ratio=1.0, d_y=0),  # no labels
+]
+
+
+@pytest.mark.parametrize("setting", _NOISE_SETTINGS)
+def test_dpmix_noise_is_the_mechanisms_rule(setting):
+    from dpcore.mechanisms.dpmix import _account
+
+    common = dict(ell=8, n=500, n_mixtures=300, d_x=6, d_y=setting["d_y"], delta=1e-6)
+    params = {k: setting[k] for k in ("epsilon", "sigma_x", "sigma_y", "sigma_ratio")}
+    got = acc.dpmix_noise(**params, bound="tight", **common)
+    want = _account({**params, "bound": "tight"}, ell=8, n=500, T=300, d_x=6, d_y=setting["d_y"],
+                    delta=1e-6)
+    assert {"sigma_x": got.sigma_x, "sigma_y": got.sigma_y, "epsilon": got.epsilon, "alpha": got.alpha,
+            "sigma_source": got.sigma_source} == want
+    if got.sigma_source == "calibrated":
+        assert got.epsilon <= setting["epsilon"] * (1 + 1e-12)
+        assert got.sigma_y == pytest.approx(setting["sigma_ratio"] * got.sigma_x, rel=1e-15)
+    if setting["sigma_y"] == 0.0 or math.isinf(setting["epsilon"]):
+        assert math.isinf(got.epsilon) and got.alpha is None
+
+
+def test_dpmix_noise_refuses_sigma_y_alone_and_defaults_delta():
+    common = dict(ell=8, n=500, n_mixtures=300, d_x=6, d_y=1)
+    with pytest.raises(ValueError, match="sigma_y was given without sigma_x"):
+        acc.dpmix_noise(epsilon=1.0, sigma_x=None, sigma_y=2.0, sigma_ratio=1.0, **common)
+    from dpcore.calibration import default_delta
+
+    dflt = acc.dpmix_noise(epsilon=1.0, sigma_x=4.0, sigma_y=4.0, sigma_ratio=1.0, **common)
+    explicit = acc.dpmix_epsilon(sigma_x=4.0, sigma_y=4.0, delta=default_delta(500), **common)
+    assert dflt.epsilon == explicit.epsilon
+
+
+def test_rdp_conversion_term_matches_rdp_to_dp():
+    alphas = np.array([2.0, 7.0, 130.0])
+    for conversion in ("improved", "classic"):
+        term = acc.rdp_conversion_term(alphas, 1e-6, conversion)
+        for a, t in zip(alphas, term, strict=True):
+            assert rdp_to_dp([0.5], [a], 1e-6, conversion)[0] == pytest.approx(max(0.0, 0.5 + t), rel=1e-15)
+    with pytest.raises(ValueError, match="conversion"):
+        acc.rdp_conversion_term(alphas, 1e-6, "x")

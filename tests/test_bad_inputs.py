@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import data as dpdata
+from dpcore import io as dpio
 from dpcore.cli import main
 from dpcore.data import Dataset, load_bounds_file, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
@@ -208,7 +208,7 @@ def test_nan_inf_rows_can_be_dropped_explicitly():
 
 
 def test_decompression_bomb_is_refused(monkeypatch):
-    monkeypatch.setattr(dpdata, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    monkeypatch.setattr(dpio, "MAX_DECOMPRESSED_BYTES", 1 << 20)
     bomb = gzip.compress(b"a,b\n" + b"0,0\n" * (1 << 19), mtime=0)  # 2 MB of text in ~4 KB
     assert len(bomb) < 10_000
     with pytest.raises(DataValidationError, match="expands to more than 1 MB"):

@@ -43,13 +43,12 @@ def conversion_term(alpha: np.ndarray, delta: float, bound: str) -> np.ndarray:
 
     ``"paper"``: ``log(1/delta)/(alpha - 1)`` (Mironov 2017, Prop. 3, the paper's eq. 3);
     ``"tight"``: ``log1p(-1/alpha) - log(delta alpha)/(alpha - 1)`` (Canonne, Kamath, Steinke 2020,
-    Prop. 12). Evaluated by the accountant's own helper, so the figure and the reported epsilon
-    cannot disagree.
+    Prop. 12). Evaluated by the accountant's own :func:`dpcore.accounting.rdp_conversion_term`,
+    so the figure and the reported epsilon cannot disagree.
     """
     if bound not in BOUND_LABELS:
         raise ValueError(f"bound must be 'tight' or 'paper', got {bound!r}")
-    a = np.asarray(alpha, dtype=float)
-    return accounting._conv(a, math.log(1.0 / delta), bound == "tight")
+    return accounting.rdp_conversion_term(alpha, delta, "improved" if bound == "tight" else "classic")
 
 
 def epsilon_vs_sigma_figure(
