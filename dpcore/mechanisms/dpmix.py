@@ -51,7 +51,7 @@ from dpcore import noise as dpnoise
 from dpcore.calibration import default_delta
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource, GridNoise
-from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks
+from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks, scale_to_unit
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
 
@@ -379,17 +379,6 @@ def _mixture_slack(plans: list[tuple[slice, GridNoise]], c_star: int) -> list[Gr
     return [dataclasses.replace(plan, n_changed=c_star * (sl.stop - sl.start)) for sl, plan in plans]
 
 
-# ---------------------------------------------------------------------------------------- scaling
-def scale_to_unit(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Clip to the public ``bounds`` (shape ``(d, 2)``) and scale to ``[0, 1]``: ``(x - lo)/(hi - lo)``.
-
-    A constant column (``hi == lo``) maps to 0. This is the release's public transform: it maps real
-    rows into the release's units (no privacy cost: the bounds are public).
-    """
-    lo, hi = bounds[:, 0], bounds[:, 1]
-    width = hi - lo
-    clipped = np.clip(np.asarray(X, dtype=float), lo, hi)
-    return np.divide(clipped - lo, width, out=np.zeros_like(clipped), where=width > 0)
 
 
 def _mixing_input(data: PreparedInput, labels01: np.ndarray, dtype: np.dtype
@@ -657,30 +646,10 @@ def _account(params: dict[str, Any], *, ell: int, n: int, T: int, d_x: int, d_y:
     reported epsilon is again ``dpmix_epsilon`` at those sigmas (<= the target). A zero sigma on a
     released block (or ``epsilon = inf``) gives epsilon = inf: NOT PRIVATE.
     """
-    common = dict(ell=ell, n=n, n_mixtures=T, d_x=d_x, d_y=d_y, delta=delta, bound=params["bound"])
-    if params["sigma_x"] is None and params["sigma_y"] is not None:
-        raise ValueError("sigma_y was given without sigma_x; give both, or leave both empty and "
-                         "set sigma_ratio to calibrate them from epsilon")
-    if params["sigma_x"] is not None:
-        sx = float(params["sigma_x"])
-        sy = float(params["sigma_y"]) if params["sigma_y"] is not None else params["sigma_ratio"] * sx
-        source = "given"
-    elif math.isinf(params["epsilon"]):
-        sx = sy = 0.0
-        source = "epsilon=inf"
-    else:
-        sx = float(accounting.dpmix_calibrate_sigma(epsilon=params["epsilon"],
-                                                    ratio=params["sigma_ratio"], **common))
-        sy = params["sigma_ratio"] * sx
-        source = "calibrated"
-    if d_y == 0:
-        sy = 0.0
-    if sx == 0 or (d_y and sy == 0):
-        return {"sigma_x": sx, "sigma_y": sy, "epsilon": math.inf, "alpha": None,
-                "sigma_source": source}
-    res = accounting.dpmix_epsilon(sigma_x=sx, sigma_y=sy if d_y else None, **common)
-    return {"sigma_x": sx, "sigma_y": sy, "epsilon": float(res.epsilon), "alpha": int(res.alpha),
-            "sigma_source": source}
+    return dataclasses.asdict(accounting.dpmix_noise(
+        epsilon=params["epsilon"], sigma_x=params["sigma_x"], sigma_y=params["sigma_y"],
+        sigma_ratio=params["sigma_ratio"], ell=ell, n=n, n_mixtures=T, d_x=d_x, d_y=d_y,
+        delta=delta, bound=params["bound"]))
 
 
 def _noise_records(data: PreparedInput, acct: dict[str, Any], *, ell: int, n: int, T: int, d_y: int,
