@@ -130,6 +130,8 @@ class Dataset:
     data_sides : ndarray of bool, shape (n_features, 2), or None
         Which sides (``lo``, ``hi``) of each feature's bounds were computed from the private data;
         a column's source is ``"data"`` while either side is.
+    categories : dict {column: list} or None
+        The public category lists given to :func:`load_dataset` (one-hot groups ``column=value``).
     """
 
     X: np.ndarray
@@ -151,6 +153,7 @@ class Dataset:
     classes_source: str | None = None
     missing: str = "error"
     data_sides: np.ndarray | None = field(default=None, repr=False)
+    categories: dict[str, list[Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.classes is not None:  # before any per-class work (issue 17: 100k-class labels)
@@ -1036,6 +1039,7 @@ def load_dataset(
         n_dropped=n_dropped,
         label_bounds_source=("data" if lb_from_data else "user") if lb is not None else None,
         column_bounds_source=per_col, classes_source=cls_source, missing=missing,
+        categories=categories or None,
     )
 
 
