@@ -54,7 +54,10 @@ def card_in_words(card: dict[str, Any]) -> str:
     elif task:
         public.append(f"the task ({task})")
     lines.append("**Assumed public** (not protected by the noise): " + "; ".join(public) + ".")
-    lines.append("**Noise added** (" + _noise_summary(card.get("noise", [])) + ").")
+    per_column = details.get("noise_per_column")
+    lines.append("**Noise added** (" + _noise_summary(card.get("noise", []))
+                 + ("; the standard deviation of a column with noise share 1, each column's below"
+                    if isinstance(per_column, dict) and len(set(per_column.values())) > 1 else "") + ").")
     space = card.get("space", "features")
     units = ("your original columns, categories and units" if card.get("output_space") == "original"
              else SPACE_TEXT.get(space, space))
@@ -65,7 +68,6 @@ def card_in_words(card: dict[str, Any]) -> str:
                     if card.get("transform_file") else ""))
     if card.get("output_note"):
         lines.append("**Output space.** " + md_escape(card["output_note"]))
-    per_column = details.get("noise_per_column")
     if isinstance(per_column, dict) and per_column:
         shown = ", ".join(f"{md_escape(c)} {_fmt(float(v))}" for c, v in list(per_column.items())[:8])
         lines.append("**Noise per column** (standard deviation): " + shown
