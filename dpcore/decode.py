@@ -10,7 +10,9 @@ custodian gave:
    reconstruction ``x^ W^T`` (the released rows have no other component);
 2. **one-hot groups decoded** to one column of categories: the category with the largest released
    indicator (argmax within the group; for DPMix mixtures the most frequent category among the mixed
-   rows, plus noise). Only categories of the public list can come out;
+   rows, plus noise). Only categories of the public list can come out; a missing value that a
+   pre-encoded table stores as an all-zero group (the bundled *adult*'s ``?``) cannot come back as
+   missing;
 3. **clipped to the public bounds** (``clip=True``, the default for downloads): noise pushes values
    outside the box the custodian declared; clipping moves each value to the nearest bound;
 4. **column names and types kept**: the original column names and order, the label last; columns
