@@ -10,7 +10,7 @@ import shlex
 from collections import OrderedDict
 from typing import Any
 
-from app.markdown import md_escape
+from app.markdown import html_escape, md_escape
 from dpcore.mechanisms import get_mechanism
 
 SPACE_TEXT = {
@@ -54,14 +54,24 @@ def card_in_words(card: dict[str, Any]) -> str:
     elif task:
         public.append(f"the task ({task})")
     lines.append("**Assumed public** (not protected by the noise): " + "; ".join(public) + ".")
-    lines.append("**Noise added** (" + _noise_summary(card.get("noise", [])) + ").")
+    per_column = details.get("noise_per_column")
+    lines.append("**Noise added** (" + _noise_summary(card.get("noise", []))
+                 + ("; the standard deviation of a column with noise share 1, each column's below"
+                    if isinstance(per_column, dict) and len(set(per_column.values())) > 1 else "") + ").")
     space = card.get("space", "features")
-    units = SPACE_TEXT.get(space, space)
+    units = ("your original columns, categories and units" if card.get("output_space") == "original"
+             else SPACE_TEXT.get(space, space))
     extra = [details[k] for k in ("feature_units", "label_units") if isinstance(details.get(k), str)]
     lines.append(f"**The file.** {card.get('n_released', card.get('n_rows', '?')):,} rows of "
                  f"{units}." + (" " + " ".join(e[0].upper() + e[1:] + "." for e in extra) if extra else "")
                  + (" A public transform file (.npz) maps real rows into the same space."
                     if card.get("transform_file") else ""))
+    if card.get("output_note"):
+        lines.append("**Output space.** " + md_escape(card["output_note"]))
+    if isinstance(per_column, dict) and per_column:
+        shown = ", ".join(f"{md_escape(c)} {_fmt(float(v))}" for c, v in list(per_column.items())[:8])
+        lines.append("**Noise per column** (standard deviation): " + shown
+                     + (f", ... ({len(per_column)} columns)" if len(per_column) > 8 else "") + ".")
     return "\n\n".join(lines)
 
 
@@ -87,7 +97,9 @@ def equivalent_command(card: dict[str, Any], dataset_name: str, *, bundled: bool
                        label: str | None = None, has_user_bounds: bool = False,
                        data_bounds: bool = False, classes: list[Any] | None = None,
                        data_classes: bool = False, missing: str = "error",
-                       output: str = "release.csv") -> str:
+                       output: str = "release.csv", has_categories: bool = False,
+                       output_space: str | None = None, clip: bool = True,
+                       integer_columns: list[str] | None = None) -> str:
     """The ``dpcore release`` command that draws a release with the same settings.
 
     Only parameters that differ from the schema default are written (the CLI's defaults are the
@@ -109,6 +121,11 @@ def equivalent_command(card: dict[str, Any], dataset_name: str, *, bundled: bool
         ``--data-classes`` when it was read from the data.
     missing : str
         How rows with missing values were handled (``--missing``; ``"error"`` is the default).
+    has_categories : bool
+        An uploaded table with public category lists: ``--categories categories.json``.
+    output_space, clip, integer_columns
+        The file's output space (``--output-space``; ``None`` = the CLI's default: original where
+        possible), ``--no-clip`` and ``--integer-columns``.
     """
     name = card["mechanism"]
     cls = get_mechanism(name)
@@ -128,6 +145,8 @@ def equivalent_command(card: dict[str, Any], dataset_name: str, *, bundled: bool
             words += ["--missing", missing]
         if has_user_bounds:
             words += ["--bounds", "bounds.json"]
+        if has_categories:
+            words += ["--categories", "categories.json"]
         if data_bounds:
             words.append("--data-bounds")
     for p in cls.params:
@@ -145,4 +164,167 @@ def equivalent_command(card: dict[str, Any], dataset_name: str, *, bundled: bool
             words += [p.cli_flag, f"{value:g}" if isinstance(value, float) else str(value)]
     if params.get("n_samples") is not None:
         words += ["--n-samples", str(params["n_samples"])]
+    if output_space is not None:
+        words += ["--output-space", output_space]
+    if not clip:
+        words.append("--no-clip")
+    if integer_columns:
+        words += ["--integer-columns", ",".join(integer_columns)]
     return " ".join(shlex.quote(str(w)) for w in words)
+
+
+def _changed_params(card: dict[str, Any]) -> dict[str, Any]:
+    """The card's parameters that differ from the schema default (what reproduces the settings)."""
+    cls = get_mechanism(card["mechanism"])
+    params = card.get("parameters", {})
+    out = {}
+    for p in cls.params:
+        value = params.get(p.name)
+        default = list(p.default) if isinstance(p.default, tuple) else p.default
+        if p.name in params and value is not None and value != default:
+            out[p.name] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def python_snippet(card: dict[str, Any], dataset_name: str, *, bundled: bool, label: str | None = None,
+                   classes: list[Any] | None = None, missing: str = "error",
+                   has_user_bounds: bool = False, has_categories: bool = False,
+                   output_space: str | None = None, clip: bool = True,
+                   integer_columns: list[str] | None = None, output: str = "release.csv") -> str:
+    """Python code that draws a release with the same settings as ``card`` (the arguments as in
+    :func:`equivalent_command`). Never a seed: ``random_state`` is left at ``None`` (OS entropy).
+    User strings (file, column and class names) are written as Python literals (``repr``)."""
+    name = card["mechanism"]
+    params = card.get("parameters", {})
+    lines = ["from dpcore.data import load_dataset, load_bounds_file" if has_user_bounds and not bundled
+             else "from dpcore.data import load_dataset",
+             "from dpcore.decode import PublicSchema, with_output_space",
+             "from dpcore.mechanisms import get_mechanism", ""]
+    if has_categories and not bundled:
+        lines.insert(0, "import json")
+    if bundled:
+        lines.append(f"ds = load_dataset({dataset_name!r})")
+    else:
+        args = [repr(dataset_name)]
+        if label:
+            args.append(f"label={label!r}")
+        if params.get("task"):
+            args.append(f"task={params['task']!r}")
+        if classes:
+            args.append(f"classes={list(classes)!r}")
+        if has_user_bounds:
+            args.append('bounds=load_bounds_file("bounds.json")')
+        if has_categories:
+            args.append('categories=json.load(open("categories.json"))')
+        if missing != "error":
+            args.append(f"missing={missing!r}")
+        lines.append("ds = load_dataset(" + ", ".join(args) + ")")
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in _changed_params(card).items())
+    lines.append(f"mechanism = get_mechanism({name!r})({kwargs})  # no random_state: fresh OS entropy")
+    lines.append("release = mechanism.release(ds" + (f", n_samples={params['n_samples']}"
+                                                     if params.get("n_samples") is not None else "") + ")")
+    schema = "PublicSchema.from_dataset(ds" + (f", integer_columns={list(integer_columns)!r}"
+                                               if integer_columns else "") + ")"
+    lines.append(f"release = with_output_space(release, {schema}, {output_space!r}"
+                 + (", clip=False" if not clip else "") + ")")
+    lines.append(f"release.save({output!r})  # the CSV, its card (.card.json) and any transform (.npz)")
+    return "\n".join(lines)
+
+
+_REPORT_CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;"
+    "line-height:1.45;color:#222}table{border-collapse:collapse;margin:.5rem 0 1rem}"
+    "td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}pre{background:#f6f6f6;padding:.75rem;overflow-x:auto;white-space:pre-wrap}"
+    ".bad{color:#a00;font-weight:bold}.small{color:#555;font-size:.9em}"
+)
+
+
+def _num(value: Any) -> Any:
+    """A number as in :func:`_fmt`; anything else (``"inf"`` on a card, None) unchanged."""
+    return _fmt(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    """An HTML table with every cell escaped."""
+    head = "".join(f"<th>{html_escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippet: str = "") -> str:
+    """A self-contained, human-readable HTML report of a release: the guarantee, what is assumed
+    public (n, task, classes, every bound with its source), the noise per statistic (and per column
+    when the mechanism records it), the units and columns of the file, warnings, and the CLI command
+    and Python code that reproduce the settings (never a seed).
+
+    Every value from the card, the dataset name and the code is HTML-escaped (:func:`html_escape`):
+    column names, class labels and file names are user strings. No script, no external resource.
+    """
+    g = card.get("guarantee", {})
+    facts = card.get("public_facts", {}) or {}
+    details = card.get("details", {}) or {}
+    e = html_escape
+    parts = [f"<h1>Release report: {e(card.get('mechanism', '?'))} on {e(dataset)}</h1>",
+             f"<p class='small'>dpcore {e(card.get('dpcore_version', ''))}, created "
+             f"{e(card.get('created_utc', ''))} UTC; SHA-256 of the CSV: <code>{e(card.get('sha256', ''))}"
+             "</code></p>", "<h2>Guarantee</h2>"]
+    if not g.get("holds", True):
+        parts.append("<p class='bad'>The guarantee does NOT hold: a public fact (bounds or class list) "
+                     "was taken from the private data.</p>")
+    parts.append(f"<p>{e(card.get('guarantee_text', ''))}</p>")
+    parts.append(_table(["epsilon", "delta", "kind", "neighbouring relation"],
+                        [[_num(g.get("epsilon")), g.get("delta"), g.get("kind"), g.get("neighbouring")]]))
+    parts.append("<h2>What is assumed public</h2><p>These facts shape the release and are not "
+                 "protected by the noise: they must come from documentation or the data's definition, "
+                 "never from the private rows.</p>")
+    public_rows = [["number of rows n", facts.get("n", card.get("n_rows")), facts.get("n_source", "")],
+                   ["task", facts.get("task", ""), ""]]
+    if facts.get("classes") is not None:
+        public_rows.append(["class list", ", ".join(map(str, facts["classes"])),
+                            facts.get("classes_source", "")])
+    if facts.get("label_bounds") is not None:
+        public_rows.append(["label bounds", facts["label_bounds"], facts.get("label_bounds_source", "")])
+    parts.append(_table(["fact", "value", "source"], public_rows))
+    bounds = facts.get("bounds", {}) or {}
+    if bounds:
+        parts.append(f"<p>Public bounds of the {len(bounds)} columns (values are clipped to them before "
+                     "any noise is calibrated):</p>")
+        parts.append(_table(["column", "lo", "hi", "source (lo / hi)"],
+                            [[c, b.get("lo"), b.get("hi"), f"{b.get('lo_source')} / {b.get('hi_source')}"]
+                             for c, b in bounds.items()]))
+    parts.append("<h2>Noise per statistic</h2>")
+    parts.append(_table(["statistic", "distribution", "sensitivity (norm)", "scale", "formula", "source"],
+                        [[r.get("statistic"), r.get("distribution"),
+                          f"{_num(r.get('sensitivity'))} ({r.get('norm', '')})", _num(r.get("scale")),
+                          r.get("formula", ""), r.get("source", "")] for r in card.get("noise", [])]))
+    per_column = details.get("noise_per_column")
+    if isinstance(per_column, dict) and per_column:
+        parts.append("<p>Noise standard deviation added to each column, in the column's units:</p>")
+        parts.append(_table(["column", "standard deviation"],
+                            [[c, _fmt(float(v))] for c, v in per_column.items()]))
+    parts.append("<h2>The file</h2>")
+    units = ("your original columns, categories and units" if card.get("output_space") == "original"
+             else SPACE_TEXT.get(card.get("space", ""), card.get("space", "")))
+    parts.append(f"<p>{e(card.get('n_released', ''))} rows of {e(units)}.</p>")
+    if card.get("output_note"):
+        parts.append(f"<p>{e(card['output_note'])}</p>")
+    parts.append("<p>Columns: " + e(", ".join(map(str, card.get("columns", [])))) + "</p>")
+    escaping = card.get("csv_escaping", {}) or {}
+    if escaping.get("renamed_columns") or escaping.get("escaped_label_cells"):
+        parts.append(f"<p class='small'>{e(escaping.get('rule', ''))}</p>")
+    if card.get("warnings"):
+        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"])
+                     + "</ul>")
+    if command or snippet:
+        parts.append("<h2>Reproduce these settings</h2><p>Each run draws fresh noise from OS entropy: "
+                     "there is no seed, and a second run is a second release (it spends budget "
+                     "again).</p>")
+        if command:
+            parts.append(f"<p>Command line:</p><pre>{e(command)}</pre>")
+        if snippet:
+            parts.append(f"<p>Python:</p><pre>{e(snippet)}</pre>")
+    title = e(f"Release report: {card.get('mechanism', '')} on {dataset}")
+    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width'><title>{title}</title>"
+            f"<style>{_REPORT_CSS}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")

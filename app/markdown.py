@@ -1,7 +1,8 @@
-"""Escape user-supplied strings (file and column names, messages quoting them) before markdown."""
+"""Escape user-supplied strings (file and column names, messages quoting them) before markdown or HTML."""
 
 from __future__ import annotations
 
+import html
 import re
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$])")
@@ -11,3 +12,9 @@ def md_escape(text: object) -> str:
     """``text`` as literal markdown: every markdown/HTML special character backslash-escaped and
     line breaks folded, so a hostile name cannot become a link, an image fetch or a tag."""
     return _SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+
+
+def html_escape(text: object) -> str:
+    """``text`` as literal HTML text or attribute value (``& < > " '`` escaped): user strings (file,
+    column and class names) in the downloadable release report can never become markup."""
+    return html.escape(str(text), quote=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import sys
 import tomllib
 import warnings
@@ -303,3 +304,57 @@ def load_public_table(raw: bytes, filename: str, ds: Dataset) -> PublicTable:
         raise ValueError("the public table has missing or infinite values")
     return PublicTable(X, filename, ds.feature_names)
 
+
+
+def _json_upload(data: bytes, filename: str, what: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ValueError(f"the {what} file {filename} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the {what} file {filename} is not valid JSON ({exc.msg}, line "
+                         f"{exc.lineno})") from None
+
+
+def parse_categories_upload(data: bytes, filename: str, columns: list[str]) -> dict[str, list[str]]:
+    """An uploaded categories file in the CLI's ``--categories`` format, JSON
+    ``{"column": ["cat1", "cat2", ...]}``, checked against the table's ``columns``.
+
+    Raises
+    ------
+    ValueError
+        Not JSON, not an object of non-empty lists, a column the table does not have, a category
+        repeated within a column (readable, naming the column).
+    """
+    raw = _json_upload(data, filename, "categories")
+    if not isinstance(raw, dict) or not raw or not all(isinstance(v, list) and v for v in raw.values()):
+        raise ValueError(f"the categories file {filename} must map each column to a non-empty list: "
+                         '{"column": ["cat1", "cat2", ...]}')
+    unknown = [str(c) for c in raw if c not in columns]
+    if unknown:
+        raise ValueError(f"the categories file {filename} names column(s) this table does not have: "
+                         + ", ".join(unknown[:5]))
+    out = {str(c): [str(v) for v in vals] for c, vals in raw.items()}
+    for c, vals in out.items():
+        if len(set(vals)) != len(vals):
+            raise ValueError(f"the categories file {filename} repeats a category of column {c}")
+    return out
+
+
+def parse_classes_upload(data: bytes, filename: str) -> list[Any]:
+    """An uploaded classes file in the CLI's ``--classes FILE`` format: a JSON list such as
+    ``[0, 1]`` or ``["no", "yes"]``, or ``{"classes": [...]}``.
+
+    Raises
+    ------
+    ValueError
+        Not JSON, not a list of at least two distinct classes.
+    """
+    raw = _json_upload(data, filename, "classes")
+    raw = raw.get("classes") if isinstance(raw, dict) else raw
+    if not isinstance(raw, list) or len(raw) < 2 or any(isinstance(v, (list, dict)) for v in raw):
+        raise ValueError(f"the classes file {filename} must hold a list of at least two classes, e.g. "
+                         '[0, 1] or ["no", "yes"]')
+    if len({str(v) for v in raw}) != len(raw):
+        raise ValueError(f"the classes file {filename} lists a class twice")
+    return raw

@@ -1,8 +1,9 @@
 """dpcore: non-interactive differentially private data release.
 
 Mechanisms (:mod:`dpcore.mechanisms`), privacy accounting (:mod:`dpcore.accounting`),
-utility metrics (:mod:`dpcore.utility`), data loading (:mod:`dpcore.data`) and the
-release card (:mod:`dpcore.release`). This package never imports Streamlit.
+utility metrics (:mod:`dpcore.utility`), data loading (:mod:`dpcore.data`), the
+release card (:mod:`dpcore.release`) and releases in the original schema and units
+(:mod:`dpcore.decode`). This package never imports Streamlit.
 """
 
 __version__ = "0.1.0"

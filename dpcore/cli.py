@@ -50,6 +50,7 @@ from dpcore.data import (
     read_regular_file,
     read_table,
 )
+from dpcore.decode import OUTPUT_SPACES, PublicSchema, with_output_space
 from dpcore.exceptions import DataValidationError, NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction, lock_path
 from dpcore.mechanisms import MECHANISMS, get_mechanism
@@ -172,7 +173,8 @@ def _release_epilog() -> str:
              "  -o/--output OUT.csv (required), --label COL, --task TASK, --classes A,B, --bounds FILE,",
              "  --label-bounds LO HI, --categories FILE, --missing {error,impute,drop}, --data-bounds,",
              "  --data-classes, --public-data FILE (pca-gauss, pca-identity), --n-samples N,",
-             "  --ledger FILE, --budget EPS", "", "mechanism options [default]:"]
+             "  --ledger FILE, --budget EPS, --output-space {original,released}, --no-clip,",
+             "  --integer-columns A,B", "", "mechanism options [default]:"]
     for name, cls in MECHANISMS.items():
         text = ", ".join(_option_text(p) for p in cls.params)
         lines += textwrap.wrap(f"{name}: {text}", width=100, initial_indent="  ",
@@ -216,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
                             help="a separate table of PUBLIC rows with the input's columns (read with "
                                  "the same options; never a part of the private input)")
         mp.add_argument("--n-samples", type=int, default=None, help="number of released rows")
+        mp.add_argument("--output-space", choices=OUTPUT_SPACES, default=None,
+                        help="original: your columns, categories and units (post-processing; default "
+                             "where the mechanism allows it); released: the mechanism's own space")
+        mp.add_argument("--no-clip", action="store_true",
+                        help="original space: do not clip values to the public bounds")
+        mp.add_argument("--integer-columns", metavar="A,B", default="",
+                        help="original space: columns the schema declares integer (rounded, written as ints)")
         mp.add_argument("--ledger", help="ledger JSON file to check and append to (locked while in use)")
         mp.add_argument("--budget", type=_budget_type("epsilon budget"),
                         help="epsilon budget of the ledger, per neighbouring relation (default: the "
@@ -529,6 +538,9 @@ def _cmd_release(args: argparse.Namespace) -> None:
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
     release.check_downloadable()
+    ints = [c.strip() for c in args.integer_columns.split(",") if c.strip()]
+    release = with_output_space(release, PublicSchema.from_dataset(ds, ints), args.output_space,
+                                clip=not args.no_clip)
     ledger = None
     if args.ledger:
         written, ledger = _save_recorded(release, args.output, args.ledger, ds.name, args.budget,
@@ -540,6 +552,7 @@ def _cmd_release(args: argparse.Namespace) -> None:
     print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
           f"neighbouring = {g.neighbouring}" + (f", beta = {g.beta:.3g}" if g.beta else "")
           + ("" if g.holds else "  (does NOT hold: a public fact was taken from the data)"))
+    print(f"output: {release.output_note}")
     if ledger is not None:
         print(f"ledger: {ledger.summary()}")
 

@@ -104,6 +104,8 @@ class Dataset:
     data_sides : ndarray of bool, shape (n_features, 2), or None
         Which sides (``lo``, ``hi``) of each feature's bounds were computed from the private data;
         a column's source is ``"data"`` while either side is.
+    categories : dict {column: list} or None
+        The public category lists given to :func:`load_dataset` (one-hot groups ``column=value``).
     """
 
     X: np.ndarray
@@ -125,6 +127,7 @@ class Dataset:
     classes_source: str | None = None
     missing: str = "error"
     data_sides: np.ndarray | None = field(default=None, repr=False)
+    categories: dict[str, list[Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.classes is not None:  # before any per-class work (issue 17: 100k-class labels)
@@ -387,7 +390,7 @@ def load_dataset(
         image_shape=tuple(meta["image_shape"]) if meta.get("image_shape") else None, name=name,
         description=meta.get("description", ""), meta=meta, n_dropped=n_dropped,
         label_bounds_source=labels.bounds_source, column_bounds_source=per_col,
-        classes_source=labels.classes_source, missing=missing,
+        classes_source=labels.classes_source, missing=missing, categories=categories or None,
     )
 
 

@@ -191,6 +191,12 @@ class Release:
     public_facts : dict
         What the guarantee assumes public: n, the task, every feature bound with the source of
         each side, the class list and its source (card key ``public_facts``).
+    table : DataFrame, optional
+        The file's table when it differs from ``data`` + ``labels``: a post-processed view such as
+        the original schema and units (:func:`dpcore.decode.to_original`). :meth:`to_frame`, the CSV
+        and the card's ``columns`` follow it; ``data`` stays the mechanism's output.
+    output_space : {"released", "original"}
+        Which space the file is in (card key ``output_space``); ``output_note`` says it in words.
     """
 
     data: np.ndarray
@@ -213,6 +219,9 @@ class Release:
     created_utc: str = field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds")
     )
+    table: pd.DataFrame | None = field(default=None, repr=False)
+    output_space: str = "released"
+    output_note: str = ""
 
     # ------------------------------------------------------------------ privacy status
     @property
@@ -271,7 +280,9 @@ class Release:
 
     # ------------------------------------------------------------------ serialisation
     def to_frame(self) -> pd.DataFrame:
-        """The released table as a DataFrame (labels appended as the last columns)."""
+        """The released table as a DataFrame (labels appended as the last columns), or :attr:`table`."""
+        if self.table is not None:
+            return self.table.copy(deep=False)
         frame = pd.DataFrame(np.asarray(self.data), columns=list(self.columns))
         if self.labels is not None:
             lab = np.asarray(self.labels)
@@ -304,6 +315,14 @@ class Release:
         The card keeps the original names under ``columns``; this maps them to the CSV header so
         a reader can match the two. Only labels can hold text (``data`` is numeric).
         """
+        if self.table is not None:
+            text = [self.table[c] for c in self.table.columns if _is_text_column(self.table[c])]
+            names = list(self.table.columns)
+            cells = sum(int(col.map(lambda v: isinstance(v, str) and escape_formula(v) != v).sum())
+                        for col in text)
+            renamed = {str(n): escape_formula(n) for n in names if isinstance(n, str)
+                       and escape_formula(n) != n}
+            return {"rule": CSV_ESCAPE_RULE, "renamed_columns": renamed, "escaped_label_cells": cells}
         names = [*self.columns, *self.label_columns]
         renamed = {str(n): escape_formula(n) for n in names if isinstance(n, str)
                    and escape_formula(n) != n}
@@ -338,9 +357,12 @@ class Release:
             "public_facts": _jsonable(self.public_facts),
             "n_rows": int(self.n_rows),
             "n_released": int(np.asarray(self.data).shape[0]),
-            "columns": list(self.columns) + list(self.label_columns),
+            "columns": (list(self.columns) + list(self.label_columns) if self.table is None
+                        else [str(c) for c in self.table.columns]),
             "csv_escaping": self.csv_escaping(),
             "space": self.space,
+            "output_space": self.output_space,
+            "output_note": self.output_note,
             "transform_file": bool(self.transform_arrays),
             "details": {k: _jsonable(v) for k, v in self.details.items() if k != "warnings"},
             "warnings": warnings,

@@ -17,6 +17,40 @@ from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.release import spreadsheet_safe
 from dpcore.validation import TASKS
 
+
+def _import_classes() -> None:
+    """Fill the class list from an uploaded classes file (the CLI's ``--classes FILE`` format)."""
+    upload = st.session_state.get("classes_file")
+    if upload is None:
+        return
+    try:
+        classes = state.parse_classes_upload(upload.getvalue(), upload.name)
+    except ValueError as exc:
+        st.session_state.import_message = ("error", str(exc))
+        return
+    st.session_state.upload_classes = ", ".join(str(c) for c in classes)
+    st.session_state.upload_classes_list = classes
+    st.session_state.import_message = ("success", f"{len(classes)} classes read from {upload.name}.")
+
+
+def _import_categories(columns: list[str], nonnumeric: list[str]) -> None:
+    """Fill the category lists from an uploaded categories file (the CLI's ``--categories``)."""
+    upload = st.session_state.get("categories_file")
+    if upload is None:
+        return
+    try:
+        cats = state.parse_categories_upload(upload.getvalue(), upload.name, columns)
+    except ValueError as exc:
+        st.session_state.import_message = ("error", str(exc))
+        return
+    for c, values in cats.items():
+        if c in nonnumeric:
+            st.session_state[f"cats:{c}"] = ", ".join(values)
+    st.session_state.upload_extra_categories = {c: v for c, v in cats.items() if c not in nonnumeric}
+    st.session_state.import_message = ("success", f"categories of {len(cats)} column(s) read from "
+                                       f"{upload.name}.")
+
+
 st.title("Data")
 st.caption("Everything you upload stays in this browser session's memory: it is never written to "
            "disk and never shared with other users.")
@@ -72,13 +106,26 @@ else:
                             help="A public choice: it is never guessed from the private labels.")
         classes_text = ""
         if label is not None and task == "classification":
-            classes_text = st.text_input(
+            k1, k2 = st.columns([3, 2], vertical_alignment="bottom")
+            classes_text = k1.text_input(
                 "Public class list (comma-separated)", key="upload_classes",
                 help="The classes the label can take, from public documentation. Left empty, the "
                      "list is read from the data: one record with a rare class would change the "
                      "release, so the card will say the guarantee does NOT hold.")
+            k2.file_uploader("…or a classes file (JSON list, as `--classes FILE`)", type=["json"],
+                             key="classes_file", on_change=_import_classes)
         nonnumeric = [c for c in cols if c != label and not pd.api.types.is_numeric_dtype(frame[c])]
-        categories = {}
+        st.file_uploader(
+            "Public categories file: JSON `{\"column\": [\"cat1\", \"cat2\"]}` (the format of "
+            "`dpcore release --categories`); listed columns are one-hot encoded", type=["json"],
+            key="categories_file", on_change=_import_categories, args=(cols, nonnumeric))
+        if message := st.session_state.pop("import_message", None):
+            (st.error if message[0] == "error" else st.success)(md_escape(message[1]))
+        categories = {c: list(v) for c, v in st.session_state.get("upload_extra_categories", {}).items()
+                      if c in cols and c != label}
+        if categories:
+            st.caption("Numeric columns one-hot encoded from the categories file: "
+                       + md_escape(", ".join(categories)))
         if nonnumeric:
             st.markdown("**Non-numeric columns** need a *public* list of categories to be one-hot "
                         "encoded (a list read off the data would leak which values occur).")
@@ -96,7 +143,10 @@ else:
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", PrivacyLeakWarning)
-                    classes = [v.strip() for v in classes_text.split(",") if v.strip()] or None
+                    from_file = st.session_state.get("upload_classes_list")
+                    classes = (from_file if from_file is not None and classes_text ==
+                               ", ".join(str(c) for c in from_file)
+                               else [v.strip() for v in classes_text.split(",") if v.strip()] or None)
                     ds = load_dataset(frame, label=label, task=None if task == "(choose)" else task,
                                       categories=categories, classes=classes,
                                       missing="error" if missing == "refuse" else missing)

@@ -14,12 +14,14 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from app.card_text import card_in_words, equivalent_command
+from app.card_text import card_in_words, equivalent_command, python_snippet, report_html
 from app.controls import initial, mechanism_controls
 from app.markdown import md_escape
 from app.runner import draw_release
+from dpcore.decode import PublicSchema, original_space_note, with_output_space
 from dpcore.ledger import LedgerEntry
 from dpcore.mechanisms import get_mechanism
+from dpcore.release import Release
 
 ds = state.dataset()
 name = st.session_state.mechanism
@@ -50,6 +52,17 @@ delta_budget = c2.number_input(
 ledger.set_budgets(budget, delta_budget)
 spent = c3.container()  # filled below, once this run's draw is charged
 
+
+def output_view(rel: Release, space: str | None, clip: bool, integers: list[str]) -> dict:
+    """The file in the chosen output space (post-processing of the drawn release: nothing is
+    charged again) with its CSV bytes and card, memoised per release and choice."""
+    def build() -> dict:
+        view = with_output_space(rel, PublicSchema.from_dataset(ds, integers), space, clip=clip)
+        csv_bytes = view.to_csv_bytes()
+        return {"release": view, "csv": csv_bytes, "card": view.card_json(csv_bytes)}
+    return state.memo(("release-view", id(rel), rel.created_utc, space, clip, tuple(integers)), build)
+
+
 if st.button("Draw release", type="primary"):
     st.session_state.pop("pending_release", None)
     with st.spinner("Drawing the release..."):
@@ -60,9 +73,8 @@ if st.button("Draw release", type="primary"):
         st.session_state.pending_release = {"release": result.release}
     else:
         rel = result.release
-        csv_bytes = rel.to_csv_bytes()
-        card = rel.card_json(csv_bytes)
-        entry = LedgerEntry.from_card(json.loads(card), ds.name)
+        first = output_view(rel, None, True, [])  # the default file (original space where possible)
+        entry = LedgerEntry.from_card(json.loads(first["card"]), ds.name)
         refusal = ledger.refusal(entry)
         if refusal:
             st.error(f"Refused: {md_escape(refusal)}. The release was discarded before anyone saw it; "
@@ -70,7 +82,7 @@ if st.button("Draw release", type="primary"):
         else:
             ledger.add(entry)  # charged now: its rows are shown below
             st.session_state.pending_release = {
-                "release": rel, "csv": csv_bytes, "card": card,
+                "release": rel, "drawn": rel, "csv": first["csv"], "card": first["card"],
                 "npz": rel.transform_npz_bytes() if rel.transform_arrays else None,
             }
 
@@ -99,36 +111,81 @@ if pending:
                      "does NOT hold.", icon=":material/report:")
         st.success(g.plain_language(), icon=":material/verified_user:")
         st.caption(f"Charged to the session ledger when shown: ε = {g.epsilon:.4g}, δ = {g.delta:.2g} "
-                   f"({g.neighbouring}). Downloading it costs nothing more.")
+                   f"({g.neighbouring}). Downloading it, in either output space, costs nothing more.")
+        drawn = pending["drawn"]
+        st.subheader("The file")
+        why_not = original_space_note(drawn)
+        spaces = ["original", "released"] if why_not is None else ["released"]
+        o1, o2 = st.columns([3, 2])
+        space = o1.radio(
+            "Output space", spaces, key=f"output_space:{len(spaces)}", horizontal=True,
+            format_func={"original": "your columns, categories and units",
+                         "released": "the mechanism's released space"}.get,
+            help="Post-processing of the same release: the guarantee and the ledger do not change.")
+        clip = o2.checkbox("Clip values to the public bounds", value=True, key="output_clip",
+                           disabled=space != "original",
+                           help="Noise can push values outside the bounds you declared; clipping "
+                                "moves them to the nearest bound (post-processing).")
+        numeric = PublicSchema.from_dataset(ds).numeric_columns() if space == "original" else []
+        integers = st.multiselect(
+            "Integer columns (public schema: whole numbers by definition, e.g. counts or ages in years)",
+            numeric, key=f"output_integers:{ds.fingerprint[:12]}", disabled=space != "original",
+            help="Rounded to whole numbers and written as integers. Declare what the columns ARE "
+                 "(documentation), not what the private values happen to look like.")
+        if why_not:
+            st.info("This release stays in the mechanism's space: " + md_escape(why_not),
+                    icon=":material/info:")
+        view = output_view(drawn, space, clip, integers)
+        pending.update(release=view["release"], csv=view["csv"], card=view["card"])
+        rel = view["release"]
         stem = f"{ds.name}-{rel.mechanism}"
         card = pending["card"]
-        b1, b2, b3 = st.columns(3)
+        card_dict = json.loads(card)
+        bundled = st.session_state.dataset_label.startswith("bundled:")
+        sources = set(ds.bounds_sources)
+        settings = {
+            "bundled": bundled, "label": ds.label_name,
+            "classes": None if ds.classes is None or ds.classes_source == "data" else ds.classes.tolist(),
+            "missing": ds.missing, "has_user_bounds": "user" in sources,
+            "has_categories": bool(ds.categories) and not bundled,
+            "output_space": None if space == spaces[0] else space, "clip": clip,
+            "integer_columns": integers, "output": f"{stem}.csv",
+        }
+        command = equivalent_command(card_dict, ds.name, data_bounds="data" in sources,
+                                     data_classes=ds.classes_source == "data", **settings)
+        snippet = python_snippet(card_dict, ds.name, **settings)
+        b1, b2, b3, b4 = st.columns(4)
         b1.download_button("Download CSV", pending["csv"], f"{stem}.csv", "text/csv",
                            type="primary", key="dl_csv")
         b2.download_button("Download release card", card, f"{stem}.card.json",
                            "application/json", key="dl_card")
+        b3.download_button("Download report (HTML)",
+                           report_html(card_dict, dataset=ds.name, command=command, snippet=snippet),
+                           f"{stem}.report.html", "text/html", key="dl_report")
         if pending["npz"] is not None:
-            b3.download_button("Download transform (.npz)", pending["npz"],
+            b4.download_button("Download transform (.npz)", pending["npz"],
                                f"{stem}.transform.npz", "application/octet-stream",
                                key="dl_npz")
+        st.caption("The report is the card in plain words, in one HTML page to keep beside the file: "
+                   "the guarantee, what is assumed public, the noise per statistic, the file's units "
+                   "and how to reproduce the settings.")
         st.subheader("Release card")
-        card_dict = json.loads(card)
         st.markdown(card_in_words(card_dict))
-        bundled = st.session_state.dataset_label.startswith("bundled:")
-        sources = set(ds.bounds_sources)
         st.markdown("**The same settings from the command line** (each run draws fresh noise "
                     "from OS entropy; there is no seed to give):")
-        st.code(equivalent_command(card_dict, ds.name, bundled=bundled, label=ds.label_name,
-                                   has_user_bounds="user" in sources, data_bounds="data" in sources,
-                                   classes=None if ds.classes is None or ds.classes_source == "data"
-                                   else ds.classes.tolist(), data_classes=ds.classes_source == "data",
-                                   missing=ds.missing, output=f"{stem}.csv"), language="bash")
+        st.code(command, language="bash")
+        st.markdown("**The same settings in Python** (no `random_state`: fresh OS entropy):")
+        st.code(snippet, language="python")
         if not bundled and "user" in sources:
             public = {c: [float(lo), float(hi)] for c, (lo, hi), src in
                       zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True) if src != "data"}
             st.download_button("Download bounds.json (the public bounds, for --bounds)",
                                json.dumps(public, indent=1), "bounds.json", "application/json",
                                key="dl_bounds")
+        if settings["has_categories"]:
+            st.download_button("Download categories.json (the public categories, for --categories)",
+                               json.dumps(ds.categories, indent=1, default=str), "categories.json",
+                               "application/json", key="dl_categories")
         st.json(card, expanded=False)
         # the escaped table: Streamlit's own CSV export of this preview must not carry formulas
         st.dataframe(rel.to_csv_frame().head(20), height=240)

@@ -531,3 +531,44 @@ def test_first_load_icons_legend_and_labelled_compare(page):
     data = download(page, "Download all numbers")
     assert data.decode().startswith("# dp-explorer Compare: NOT differentially private")
     screenshot(page, "ux-compare")
+
+
+def test_mixed_table_release_in_original_schema_downloads_and_counts(page):
+    """Issue 16: a mixed-type table with public category, class and bounds files goes out in the
+    custodian's own columns, categories and units; the CSV and the HTML report are downloaded."""
+    rows = ["age,colour,income,y"] + [f"{18 + (i * 7) % 70},{('red', 'green', 'blue')[i % 3]},"
+                                      f"{(i * 7919) % 150000},{('no', 'yes')[i % 2]}" for i in range(90)]
+    rerun(page, page.get_by_text("Upload a file", exact=True).click)
+    table = page.locator('[data-testid="stFileUploader"] input[type="file"]').first
+    rerun(page, lambda: table.set_input_files(
+        files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": "\n".join(rows).encode()}]))
+    expect(page.get_by_text("90 rows × 4 columns")).to_be_visible()  # the chosen file, at once
+    select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Label column"), "y")
+    select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Task"),
+                  "classification")
+
+    def upload(label: str, name: str, payload: object) -> None:
+        box = page.locator('[data-testid="stFileUploader"]').filter(has_text=label)
+        rerun(page, lambda: box.locator('input[type="file"]').set_input_files(files=[{
+            "name": name, "mimeType": "application/json", "buffer": json.dumps(payload).encode()}]))
+
+    upload("classes file", "classes.json", ["no", "yes"])
+    upload("Public categories file", "categories.json", {"colour": ["red", "green", "blue", "violet"]})
+    expect(page.get_by_text("categories of 1 column(s) read from categories.json")).to_be_visible()
+    rerun(page, page.get_by_role("button", name="Use this table").click)
+    expect(page.get_by_text("Classes (user): no, yes")).to_be_visible()
+    upload("Public bounds file", "bounds.json", {"age": [18, 90], "income": [0, 200000]})
+    rerun(page, page.get_by_role("button", name="Apply the bounds file").click)
+    expect(page.get_by_text("Bounds source: user")).to_be_visible()
+    screenshot(page, "data-mixed-table")
+
+    goto(page, "Release")
+    rerun(page, page.get_by_role("button", name="Draw release").click)
+    expect(page.get_by_text("your columns, categories and units")).to_be_visible()
+    screenshot(page, "release-original-space")
+    frame = pd.read_csv(io.BytesIO(download(page, "Download CSV")))
+    assert frame.shape == (90, 4) and list(frame.columns) == ["age", "colour", "income", "y"]
+    assert set(frame["colour"]) <= {"red", "green", "blue", "violet"} and set(frame["y"]) <= {"no", "yes"}
+    assert frame["age"].between(18, 90).all() and frame["income"].between(0, 200000).all()
+    report = download(page, "Download report (HTML)").decode()
+    assert "<h2>Noise per statistic</h2>" in report and "dpcore release local-gaussian" in report

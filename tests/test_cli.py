@@ -166,7 +166,7 @@ def test_bounds_file(capsys, tmp_path, kind):
     out = tmp_path / "rel.csv"
     code, _, err = run(capsys, "release", "local-gaussian", str(src), "--label", "y", "-o", str(out),
                        "--task", "classification", "--classes", "0,1",
-                       "--bounds", str(bfile), "--epsilon", "0.5")
+                       "--bounds", str(bfile), "--epsilon", "0.5", "--column-noise", "equal")
     assert code == 0, err
     assert "warning" not in err
     card = _card(out)

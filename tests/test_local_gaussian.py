@@ -34,7 +34,8 @@ def _uniform_in(bounds: np.ndarray, n: int, seed: int) -> np.ndarray:
 # ------------------------------------------------------------------------- sensitivity & sigma
 def test_sensitivity_is_l2_diameter_of_the_box():
     b = _box(7)
-    rel = LocalGaussian(epsilon=1.0, delta=1e-6, bounds=b).release(_uniform_in(b, 20, 0))
+    rel = LocalGaussian(epsilon=1.0, delta=1e-6, bounds=b, column_noise="equal").release(
+        _uniform_in(b, 20, 0))
     (rec,) = rel.noise
     diameter = float(np.linalg.norm(b[:, 1] - b[:, 0]))  # distance between opposite corners
     assert rec.sensitivity == pytest.approx(diameter, rel=1e-12)
@@ -45,7 +46,8 @@ def test_sensitivity_adds_one_hot_label_of_height_max_width():
     b = _box(5)
     X = _uniform_in(b, 30, 1)
     y = np.arange(30) % 4
-    rel = LocalGaussian(epsilon=1.0, bounds=b, task="classification", classes=np.arange(4)).release(X, y)
+    rel = LocalGaussian(epsilon=1.0, bounds=b, task="classification", classes=np.arange(4),
+                        column_noise="equal").release(X, y)
     widths2 = float(np.sum((b[:, 1] - b[:, 0]) ** 2))
     c = float(np.max(b[:, 1] - b[:, 0]))  # the one-hot label has the widest feature's height
     assert rel.noise[0].sensitivity == pytest.approx(math.sqrt(widths2 + 2 * c**2), rel=1e-12)
@@ -57,7 +59,8 @@ def test_sensitivity_adds_label_range_for_regression():
     b = _box(4)
     X = _uniform_in(b, 30, 2)
     y = np.linspace(0, 50, 30)
-    rel = LocalGaussian(epsilon=1.0, bounds=b, label_bounds=(-10, 40), task="regression").release(X, y)
+    rel = LocalGaussian(epsilon=1.0, bounds=b, label_bounds=(-10, 40), task="regression",
+                        column_noise="equal").release(X, y)
     widths2 = float(np.sum((b[:, 1] - b[:, 0]) ** 2))
     assert rel.noise[0].sensitivity == pytest.approx(math.sqrt(widths2 + 50**2), rel=1e-12)
 
@@ -107,7 +110,8 @@ def test_noise_std_matches_reported_sigma_and_is_unbiased():
     n = 400
     X = _uniform_in(b, n, 7)
     clipped = np.clip(X, b[:, 0], b[:, 1])
-    rel = LocalGaussian(epsilon=1.0, delta=1e-5, bounds=b, random_state=11).release(X)
+    rel = LocalGaussian(epsilon=1.0, delta=1e-5, bounds=b, random_state=11,
+                        column_noise="equal").release(X)
     sigma = rel.noise[0].scale
     resid = rel.data - clipped
     # (1) variance: sum r^2 / sigma^2 ~ chi2(N), N = n d = 8000; accept the central 1 - 1e-6 region
@@ -130,7 +134,7 @@ def test_regression_label_noise_has_the_same_sigma():
     X = _uniform_in(b, n, 8)
     y = rng.uniform(0, 10, n)
     rel = LocalGaussian(epsilon=2.0, bounds=b, label_bounds=(0, 10), task="regression",
-                        random_state=3).release(X, y)
+                        random_state=3, column_noise="equal").release(X, y)
     sigma = rel.noise[0].scale
     stat = float(np.sum((rel.labels - y) ** 2)) / sigma**2
     assert stats.chi2.ppf(LEVEL / 2, n) < stat < stats.chi2.isf(LEVEL / 2, n)
@@ -182,3 +186,95 @@ def test_utility_at_epsilon_1e4_within_a_few_points_of_baseline(digits_split):
     train, test, baseline = digits_split
     rel = LocalGaussian(epsilon=1e4, delta=1e-5, random_state=0).release(train)
     assert _accuracy(rel.data, rel.labels, test) >= baseline - 0.05
+
+
+# ------------------------------------------------------------------------- per-column noise shares
+def _corners_and_pairs(bounds: np.ndarray, rng: np.random.Generator, m: int = 4000):
+    """Pairs of rows of the public box: random pairs, and random pairs of opposite corners."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    a = lo + (hi - lo) * rng.uniform(size=(m, lo.size))
+    b = lo + (hi - lo) * rng.uniform(size=(m, lo.size))
+    signs = rng.integers(0, 2, size=(m, lo.size)).astype(bool)
+    c1, c2 = np.where(signs, lo, hi), np.where(signs, hi, lo)
+    return np.vstack([a, c1]), np.vstack([b, c2])
+
+
+@pytest.mark.parametrize("task", ["unsupervised", "classification", "regression"])
+@pytest.mark.parametrize("mode", ["relative", "equal", "custom"])
+def test_per_column_noise_privacy_by_worst_case_search(task, mode):
+    """Worst case over neighbouring rows of ||Delta / sigma_vec||_2 (the Gaussian mechanism's loss
+    with per-coordinate scales depends on nothing else) equals the card's S2 / sigma, and the
+    analytic Gaussian at that ratio gives the card's delta at its epsilon."""
+    plm = pytest.importorskip("dp_accounting.pld.privacy_loss_mechanism")
+    rng = np.random.default_rng(5)
+    b = np.array([[18, 90], [0, 2e5], [0, 1], [0, 1], [-3, 3]], dtype=float)
+    X = _uniform_in(b, 40, 10)
+    kwargs: dict = {"bounds": b, "epsilon": 0.7, "delta": 1e-6}
+    y = None
+    if task == "classification":
+        y, kwargs["classes"] = np.arange(40) % 3, np.arange(3)
+    elif task == "regression":
+        y, kwargs["label_bounds"] = rng.uniform(0, 500, 40), (0, 500)
+    if task != "unsupervised":
+        kwargs["task"] = task
+    if mode == "custom":
+        kwargs["noise_shares"] = {"x0": 3.0, "x1": 1.0, "x4": 0.25}
+    else:
+        kwargs["column_noise"] = mode
+    rel = LocalGaussian(**kwargs).release(X, y)
+    (rec,) = rel.noise
+    sig = np.array(list(rel.details["noise_per_column"].values()))
+    u, v = _corners_and_pairs(b, rng)
+    ratio2 = np.sum(((u - v) / sig) ** 2, axis=1)
+    if task == "classification":  # two one-hot entries of height c change (a different class)
+        ratio2 = ratio2 + 2 * (np.max(b[:, 1] - b[:, 0]) / rel.details["label_noise"]) ** 2
+    elif task == "regression":
+        ratio2 = ratio2 + (500 / rel.details["label_noise"]) ** 2
+    worst = math.sqrt(float(ratio2.max()))
+    assert worst <= rec.sensitivity / rec.scale * (1 + 1e-12)
+    assert worst == pytest.approx(rec.sensitivity / rec.scale, rel=1e-12)  # a corner pair attains it
+    got = plm.GaussianPrivacyLoss(1.0, sensitivity=worst).get_delta_for_epsilon(0.7)
+    assert got == pytest.approx(1e-6, rel=1e-6)
+    assert (rel.guarantee.epsilon, rel.guarantee.delta) == (0.7, 1e-6)
+
+
+def test_relative_shares_keep_relative_noise_equal_and_are_measured():
+    """Each column's noise has the standard deviation the card states (chi-square test per column),
+    and in the default mode sigma_j / (hi_j - lo_j) is the same for every column."""
+    b = np.array([[18, 90], [0, 2e5], [0, 1], [-3, 3]], dtype=float)
+    n = 4000
+    mid = np.tile(b.mean(axis=1), (n, 1))
+    rel = LocalGaussian(epsilon=2.0, delta=1e-5, bounds=b, random_state=21).release(mid)
+    sig = np.array(list(rel.details["noise_per_column"].values()))
+    widths = b[:, 1] - b[:, 0]
+    np.testing.assert_allclose(sig / widths, sig[0] / widths[0], rtol=1e-12)
+    assert rel.details["column_noise"] == "relative" and not rel.details.get("warnings")
+    resid = rel.data - mid
+    stat = np.sum(resid**2, axis=0) / sig**2  # ~ chi2(n) per column
+    lo_q, hi_q = stats.chi2.ppf(LEVEL / 8, n), stats.chi2.isf(LEVEL / 8, n)
+    assert np.all((lo_q < stat) & (stat < hi_q)), stat / n
+    # the narrow column is no longer drowned by the wide one: far below the equal-noise scale
+    equal = LocalGaussian(epsilon=2.0, delta=1e-5, bounds=b, column_noise="equal").release(mid[:5])
+    assert sig[0] < equal.noise[0].scale / 100
+
+
+def test_equal_noise_warns_when_one_range_dominates():
+    b = np.array([[18, 90], [0, 2e5], [0, 1]], dtype=float)
+    X = _uniform_in(b, 20, 12)
+    rel = LocalGaussian(epsilon=1.0, bounds=b, column_noise="equal").release(X)
+    (warning,) = rel.details["warnings"]
+    assert "'x1'" in warning and "dominates" in warning and "relative" in warning
+    assert any("dominates" in w for w in rel.card()["warnings"])
+    same = np.array([[0, 16]] * 3, dtype=float)  # images: equal ranges, both modes identical
+    X = _uniform_in(same, 20, 13)
+    r1 = LocalGaussian(epsilon=1.0, bounds=same, random_state=1).release(X)
+    r2 = LocalGaussian(epsilon=1.0, bounds=same, random_state=1, column_noise="equal").release(X)
+    np.testing.assert_array_equal(r1.data, r2.data)
+    assert not r1.details.get("warnings")
+
+
+@pytest.mark.parametrize("shares", [{"nope": 1.0}, {"x0": 0.0}, {"x0": float("nan")}, [1.0, 2.0]])
+def test_bad_noise_shares_are_refused(shares):
+    b = _box(3)
+    with pytest.raises(ValueError, match="noise_shares"):
+        LocalGaussian(epsilon=1.0, bounds=b, noise_shares=shares).release(_uniform_in(b, 10, 1))

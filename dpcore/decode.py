@@ -1,0 +1,393 @@
+"""Releases in the custodian's original schema and units: post-processing by public facts only.
+
+A mechanism releases numbers in its own space: the encoded feature columns (one-hot groups as
+0/1 floats), columns scaled from their public bounds to ``[0, 1]`` (DPMix) or ``[-1, 1]``
+(PCA-Gauss, pca-identity), or a projection. :func:`to_original` maps a release back to the table the
+custodian gave:
+
+1. **back through the public scaling**: the released public arrays (bounds, ``lo``/``hi``, the
+   released PCA basis ``W``) undo the affine scaling; a PCA release becomes its rank-``p``
+   reconstruction ``x^ W^T`` (the released rows have no other component);
+2. **one-hot groups decoded** to one column of categories: the category with the largest released
+   indicator (argmax within the group; for DPMix mixtures the most frequent category among the mixed
+   rows, plus noise). Only categories of the public list can come out; a missing value that a
+   pre-encoded table stores as an all-zero group (the bundled *adult*'s ``?``) cannot come back as
+   missing;
+3. **clipped to the public bounds** (``clip=True``, the default for downloads): noise pushes values
+   outside the box the custodian declared; clipping moves each value to the nearest bound;
+4. **column names and types kept**: the original column names and order, the label last; columns
+   the schema declares integer are rounded to the nearest integer (within the bounds) and written as
+   integers.
+
+Every step reads the release and the :class:`PublicSchema` (feature names, public bounds, category
+lists, integer columns, label bounds, class list), never the private rows: it is post-processing, so
+the guarantee on the card is unchanged (Dwork & Roth 2014, Prop. 2.1). Mechanisms whose output cannot
+return to the original space (a secret or random projection to fewer dimensions, RON-Gauss's row
+normalisation) are refused by :func:`to_original` with the reason, which :func:`original_space_note`
+also gives in plain words for the card and the app.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcore.release import Release
+
+#: ``output_space`` values: the custodian's table, or the mechanism's own numbers
+OUTPUT_SPACES = ("original", "released")
+
+DECODING_SOURCE = "post-processing of a DP release (Dwork & Roth 2014, Prop. 2.1): epsilon unchanged"
+
+
+class NotDecodableError(ValueError):
+    """The release cannot be mapped back to the original schema (the message says why)."""
+
+
+@dataclass(frozen=True)
+class PublicSchema:
+    """The public description of the custodian's table that decoding may use.
+
+    Attributes
+    ----------
+    feature_names : tuple of str
+        The encoded feature columns the mechanisms saw (one-hot columns named ``column=value``).
+    bounds : ndarray of shape (n_features, 2)
+        Public ``[lo, hi]`` of every encoded feature column.
+    categories : dict {column: tuple of str}
+        One-hot groups: the original column and its public category values, in order; the encoded
+        columns are ``f"{column}={value}"``.
+    integer_columns : frozenset of str
+        Original numeric columns declared integer (public schema, never read off the values).
+    label_name : str or None
+    task : str
+    label_bounds : (lo, hi) or None
+        Regression label.
+    classes : ndarray or None
+        Public class list of a classification label.
+    """
+
+    feature_names: tuple[str, ...]
+    bounds: np.ndarray
+    categories: dict[str, tuple[str, ...]]
+    integer_columns: frozenset[str] = frozenset()
+    label_name: str | None = None
+    task: str = "unsupervised"
+    label_bounds: tuple[float, float] | None = None
+    classes: np.ndarray | None = None
+
+    @classmethod
+    def from_dataset(cls, ds: Any, integer_columns: Iterable[str] = ()) -> PublicSchema:
+        """The public schema of a :class:`~dpcore.data.Dataset`.
+
+        One-hot groups come from the dataset's public category lists (``ds.categories``, given to
+        :func:`~dpcore.data.load_dataset`); a table already one-hot encoded (the bundled *adult*)
+        has its groups read from the public column names: two or more columns ``column=value``,
+        each with public bounds ``[0, 1]``.
+
+        Raises
+        ------
+        ValueError
+            An integer column that is not an original numeric column of the table.
+        """
+        names = tuple(str(c) for c in ds.feature_names)
+        bounds = np.asarray(ds.bounds, dtype=float)
+        given = getattr(ds, "categories", None) or {}
+        groups = {str(c): tuple(str(v) for v in vals) for c, vals in given.items()} if given \
+            else one_hot_groups(names, bounds)
+        schema = cls(feature_names=names, bounds=bounds, categories=groups,
+                     label_name=ds.label_name, task=ds.task,
+                     label_bounds=None if ds.label_bounds is None else tuple(ds.label_bounds),
+                     classes=ds.classes)
+        ints = frozenset(str(c) for c in integer_columns)
+        numeric = set(schema.numeric_columns())
+        unknown = sorted(ints - numeric)
+        if unknown:
+            raise ValueError(f"integer columns {unknown[:5]} are not numeric columns of the table "
+                             f"(numeric columns: {sorted(numeric)[:8]}{' ...' if len(numeric) > 8 else ''})")
+        return dataclasses.replace(schema, integer_columns=ints)
+
+    def encoded(self, column: str) -> list[str]:
+        """The encoded feature columns of original ``column`` (itself, or its one-hot group)."""
+        if column in self.categories:
+            return [f"{column}={v}" for v in self.categories[column]]
+        return [column]
+
+    def original_columns(self) -> list[str]:
+        """Original feature columns in table order (a one-hot group where its first column is)."""
+        member = {f"{c}={v}": c for c, vals in self.categories.items() for v in vals}
+        out: list[str] = []
+        for name in self.feature_names:
+            col = member.get(name, name)
+            if col not in out:
+                out.append(col)
+        return out
+
+    def numeric_columns(self) -> list[str]:
+        return [c for c in self.original_columns() if c not in self.categories]
+
+
+def one_hot_groups(names: Iterable[str], bounds: np.ndarray | None = None) -> dict[str, tuple[str, ...]]:
+    """One-hot groups read from public column names: two or more columns ``column=value`` (split at
+    the first ``=``), each with bounds ``[0, 1]`` when ``bounds`` is given. ``{column: values}``."""
+    names = list(names)
+    groups: dict[str, list[str]] = {}
+    for j, name in enumerate(names):
+        if "=" not in name:
+            continue
+        if bounds is not None and not (bounds[j, 0] == 0 and bounds[j, 1] == 1):
+            continue
+        column, value = name.split("=", 1)
+        groups.setdefault(column, []).append(value)
+    return {c: tuple(v) for c, v in groups.items() if len(v) >= 2 and c not in names}
+
+
+# ------------------------------------------------------------------------ inverse maps per space
+def _features(rel: Release, schema: PublicSchema) -> np.ndarray:
+    return np.asarray(rel.data, dtype=float)
+
+
+def _unit(rel: Release, schema: PublicSchema) -> np.ndarray:
+    """DPMix: ``x = lo + u (hi - lo)`` with the released ``lo``, ``hi``."""
+    lo, hi = rel.transform_arrays["lo"], rel.transform_arrays["hi"]
+    return lo + np.asarray(rel.data, dtype=float) * (hi - lo)
+
+
+def _unbox(s: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`~dpcore.mechanisms.pca_gauss.scale_to_box` (``a = 1``): ``[-1, 1]`` to units."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    return lo + (s + 1.0) / 2.0 * (hi - lo)
+
+
+def _pca_gauss(rel: Release, schema: PublicSchema) -> np.ndarray:
+    """PCA-Gauss: rows ``z = W^T s(x) / sqrt(d)``; rank-p reconstruction ``s = sqrt(d) z W^T``."""
+    if "W" not in rel.transform_arrays:
+        raise NotDecodableError("this PCA-Gauss release does not publish its basis W (the basis is "
+                                "private), so its rows cannot be mapped back to your columns")
+    W = rel.transform_arrays["W"]
+    s = math.sqrt(W.shape[0]) * (np.asarray(rel.data, dtype=float) @ W.T)
+    return _unbox(s, rel.transform_arrays["bounds"])
+
+
+def _pca_identity(rel: Release, schema: PublicSchema) -> np.ndarray:
+    """pca-identity: rows ``z = (s(x) - c) W``; rank-k reconstruction ``s = z W^T + c``."""
+    W, c = rel.transform_arrays["W"], rel.transform_arrays["center"]
+    return _unbox(np.asarray(rel.data, dtype=float) @ W.T + c, rel.transform_arrays["bounds"])
+
+
+#: mechanism -> (inverse map to the encoded feature units, what the rows are in words)
+INVERSES: dict[str, tuple[Callable[[Release, PublicSchema], np.ndarray], str]] = {
+    "local-gaussian": (_features, "each row is one record of your table with Gaussian noise added"),
+    "modips": (_features, "synthetic rows drawn from a DP Gaussian model of your table"),
+    "dpmix": (_unit, "each row is the average of ell randomly chosen records plus noise, mapped back "
+                     "from [0, 1] to your units; a category column holds the category most frequent "
+                     "among the mixed records (largest mixed indicator)"),
+    "pca-gauss": (_pca_gauss, "synthetic rows of a DP model of the top principal components, mapped "
+                              "back through the released basis W (a rank-p reconstruction: what the "
+                              "p components do not capture is not in the file)"),
+    "pca-identity": (_pca_identity, "noisy projections onto a basis from public data, mapped back "
+                                    "through that basis (a rank-k reconstruction)"),
+}
+
+#: mechanisms whose output cannot return to the original space, and why (plain words)
+NOT_DECODABLE = {
+    "ron-gauss": "RON-Gauss normalises every row to length 1 before projecting, so the row lengths (a "
+                 "record's overall size) are not in the release: its rows cannot be put back in your "
+                 "units. The file is in the projected space (columns ron1..ronp) or, with reconstruct, "
+                 "in the unit-length pre-processed space.",
+    "jl-laplace": "JL-Laplace keeps its projection matrix secret, so the projected rows cannot be "
+                  "mapped back to your columns.",
+    "dppro": "DPPro projects onto k < d random directions: the rows cannot be mapped back to your d "
+             "columns (the projection loses d - k dimensions).",
+    "rp-gaussian": "a random projection onto k < d directions cannot be inverted: the rows stay in "
+                   "the projected space.",
+    "identity-laplace": "a random Bernoulli projection onto k < d directions cannot be inverted: the "
+                        "rows stay in the projected space.",
+}
+
+
+def original_space_note(release: Release) -> str | None:
+    """Why ``release`` cannot be returned to the original schema, or ``None`` if it can."""
+    if release.mechanism in INVERSES:
+        if release.mechanism == "pca-gauss" and "W" not in release.transform_arrays:
+            return ("this PCA-Gauss release does not publish its basis W, so its rows cannot be "
+                    "mapped back to your columns")
+        return None
+    return NOT_DECODABLE.get(release.mechanism, f"{release.mechanism} has no map back to the original "
+                             "columns: the file stays in the mechanism's released space")
+
+
+def can_decode(release: Release) -> bool:
+    return original_space_note(release) is None
+
+
+# ------------------------------------------------------------------------ decoding
+def decode_features(X: np.ndarray, schema: PublicSchema, *, clip: bool = True) -> pd.DataFrame:
+    """Encoded feature values ``(m, n_features)`` as the original columns.
+
+    One-hot groups become one column of category values (argmax within the group); numeric columns
+    are clipped to their public bounds (``clip``); integer columns rounded (then kept within the
+    integers of their bounds when ``clip``) and typed ``int64``.
+
+    Raises
+    ------
+    ValueError
+        ``X`` does not have one column per encoded feature.
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] != len(schema.feature_names):
+        raise ValueError(f"expected {len(schema.feature_names)} encoded feature columns, got shape {X.shape}")
+    index = {n: j for j, n in enumerate(schema.feature_names)}
+    out: dict[str, Any] = {}
+    for col in schema.original_columns():
+        if col in schema.categories:
+            js = [index[n] for n in schema.encoded(col)]
+            values = np.asarray(schema.categories[col], dtype=object)
+            out[col] = values[np.argmax(X[:, js], axis=1)]
+            continue
+        j = index[col]
+        lo, hi = schema.bounds[j]
+        v = X[:, j]
+        if col in schema.integer_columns:
+            v = np.rint(v)
+            if clip:
+                v = np.clip(v, math.ceil(lo), math.floor(hi)) if math.ceil(lo) <= math.floor(hi) \
+                    else np.clip(v, lo, hi)
+            out[col] = v.astype(np.int64) if np.all(np.abs(v) < 2**62) else v
+        else:
+            out[col] = np.clip(v, lo, hi) if clip else v
+    return pd.DataFrame(out)
+
+
+def _decoded_labels(release: Release, schema: PublicSchema, clip: bool) -> dict[str, Any]:
+    """The release's label column in the original schema (soft DPMix label columns dropped)."""
+    if release.labels is None or not release.label_columns:
+        return {}
+    lab = np.asarray(release.labels)
+    name = schema.label_name or release.label_columns[-1]
+    col = lab if lab.ndim == 1 else lab[:, release.label_columns.index(name)
+                                       if name in release.label_columns else -1]
+    if schema.task == "classification" and schema.classes is not None:
+        classes = np.asarray(schema.classes)
+        if classes.dtype.kind in "biuf" and col.dtype.kind in "fO":
+            col = np.asarray(col, dtype=float).astype(classes.dtype)
+        return {name: col}
+    if schema.task == "regression":
+        y = np.asarray(col, dtype=float)
+        if release.mechanism == "dpmix" and "label_lo" in release.transform_arrays:
+            arrays = release.transform_arrays
+            lo, hi = float(arrays["label_lo"][0]), float(arrays["label_hi"][0])
+            y = lo + y * (hi - lo)
+        if clip and schema.label_bounds is not None:
+            y = np.clip(y, *schema.label_bounds)
+        return {name: y}
+    return {name: col}
+
+
+def to_original(release: Release, schema: PublicSchema, *, clip: bool = True) -> Release:
+    """``release`` with its table in the original schema and units (a copy; the card's epsilon,
+    noise records and every other field unchanged).
+
+    Parameters
+    ----------
+    release : Release
+    schema : PublicSchema
+        The public schema of the table the release was drawn from (:meth:`PublicSchema.from_dataset`).
+    clip : bool, default True
+        Clip every numeric value to its public bounds (the regression label to its label bounds).
+
+    Returns
+    -------
+    Release
+        ``to_frame()`` / the CSV hold the original columns (one column per one-hot group, category
+        values from the public list, integer columns as ``int64``), the label last;
+        ``output_space == "original"`` and ``output_note`` says what the rows are.
+
+    Raises
+    ------
+    NotDecodableError
+        The mechanism's output cannot return to the original space (:func:`original_space_note`),
+        or the release's columns are not those of ``schema``.
+    """
+    note = original_space_note(release)
+    if note is not None:
+        raise NotDecodableError(note)
+    inverse, what = INVERSES[release.mechanism]
+    X = inverse(release, schema)
+    if X.shape[1] != len(schema.feature_names) or (
+            inverse is _features and list(release.columns) != list(schema.feature_names)):
+        raise NotDecodableError("the release's columns are not those of the schema given: decode it "
+                                "with the schema of the table it was drawn from")
+    frame = decode_features(X, schema, clip=clip)
+    for name, col in _decoded_labels(release, schema, clip).items():
+        frame[name] = col
+    steps = [what]
+    if schema.categories:
+        steps.append(f"one-hot groups decoded to one column each ({', '.join(list(schema.categories)[:6])}"
+                     f"{', ...' if len(schema.categories) > 6 else ''}): the category with the largest "
+                     "released value, always one of the public categories")
+    steps.append("every value clipped to its public bounds" if clip
+                 else "values NOT clipped: noise can put them outside the public bounds")
+    if schema.integer_columns:
+        shown = ", ".join(sorted(schema.integer_columns)[:8])
+        steps.append(f"integer columns rounded to whole numbers: {shown}")
+    note = ("Original schema and units (post-processing: the guarantee is unchanged). "
+            + ". ".join(s[0].upper() + s[1:] for s in steps) + ".")
+    return dataclasses.replace(release, table=frame, output_space="original", output_note=note,
+                               details={**release.details, "output": {
+                                   "space": "original", "clipped": bool(clip),
+                                   "integer_columns": sorted(schema.integer_columns),
+                                   "categories": {c: list(v) for c, v in schema.categories.items()},
+                                   "source": DECODING_SOURCE}})
+
+
+def in_released_space(release: Release) -> Release:
+    """``release`` as the mechanism produced it, with an ``output_note`` saying which space it is in.
+
+    DPMix keeps the original column names for values scaled to ``[0, 1]``: here they are renamed
+    ``column [0-1 scaled]`` so the file says what its numbers are.
+    """
+    if release.space == "features":
+        note = ("Released space: the encoded columns of your table (one-hot groups as 0/1 columns) "
+                "with noise, not clipped to the bounds.")
+    elif release.space == "mixtures":
+        note = ("Released space: every feature scaled from its public bounds to [0, 1] "
+                "(0 = lower bound, 1 = upper bound); each row is a noisy mixture of ell records.")
+    else:
+        note = ("Released space: projected coordinates (each column combines all of your columns), "
+                "not in your table's units.")
+    why = original_space_note(release)
+    note += (" " + why) if why else " The same release in your original columns and units is " \
+        "available (output space 'original')."
+    table = None
+    if release.space == "mixtures":
+        frame = release.to_frame()
+        frame.columns = [f"{c} [0-1 scaled]" if i < len(release.columns) else c
+                         for i, c in enumerate(frame.columns)]
+        table = frame
+    return dataclasses.replace(release, table=table, output_space="released", output_note=note)
+
+
+def with_output_space(release: Release, schema: PublicSchema | None, output_space: str | None,
+                      *, clip: bool = True) -> Release:
+    """``release`` in ``output_space``: ``"original"`` (:func:`to_original`), ``"released"``
+    (:func:`in_released_space`) or ``None`` = original where possible, else released.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``output_space``; :class:`NotDecodableError` for ``"original"`` when impossible.
+    """
+    if output_space not in (None, *OUTPUT_SPACES):
+        raise ValueError(f"output space must be one of {OUTPUT_SPACES}, got {output_space!r}")
+    if output_space == "original" or (output_space is None and schema is not None and can_decode(release)):
+        if schema is None:
+            raise ValueError("the original output space needs the table's public schema")
+        return to_original(release, schema, clip=clip)
+    return in_released_space(release)
