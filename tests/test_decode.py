@@ -27,8 +27,8 @@ from dpcore.decode import (
     with_output_space,
 )
 from dpcore.mechanisms import MECHANISMS, DPMix, LocalGaussian, PCAGauss
+from dpcore.mechanisms._box import scale_to_box
 from dpcore.mechanisms.dpmix import scale_to_unit
-from dpcore.mechanisms.pca_gauss import scale_to_box
 
 BOUNDS = {"age": (18, 90), "income": (0, 200_000), "hours": (0.5, 99.5)}
 COLOURS = ["red", "green", "blue", "violet"]  # violet never occurs in the data: public list only
