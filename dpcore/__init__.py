@@ -6,4 +6,6 @@ release card (:mod:`dpcore.release`) and releases in the original schema and uni
 (:mod:`dpcore.decode`). This package never imports Streamlit.
 """
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "DataValidationError",
+    "NonFiniteNoiseError",
+    "NotPrivateError",
+    "PrivacyLeakWarning",
+]
+
 
 class PrivacyLeakWarning(RuntimeWarning):
     """A parameter that must be public was taken from the private data.

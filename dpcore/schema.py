@@ -11,6 +11,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+__all__ = [
+    "DELTA",
+    "EPSILON",
+    "Param",
+    "ParamKind",
+    "validate_params",
+]
+
 ParamKind = Literal["float", "int", "choice", "bool", "fraction_split"]
 
 

@@ -53,6 +53,8 @@ from scipy.special import gammaln, log_ndtr
 
 from dpcore.accounting.rdp import _conv, _conv_min
 
+__all__ = []
+
 # Relative size below which a block of j-terms is discarded (summed over all blocks: < 1e-30).
 _LOG_BLOCK_NEGLIGIBLE = math.log(1e-32)
 # Head terms are chosen so that the per-term majorant of the first omitted term is below this.

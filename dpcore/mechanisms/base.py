@@ -22,6 +22,17 @@ from dpcore.preprocessing import PreparedInput, prepare_input
 from dpcore.release import Exploration, Guarantee, NoiseRecord, Release
 from dpcore.schema import Param, validate_params
 
+__all__ = [
+    "COMMON_ARGS",
+    "MECHANISMS",
+    "Mechanism",
+    "NOISE_FIXED_BYTES",
+    "NOISE_TEMPORARIES",
+    "available_mechanisms",
+    "check_finite_release",
+    "get_mechanism",
+]
+
 MECHANISMS: dict[str, type[Mechanism]] = {}
 
 #: release-sized integer working arrays of the exact discrete samplers (dpcore.noise), per cell

@@ -49,6 +49,15 @@ from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
 
+__all__ = [
+    "DOMINANCE_RATIO",
+    "LocalGaussian",
+    "column_shares",
+    "dominance_warning",
+    "label_height",
+    "local_gaussian_sensitivity",
+]
+
 #: a warning is recorded when the relative noise sigma_j / w_j of two columns differs by more
 DOMINANCE_RATIO = 10.0
 
