@@ -95,7 +95,7 @@ def distance_sweep(name: str, params: dict[str, Any], ds: Dataset, ks: list[int]
         res = draw_release(name, {**params, "n_components": int(k)}, ds, seed)
         if res.release is None:
             continue
-        exp = distance_experiment(res.release, ds.X, n_pairs=n_pairs, rng=seed)
+        exp = distance_experiment(res.release, ds.X, n_pairs=n_pairs, random_state=seed)
         true_sq = exp.true_sq
         rows["k"].append(k)
         rows["l2_error"].append(exp.l2_error)

@@ -247,8 +247,8 @@ def run_audit(spec: AuditSpec, *, runs: int | None = None, miscalibrated_runs: i
     mis_runs = miscalibrated_runs or spec.miscalibrated_runs
     good = spec.sample(cls, runs, seed, False)
     bad = spec.sample(cls, mis_runs, seed + 1, True)
-    lb = epsilon_lower_bound(good.s0, good.s1, good.delta, seed=seed)
-    lb_bad = epsilon_lower_bound(bad.s0, bad.s1, good.delta, seed=seed + 1)
+    lb = epsilon_lower_bound(good.s0, good.s1, good.delta, random_state=seed)
+    lb_bad = epsilon_lower_bound(bad.s0, bad.s1, good.delta, random_state=seed + 1)
     return AuditResult(
         mechanism=spec.mechanism, relation=good.neighbouring, setting=spec.setting,
         statistic=spec.statistic, runs_source=spec.runs_source,

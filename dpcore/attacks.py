@@ -174,7 +174,7 @@ class LowerBound:
 
 def epsilon_lower_bound(
     s0: np.ndarray, s1: np.ndarray, delta: float = 0.0, *, confidence: float = CONFIDENCE,
-    selection_fraction: float = SELECTION_FRACTION, seed: int = 0,
+    selection_fraction: float = SELECTION_FRACTION, random_state: int = 0,
 ) -> LowerBound:
     """Empirical lower bound on epsilon from scores ``s0`` (runs on D0) and ``s1`` (runs on D1).
 
@@ -192,7 +192,7 @@ def epsilon_lower_bound(
     ValueError
         Fewer than 4 scores in either sample (no split possible).
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(random_state)
     s0 = rng.permutation(np.asarray(s0, dtype=float))
     s1 = rng.permutation(np.asarray(s1, dtype=float))
     if min(s0.size, s1.size) < 4:
@@ -446,7 +446,7 @@ class AttackResult:
 
 
 def summarise_game(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float = 0.0,
-                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, LowerBound]:
+                   random_state: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, LowerBound]:
     """ROC curve ``(fpr, tpr, thresholds)``, AUC and the empirical epsilon of two score samples.
 
     Infinite scores (noise-free releases) are mapped to finite values beyond the others.
@@ -462,13 +462,13 @@ def summarise_game(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: floa
     scores = np.r_[s0, s1]
     fpr, tpr, thresholds = roc_curve(labels, scores)
     auc = float(roc_auc_score(labels, scores))
-    return fpr, tpr, thresholds, auc, epsilon_lower_bound(s0, s1, delta, seed=seed)
+    return fpr, tpr, thresholds, auc, epsilon_lower_bound(s0, s1, delta, random_state=random_state)
 
 
 def membership_game(
     mechanism: str | type[Mechanism], params: dict[str, Any], train: Dataset, *,
     target: str | int = "upper", position: int | None = None, trials: int = 200,
-    statistic: str | None = None, seed: int = 0,
+    statistic: str | None = None, random_state: int = 0,
     progress: Callable[[int, int, np.ndarray, np.ndarray], None] | None = None,
     stop: Callable[[], bool] | None = None, min_trials: int = 10,
     resume: tuple[list[float], list[float]] | None = None,
@@ -488,8 +488,8 @@ def membership_game(
         Releases per world (``2 * trials`` releases in all).
     statistic : ``"position"``, ``"model"``, ``"closest-row"`` or None (the mechanism's default,
         :data:`STATISTICS`).
-    seed : int
-        Seeds of the releases: ``(seed, trial, world)`` through :class:`numpy.random.SeedSequence`,
+    random_state : int
+        Seeds of the releases: ``(random_state, trial, world)`` through :class:`numpy.random.SeedSequence`,
         so every release has its own independent stream.
     progress : callable ``(done, total, scores_out, scores_in)``, optional
         Called after each trial with the scores so far (an app can keep them if it is interrupted).
@@ -548,7 +548,7 @@ def membership_game(
     label = None if train.y is None or train.task != "classification" else train.y[pair.position]
     tables = (pair.table(train, member=False), pair.table(train, member=True))
     probe = pair.probe(train)
-    seeds = np.random.SeedSequence([int(seed), 18]).spawn(2 * int(trials))
+    seeds = np.random.SeedSequence([int(random_state), 18]).spawn(2 * int(trials))
     scores: tuple[list[float], list[float]] = resume if resume is not None else ([], [])
     if len(scores[0]) != len(scores[1]) or len(scores[0]) > int(trials):
         raise ValueError("resume must hold as many scores per world, at most trials")
@@ -575,7 +575,7 @@ def membership_game(
             progress(t + 1, int(trials), np.asarray(scores[0]), np.asarray(scores[1]))
     s0, s1 = np.asarray(scores[0]), np.asarray(scores[1])
     delta = float(claim.guarantee.delta)
-    fpr, tpr, thresholds, auc, lb = summarise_game(s0, s1, delta=delta, seed=seed)
+    fpr, tpr, thresholds, auc, lb = summarise_game(s0, s1, delta=delta, random_state=random_state)
     return AttackResult(
         mechanism=cls.name, parameters=dict(params), statistic=statistic, target=pair.description,
         claimed_epsilon=float(claim.guarantee.epsilon), delta=delta,

@@ -69,7 +69,7 @@ def _check_noise_variance(noise_variance: float) -> float:
     return s2
 
 
-def sample_pairs(n: int, n_pairs: int, rng: Any = None) -> np.ndarray:
+def sample_pairs(n: int, n_pairs: int, random_state: Any = None) -> np.ndarray:
     """``n_pairs`` index pairs ``(i, j)``, ``i != j``, uniform over ordered pairs of ``range(n)``.
 
     Drawn with replacement across pairs (vectorised). Returns an int array ``(n_pairs, 2)``.
@@ -83,7 +83,7 @@ def sample_pairs(n: int, n_pairs: int, rng: Any = None) -> np.ndarray:
         raise ValueError(f"need n >= 2 rows to form pairs, got n={n}")
     if int(n_pairs) < 1:
         raise ValueError(f"n_pairs must be >= 1, got {n_pairs}")
-    rng = check_random_state(rng)
+    rng = check_random_state(random_state)
     i = rng.integers(0, n, size=int(n_pairs))
     j = (i + rng.integers(1, n, size=int(n_pairs))) % n
     return np.column_stack([i, j])
@@ -199,7 +199,7 @@ def optimal_k(rho2: Any, noise_variance: float, noise: Noise = "gaussian") -> fl
 
 
 def simulate_recovered_distances(diffs: np.ndarray, k: int, noise_scale: float, noise: Noise,
-                                 n_runs: int, rng: Any = None, chunk: int = 256) -> np.ndarray:
+                                 n_runs: int, random_state: Any = None, chunk: int = 256) -> np.ndarray:
     """Recovered squared distances of fixed difference vectors over ``n_runs`` fresh draws of the
     projection and the noise (the JL paper's Fig. 3 protocol).
 
@@ -213,7 +213,7 @@ def simulate_recovered_distances(diffs: np.ndarray, k: int, noise_scale: float, 
         Laplace ``b`` or Gaussian ``sigma`` (fixed across runs).
     noise : {"laplace", "gaussian"}
     n_runs : int
-    rng : seed or Generator
+    random_state : seed or Generator
 
     Returns
     -------
@@ -224,7 +224,7 @@ def simulate_recovered_distances(diffs: np.ndarray, k: int, noise_scale: float, 
         means, not all ``n_runs * m`` values, for a standard error of the grand mean.
     """
     _noise_coefficient(noise)
-    rng = check_random_state(rng)
+    rng = check_random_state(random_state)
     diffs = np.atleast_2d(np.asarray(diffs, dtype=float))
     m, d = diffs.shape
     scale = float(noise_scale)
@@ -314,7 +314,7 @@ class DistanceExperiment:
         }
 
 
-def distance_experiment(release: Any, X: np.ndarray, n_pairs: int = 1000, rng: Any = None,
+def distance_experiment(release: Any, X: np.ndarray, n_pairs: int = 1000, random_state: Any = None,
                         *, mapped: bool = False) -> DistanceExperiment:
     """Compare recovered with true squared distances on ``n_pairs`` sampled pairs of one release.
 
@@ -327,7 +327,7 @@ def distance_experiment(release: Any, X: np.ndarray, n_pairs: int = 1000, rng: A
         The PRIVATE rows the release was drawn from, in input units (clipped and rescaled here with
         :func:`projection_input`), or already mapped when ``mapped=True``.
     n_pairs : int
-    rng : seed or Generator (pair sampling only)
+    random_state : seed or Generator (pair sampling only)
 
     Raises
     ------
@@ -341,7 +341,7 @@ def distance_experiment(release: Any, X: np.ndarray, n_pairs: int = 1000, rng: A
     Xm = np.asarray(X, dtype=float) if mapped else projection_input(release, X)
     if Xm.shape[0] != Z.shape[0]:
         raise ValueError(f"X has {Xm.shape[0]} rows but the release has {Z.shape[0]}")
-    pairs = sample_pairs(Z.shape[0], n_pairs, rng)
+    pairs = sample_pairs(Z.shape[0], n_pairs, random_state)
     s2 = float(details["noise_variance"])
     noise = details["noise_distribution"]
     k = Z.shape[1]

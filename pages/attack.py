@@ -75,7 +75,8 @@ def game(resume: tuple[list[float], list[float]], **kwargs) -> attacks.AttackRes
     try:
         res = attacks.membership_game(  # the default statistic: the library's (it may fall back)
             name, params, train, target=target, trials=int(trials),
-            statistic=None if statistic == default_stat else statistic, seed=0, resume=resume, **kwargs)
+            statistic=None if statistic == default_stat else statistic, random_state=0, resume=resume,
+            **kwargs)
     except ValueError as exc:
         st.error(str(exc))
         return None

@@ -138,12 +138,13 @@ def test_stop_flag_ends_the_game_early(small_digits):
 
 
 def test_a_resumed_game_draws_the_same_releases(small_digits):
-    full = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, seed=5)
+    full = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, random_state=5)
     scores: tuple[list[float], list[float]] = ([], [])
-    first = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, seed=5, resume=scores,
+    first = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, random_state=5, resume=scores,
                                     stop=lambda: len(scores[0]) >= 11)
     assert first.stopped and len(scores[0]) == 11  # the lists were extended in place
-    resumed = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, seed=5, resume=scores)
+    resumed = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, random_state=5,
+                                      resume=scores)
     np.testing.assert_array_equal(resumed.scores_in, full.scores_in)
     np.testing.assert_array_equal(resumed.scores_out, full.scores_out)
     assert resumed.lower_bound == full.lower_bound and not resumed.stopped
@@ -201,7 +202,7 @@ def test_empirical_epsilon_never_exceeds_the_claim_at_defaults(name, narrow_digi
     if "public_data" in MECHANISMS[name].extra_args:  # public by construction: random box rows
         lo, hi = narrow_digits.bounds[:, 0], narrow_digits.bounds[:, 1]
         params["public_data"] = np.random.default_rng(9).uniform(lo, hi, (60, lo.size))
-    res = attacks.membership_game(name, params, narrow_digits, target="upper", trials=40, seed=1)
+    res = attacks.membership_game(name, params, narrow_digits, target="upper", trials=40, random_state=1)
     assert math.isfinite(res.claimed_epsilon) and res.extra["holds"]
     assert res.lower_bound.epsilon <= res.claimed_epsilon, (name, res.lower_bound)
 
@@ -211,7 +212,7 @@ def test_empirical_epsilon_never_exceeds_the_claim_at_defaults(name, narrow_digi
 @pytest.mark.parametrize("target", ["lower", 3])
 def test_empirical_epsilon_never_exceeds_the_claim_with_more_trials(name, target, narrow_digits):
     res = attacks.membership_game(name, {"epsilon": 2.0}, narrow_digits, target=target, trials=400,
-                                  seed=2)
+                                  random_state=2)
     assert res.lower_bound.epsilon <= res.claimed_epsilon, (name, target, res.lower_bound)
 
 
@@ -222,11 +223,11 @@ def test_empirical_epsilon_exceeds_the_claim_when_the_noise_is_halved(monkeypatc
     # the exact sensitivity; with the noise scale halved those releases are 4-DP, not 2-DP.
     ds = box_dataset()
     params = {"epsilon": 2.0, "n_components": 1}
-    good = attacks.membership_game("identity-laplace", params, ds, trials=1000, seed=3)
+    good = attacks.membership_game("identity-laplace", params, ds, trials=1000, random_state=3)
     assert good.lower_bound.epsilon <= 2.0
     true_scale = identity_base.laplace_scale
     monkeypatch.setattr(identity_base, "laplace_scale", lambda s, e: true_scale(s, e) / 2)
-    bad = attacks.membership_game("identity-laplace", params, ds, trials=1000, seed=3)
+    bad = attacks.membership_game("identity-laplace", params, ds, trials=1000, random_state=3)
     assert bad.claimed_epsilon == 2.0  # the card still claims 2
     assert bad.exceeds_claim and bad.lower_bound.epsilon > 2.0, bad.lower_bound
 

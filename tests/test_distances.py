@@ -48,7 +48,7 @@ def test_recovered_distance_is_unbiased_with_the_stated_variance(noise, scale):
     k, diffs = 5, _diffs([1.0, 4.0, 6.0], d=7)
     rho2 = np.sum(diffs**2, axis=1)
     s2 = 2 * scale**2 if noise == "laplace" else scale**2
-    D = simulate_recovered_distances(diffs, k, scale, noise, N_RUNS, rng=11)
+    D = simulate_recovered_distances(diffs, k, scale, noise, N_RUNS, random_state=11)
     var = distance_variance(rho2, k, s2, noise)
     # unbiased: within 4 standard errors of the mean
     assert np.all(np.abs(D.mean(axis=0) - rho2) < 4 * np.sqrt(var / N_RUNS))
@@ -59,7 +59,7 @@ def test_jl_claim7_variance_is_rejected_by_simulation():
     k, b = 5, 1.0
     diffs = _diffs([4.0], d=7)
     rho2 = np.sum(diffs**2, axis=1)
-    D = simulate_recovered_distances(diffs, k, b, "laplace", N_RUNS, rng=5)
+    D = simulate_recovered_distances(diffs, k, b, "laplace", N_RUNS, random_state=5)
     claim7 = jl_claim7_variance(rho2, k, 2 * b * b)
     ours = distance_variance(rho2, k, 2 * b * b, "laplace")
     assert abs(D.var() / ours[0] - 1) < VAR_RTOL
@@ -76,7 +76,7 @@ def test_expected_l2_error_matches_simulation():
     k, sigma = 6, 0.7
     diffs = _diffs([1.0, 2.0, 2.5, 3.0], d=10)
     rho2 = np.sum(diffs**2, axis=1)
-    D = simulate_recovered_distances(diffs, k, sigma, "gaussian", 4000, rng=2)
+    D = simulate_recovered_distances(diffs, k, sigma, "gaussian", 4000, random_state=2)
     measured = np.mean([l2_error(rho2, row) for row in D])
     assert measured == pytest.approx(float(expected_l2_error(rho2, k, sigma**2)), rel=0.05)
 
@@ -108,7 +108,7 @@ def test_recovered_sq_distances_subtracts_the_noise_bias():
 
 
 def test_sample_pairs_are_distinct_and_cover_all_ordered_pairs():
-    pairs = sample_pairs(5, 20_000, rng=1)
+    pairs = sample_pairs(5, 20_000, random_state=1)
     assert pairs.shape == (20_000, 2)
     assert np.all(pairs[:, 0] != pairs[:, 1])
     counts = {p: 0 for p in itertools.permutations(range(5), 2)}
@@ -147,7 +147,7 @@ def test_distance_experiment_on_a_release_matches_the_theory(mechanism, digits):
     # shared projection makes pairs dependent, hence the loose tolerances (observed |mean| < 0.1,
     # variance within 0.94..1.06 over seeds).
     rel = mechanism(epsilon=2.0, n_components=20, bounds=(0, 16), random_state=4).release(digits)
-    exp = distance_experiment(rel, digits, n_pairs=3000, rng=0)
+    exp = distance_experiment(rel, digits, n_pairs=3000, random_state=0)
     z = exp.difference / np.sqrt(exp.variance)
     assert abs(z.mean()) < 0.25
     assert 0.85 < z.var() < 1.15
