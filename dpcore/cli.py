@@ -567,7 +567,7 @@ def _cmd_accounting(args: argparse.Namespace) -> None:
         print(f"epsilon = {float(res.epsilon):.6g}  (alpha* = {int(res.alpha)}, delta = {args.delta:g}, "
               f"bound = {args.bound})")
     else:
-        sigma = accounting.dpmix_calibrate_sigma(epsilon=args.epsilon, ratio=args.sigma_ratio, **common)
+        sigma = accounting.dpmix_calibrate_sigma(epsilon=args.epsilon, sigma_ratio=args.sigma_ratio, **common)
         sigma_y = sigma * args.sigma_ratio
         print(f"sigma_x = {sigma:.6g}  sigma_y = {sigma_y:.6g}  (epsilon = {args.epsilon:g}, "
               f"delta = {args.delta:g}, bound = {args.bound})")

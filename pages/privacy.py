@@ -81,7 +81,7 @@ with right:
         st.caption(f"n = {n:,} rows, T = {T:,} mixtures of ℓ = {ell} rows, d_X = {d_x}, d_Y = {d_y}; "
                    "replace-one neighbours; features and labels in public [0, 1] bounds.")
         st.plotly_chart(epsilon_vs_sigma_figure(
-            n=n, n_mixtures=T, d_x=d_x, d_y=d_y, delta=delta, ratio=ratio,
+            n=n, n_mixtures=T, d_x=d_x, d_y=d_y, delta=delta, sigma_ratio=ratio,
             current={"sigma": sigma_x, "ell": ell, "epsilon": float(results[params["bound"]].epsilon)},
         ), key="eps_sigma")
 if results:

@@ -226,7 +226,7 @@ def test_q_equal_one_tight_is_the_gaussian_mechanism():
 )
 def test_calibration_round_trip(bound, target, ell, ratio, d_y):
     kw = dict(n=N, n_mixtures=N, d_x=50, d_y=d_y)
-    sigma = dpmix_calibrate_sigma(epsilon=target, delta=1e-6, ell=ell, ratio=ratio, bound=bound, **kw)
+    sigma = dpmix_calibrate_sigma(epsilon=target, delta=1e-6, ell=ell, sigma_ratio=ratio, bound=bound, **kw)
     sy = ratio * sigma if d_y else None
     eps = dpmix_epsilon(sigma_x=sigma, sigma_y=sy, ell=ell, delta=1e-6, bound=bound, **kw)
     assert eps.epsilon <= target
@@ -415,7 +415,7 @@ def test_other_functions_reject_bad_input():
     for key, value in (
         ("epsilon", 0.0),
         ("epsilon", -1.0),
-        ("ratio", 0.0),
+        ("sigma_ratio", 0.0),
         ("delta", 2.0),
         ("ell", 101),
         ("n_mixtures", 0),

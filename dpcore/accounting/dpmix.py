@@ -235,8 +235,9 @@ def _epsilon_flat(q, c, T, delta, bound):
     return eps[inv], alpha[inv]
 
 
-def dpmix_calibrate_sigma(*, epsilon, delta, ell, n, n_mixtures, d_x, d_y, ratio=1.0, bound="tight") -> float:
-    """Smallest ``sigma_x`` (with ``sigma_y = ratio * sigma_x``) meeting a target ``(eps, delta)``.
+def dpmix_calibrate_sigma(*, epsilon, delta, ell, n, n_mixtures, d_x, d_y, sigma_ratio=1.0,
+                          bound="tight") -> float:
+    """Smallest ``sigma_x`` (with ``sigma_y = sigma_ratio * sigma_x``) meeting a target ``(eps, delta)``.
 
     ``epsilon`` of :func:`dpmix_epsilon` is continuous and strictly decreasing in the noise
     level, so the answer is found by bracketing and bisection in ``log sigma`` (several trial
@@ -249,7 +250,7 @@ def dpmix_calibrate_sigma(*, epsilon, delta, ell, n, n_mixtures, d_x, d_y, ratio
         Target guarantee: ``epsilon > 0``, ``delta`` in ``(0, 1)``.
     ell, n, n_mixtures, d_x, d_y
         As in :func:`dpmix_epsilon` (``ell`` a scalar here).
-    ratio
+    sigma_ratio
         ``sigma_y / sigma_x`` (``> 0``; ignored when ``d_y == 0``).
     bound
         ``"tight"`` (default) or ``"paper"``.
@@ -269,11 +270,11 @@ def dpmix_calibrate_sigma(*, epsilon, delta, ell, n, n_mixtures, d_x, d_y, ratio
     d = check_delta(delta)
     target = check_epsilon(epsilon, allow_inf=False)
     try:
-        rt = float(ratio)
+        rt = float(sigma_ratio)
     except (TypeError, ValueError):
-        raise ValueError(f"ratio must be a number > 0, got {ratio!r}") from None
+        raise ValueError(f"sigma_ratio must be a number > 0, got {sigma_ratio!r}") from None
     if not (math.isfinite(rt) and rt > 0.0):
-        raise ValueError(f"ratio must be finite and > 0, got {ratio!r}")
+        raise ValueError(f"sigma_ratio must be finite and > 0, got {sigma_ratio!r}")
     T = check_integer("n_mixtures", n_mixtures, 1)
     q, c1, shape = _common(1.0, rt, ell, n, d_x, d_y)  # c at sigma_x = 1
     if shape != ():
@@ -390,7 +391,7 @@ def dpmix_noise(*, epsilon, sigma_x, sigma_y, sigma_ratio, ell, n, n_mixtures, d
 
     ``sigma_x`` given: ``sigma_y`` is the given one, else ``sigma_ratio * sigma_x``; ``epsilon``
     is ignored and the guarantee is :func:`dpmix_epsilon` at these sigmas. ``sigma_x`` None:
-    ``sigma_x = dpmix_calibrate_sigma(epsilon, ratio=sigma_ratio)``, ``sigma_y = sigma_ratio *
+    ``sigma_x = dpmix_calibrate_sigma(epsilon, sigma_ratio=sigma_ratio)``, ``sigma_y = sigma_ratio *
     sigma_x``, and the guarantee is again :func:`dpmix_epsilon` at those sigmas (``<= epsilon``).
     ``epsilon = inf`` without sigmas gives zero noise. A zero sigma on a released block gives
     ``epsilon = inf`` (NOT PRIVATE). This is the rule of :class:`dpcore.mechanisms.dpmix.DPMix`
@@ -432,7 +433,7 @@ def dpmix_noise(*, epsilon, sigma_x, sigma_y, sigma_ratio, ell, n, n_mixtures, d
         sx = sy = 0.0
         source = "epsilon=inf"
     else:
-        sx = float(dpmix_calibrate_sigma(epsilon=epsilon, ratio=sigma_ratio, **common))
+        sx = float(dpmix_calibrate_sigma(epsilon=epsilon, sigma_ratio=sigma_ratio, **common))
         sy = sigma_ratio * sx
         source = "calibrated"
     if d_y == 0:
