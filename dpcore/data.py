@@ -130,6 +130,11 @@ class Dataset:
     data_sides : ndarray of bool, shape (n_features, 2), or None
         Which sides (``lo``, ``hi``) of each feature's bounds were computed from the private data;
         a column's source is ``"data"`` while either side is.
+    onehot_groups : dict {attribute: list of column names}
+        Public schema: the one-hot columns of each categorical attribute (at most one of them is
+        1 in a row). From the bundled metadata's ``onehot_groups`` or the public ``categories``
+        given to :func:`load_dataset`, never from the values. Mechanisms use it for the row-norm
+        bound (:func:`dpcore.preprocessing.row_norm_bound`).
     """
 
     X: np.ndarray
@@ -151,6 +156,7 @@ class Dataset:
     classes_source: str | None = None
     missing: str = "error"
     data_sides: np.ndarray | None = field(default=None, repr=False)
+    onehot_groups: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.classes is not None:  # before any per-class work (issue 17: 100k-class labels)
@@ -1036,7 +1042,20 @@ def load_dataset(
         n_dropped=n_dropped,
         label_bounds_source=("data" if lb_from_data else "user") if lb is not None else None,
         column_bounds_source=per_col, classes_source=cls_source, missing=missing,
+        onehot_groups=_onehot_groups(list(frame.columns), categories, meta),
     )
+
+
+def _onehot_groups(columns: list[str], categories: dict[str, list[Any]], meta: dict[str, Any]
+                   ) -> dict[str, list[str]]:
+    """The public one-hot groups: from the categories encoded here (``col=value``), then the
+    bundled metadata's ``onehot_groups``; only columns of the table are kept."""
+    present = set(columns)
+    groups = {str(a): [c for c in cols if c in present]
+              for a, cols in (meta.get("onehot_groups") or {}).items()}
+    for attr, cats in categories.items():
+        groups[str(attr)] = [f"{attr}={v}" for v in cats if f"{attr}={v}" in present]
+    return {a: cols for a, cols in groups.items() if cols}
 
 
 def _read_source(

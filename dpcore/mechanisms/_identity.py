@@ -19,7 +19,8 @@ enumerating the ``2^(k-1)`` sign vectors with ``t_1 = +1`` (``t`` and ``-t`` giv
 while that costs at most ``ENUMERATION_BUDGET`` multiply-adds; otherwise the smaller of two proven
 upper bounds is used: ``sum_l w_l ||M_l||_1`` (triangle inequality, the naive per-entry bound;
 ``sqrt(k) sum_l w_l`` for entries ``+-1/sqrt(k)``) and
-``sqrt(k) sigma_max(M) ||w||_2`` (``||u||_1 <= sqrt(k) ||u||_2``). See :func:`~dpcore.mechanisms._box.box_l1_sensitivity`.
+``sqrt(k) sigma_max(M) ||w||_2`` (``||u||_1 <= sqrt(k) ||u||_2``). See
+:func:`~dpcore.mechanisms._box.box_l1_sensitivity`.
 Adding i.i.d. ``Lap(S1/eps)`` to every released entry is pure eps-DP (Laplace mechanism, Dwork,
 McSherry, Nissim & Smith 2006; SPEC section 1).
 
