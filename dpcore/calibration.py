@@ -32,6 +32,7 @@ __all__ = [
     "kenthapadi_sigma",
     "laplace_scale",
     "psd_repair",
+    "recommended_n_components",
     "upper_triangle_l1_sensitivity",
 ]
 
@@ -359,3 +360,72 @@ def kenthapadi_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     if math.isinf(epsilon):
         return 0.0
     return float(sensitivity) * math.sqrt(2.0 * (math.log(1.0 / (2.0 * dlt)) + epsilon)) / epsilon
+
+
+# Public-rule defaults (issue 13, item 5)
+# --------------------------------------------------------------------------------------------
+
+#: E ||N||_* / (sigma p^1.5) for a p x p symmetric matrix N with i.i.d. N(0, sigma^2) entries on
+#: the upper triangle, as p grows: the Wigner semicircle of radius 2 sigma sqrt(p) has mean
+#: |eigenvalue| 8 sigma sqrt(p)/(3 pi)
+WIGNER_TRACE_NORM = 8.0 / (3.0 * math.pi)
+
+
+def recommended_n_components(
+    n_rows: int, n_features: int, *, epsilon: float, delta: float | None = None, n_classes: int = 1,
+    covariance_share: float = 0.405, row_norm: float = 1.0,
+) -> dict:
+    """The number of components ``p`` of a projected Gaussian model, from public facts only.
+
+    Rule (documented, never fitted to private data): choose ``p`` in ``[1, d - 1]`` minimising the
+    predicted trace-norm error of the rank-``p`` noisy second moment of the rows scaled to norm
+    ``<= 1``, ``E(p) = tail(p) + WIGNER_TRACE_NORM * sigma(p) * p^1.5``:
+
+    * ``tail(p) = sum_{j > p} lambda_j``: the second-moment mass the projection loses, for the
+      public reference spectrum ``lambda_j = 1/(j H_d)`` (Zipf; trace 1, the most a matrix of rows
+      of norm <= 1 can have; ``H_d`` the harmonic number). The data's own spectrum is private.
+    * ``WIGNER_TRACE_NORM * sigma p^1.5``: the expected trace norm of the ``p x p`` symmetric noise
+      (semicircle law), with ``sigma`` the per-entry noise of the second moment of one class of
+      ``n/classes`` rows (the average class), with ``covariance_share`` of the budget:
+      Gaussian (``delta`` given): ``sigma = sqrt(2)/(n_c sqrt(2 rho share))``, ``rho`` from
+      :func:`dpcore.accounting.zcdp_rho`; Laplace: ``sigma = sqrt(2) (p + 1)/(n_c epsilon share)``.
+
+    ``covariance_share`` defaults to PCA-Gauss's default share of the model's second moments
+    (``(1 - 0.5) (1 - 0.1) 0.9``). ``row_norm`` is recorded only (the rows are divided by it).
+
+    Returns
+    -------
+    dict
+        ``n_components`` and the rule's inputs and predicted errors, for the release card.
+    """
+    from dpcore import accounting  # local: accounting is heavy and imports nothing from here
+
+    n, d = int(n_rows), int(n_features)
+    if d < 2:
+        raise ValueError("n_components: the data need at least 2 features to be projected")
+    n_c = max(1.0, n / max(1, int(n_classes)))
+    gaussian = delta is not None
+    p = np.arange(1, d)
+    lam = 1.0 / (np.arange(1, d + 1) * np.sum(1.0 / np.arange(1, d + 1)))
+    tail = 1.0 - np.cumsum(lam)[:-1]
+    if math.isinf(epsilon):
+        sigma = np.zeros(p.size)
+    elif gaussian:
+        rho = accounting.zcdp_rho(epsilon, delta) * covariance_share
+        sigma = np.full(p.size, math.sqrt(2.0) / (n_c * math.sqrt(2.0 * rho)))
+    else:
+        sigma = math.sqrt(2.0) * (p + 1) / (n_c * epsilon * covariance_share)
+    error = tail + WIGNER_TRACE_NORM * sigma * p**1.5
+    best = int(np.argmin(error))
+    return {
+        "n_components": int(p[best]),
+        "rule": "p minimising tail(p) + (8/(3 pi)) sigma p^1.5: second-moment mass lost under a public "
+                "Zipf reference spectrum lambda_j = 1/(j H_d) plus the expected trace norm of the p x p "
+                "noise (sigma: per-entry noise of one average class's second moment); public facts only "
+                "(dpcore.calibration.recommended_n_components)",
+        "inputs": {"n": n, "d": d, "classes": int(n_classes), "epsilon": epsilon, "delta": delta,
+                   "noise": "gaussian" if gaussian else "laplace", "covariance_share": covariance_share,
+                   "row_norm_bound": row_norm},
+        "predicted_error": float(error[best]),
+        "noise_sd_per_entry": float(sigma[best]),
+    }

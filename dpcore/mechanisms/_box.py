@@ -38,6 +38,7 @@ __all__ = [
     "box_projection",
     "box_widths",
     "lap_pca_sensitivity",
+    "row_second_moment_l1",
     "scale_to_box",
     "top_eigvecs",
 ]
@@ -186,14 +187,35 @@ def top_eigvecs(S: np.ndarray, p: int) -> np.ndarray:
     return vecs[:, np.argsort(vals)[::-1][:p]]
 
 
-def lap_pca_sensitivity(d: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
+def lap_pca_sensitivity(d: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight",
+                        bound: RowNormBound | None = None) -> float:
     """L1 sensitivity of ``(1/n) X^T X``, entries in ``[-a, a]`` (LapPCA, paper section VII).
 
     ``"paper"``: ``d^2 a^2/n`` (Prop. 3, tight for the full matrix). ``"tight"``: upper triangle
-    ``d(d+1) a^2/(2n)`` (off-diagonal changes ``<= 2a^2`` counted once, diagonal ``<= a^2``).
+    ``d(d+1) a^2/(2n)`` (off-diagonal changes ``<= 2a^2`` counted once, diagonal ``<= a^2``), or,
+    given the rows' public ``bound`` (``a = 1``, :class:`BoxMap`), the smaller
+    :func:`row_second_moment_l1`.
     """
     s1 = d * d if calibration == "paper" else d * (d + 1) / 2
+    if calibration != "paper" and bound is not None and a == A_BOUND:
+        s1 = min(s1, row_second_moment_l1(bound))
     return s1 * a**2 / n_rows
+
+
+def row_second_moment_l1(bound: RowNormBound) -> float:
+    """Upper-triangle (diagonal once) L1 sensitivity of ``sum_i z_i z_i^T`` for rows of a
+    :class:`BoxMap` (replace-one, ``A = z z^T - z' z'^T``, L1 norm ``(||A||_1 + sum_l |A_ll|)/2``).
+
+    The smaller of two proven bounds. (i) ``||A||_1 <= ||z||_1^2 + ||z'||_1^2 <= 2 l1^2`` and
+    ``sum_l |A_ll| <= ||z||^2 + ||z'||^2 <= 2 l2^2``: ``l1^2 + l2^2``. (ii) With ``u = (z + z')/2``,
+    ``v = (z - z')/2``, ``A = 2 (u v^T + v u^T)`` and ``|u_l| + |v_l| = M_l = max(|z_l|, |z'_l|) <= 1``;
+    for ``P = sum_l M_l <= max_pair_l1``: ``||A||_1 <= 4 ||u||_1 ||v||_1 <= P^2`` and
+    ``|A_ll| = 4 |u_l v_l| <= M_l^2 <= M_l``, so ``(P^2 + P)/2``. Without one-hot groups (ii) is the
+    box's ``k(k+1)/2`` (attained by ``z = 1``, ``z' = 0``); an Adult row: ``min(196 + 14, (484 + 22)/2)
+    = 210`` instead of ``105 * 106/2 = 5565``. Bounds from :func:`dpcore.preprocessing.row_norm_bound`.
+    """
+    P = bound.max_pair_l1
+    return min(bound.l1**2 + bound.l2**2, (P * P + P) / 2)
 
 
 BOX = "features clipped to their public bounds and mapped onto [-1, 1] (width w_l = 2, 0 if constant)"

@@ -103,8 +103,6 @@ from dpcore.mechanisms._gaussian_model import (
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
-    HISTOGRAM_L2_SENSITIVITY,
-    HISTOGRAM_SENSITIVITY,
     LABEL_PRIVACY,
     WITHIN_CLASS,
     divide_by_count,
@@ -778,16 +776,10 @@ class RONGauss(Mechanism):
         n_classes = data.classes.size
         sizes = np.bincount(data.y, minlength=n_classes)
         noise: list[NoiseRecord] = []
-        if protected and ctx.noise == "gaussian":
-            noisy_counts, hist_rec = _gaussian_statistic(
-                ctx, np.bincount(data.y, minlength=n_classes).astype(float), "histogram",
-                HISTOGRAM_L2_SENSITIVITY, min(2, n_classes), laplace_s1=HISTOGRAM_SENSITIVITY,
-                statistic=f"class histogram ({n_classes} public classes)",
-                formula="S2 = sqrt(2) (replace-one with the label: two counts change by 1)",
-                source=f"Dwork & Roth 2014, histogram queries; {SOURCE}, Alg. 5 (label privacy)")
-        elif protected:
+        if protected:
             noisy_counts, hist_rec = dp_class_histogram(
-                data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)")
+                data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)",
+                gauss=ctx.gauss)
         if protected:
             noise.append(hist_rec)
             counts = synthetic_counts(m, noisy_counts)
