@@ -28,6 +28,7 @@ from dpcore.release import NoiseRecord
 from dpcore.schema import Param
 
 __all__ = [
+    "GAUSSIAN_DELTA",
     "NOISE",
     "NOISE_CHOICES",
     "ZCDPBudget",
@@ -138,6 +139,11 @@ NOISE = Param("noise", "choice", "laplace", "Noise on the statistics: 'laplace' 
                  "epsilon-DP, L1 sensitivities) or 'gaussian' ((epsilon, delta)-DP, L2 sensitivities "
                  "that grow far slower with p and d, composed in zCDP).", choices=NOISE_CHOICES,
                  privacy=True)
+
+#: ``delta`` of the ``noise="gaussian"`` variants (empty: :func:`dpcore.calibration.default_delta`)
+GAUSSIAN_DELTA = Param("delta", "float", None, "noise='gaussian' only: failure probability of (epsilon, "
+                       "delta)-DP, in (0, 1); empty = min(1e-5, n^-1.5).", low=0.0, high=1.0, low_open=True,
+                       high_open=True, log=True, privacy=True, optional=True)
 
 
 def zcdp_sigma(l2_sensitivity: float, rho: float) -> float:

@@ -68,11 +68,11 @@ import numpy as np
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
-    recommended_n_components,
     analytic_gaussian_sigma,
     check_delta,
     laplace_scale,
     psd_repair,
+    recommended_n_components,
 )
 from dpcore.mechanisms._box import (
     A_BOUND,
@@ -260,8 +260,15 @@ class PCAGauss(Mechanism):
         Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
         release a single noisy statistic and spend the whole model budget on it.
     n_components : int, optional
-        ``p``, ``1 <= p < n_features``; default :func:`~dpcore.mechanisms._gaussian_model.default_n_components`.
-        Sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
+        ``p``, ``1 <= p < n_features``; empty (automatic): the public rule
+        :func:`dpcore.calibration.recommended_n_components` of ``n, d``, the class count, epsilon and
+        (``noise="gaussian"``) delta, recorded on the card as ``details["recommended"]``.
+        Laplace sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
+    noise : {"laplace", "gaussian"}, default "laplace"
+        ``"gaussian"``: (epsilon, delta)-DP, every statistic (the DP PCA as Analyze Gauss, the
+        eigenvalues, the class histogram, means and second moments) gets Gaussian noise from its L2
+        sensitivity (:func:`eigenvalue_l2_sensitivity`, :func:`class_l2_sensitivities`), composed in
+        zCDP; the card's ``laplace_over_gaussian_variance`` shows the noise saved per part.
     pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
     pca_fraction : float, default 0.5

@@ -92,6 +92,7 @@ from dpcore.calibration import (
     psd_repair,
 )
 from dpcore.mechanisms._gaussian_model import (
+    GAUSSIAN_DELTA,
     NOISE,
     ZCDPBudget,
     add_matrix_noise,
@@ -608,9 +609,7 @@ class RONGauss(Mechanism):
         LABEL_PRIVACY,
         HISTOGRAM_FRACTION,
         NOISE,
-        Param("delta", "float", None, "noise='gaussian' only: failure probability of (epsilon, "
-              "delta)-DP, in (0, 1); empty = min(1e-5, n^-1.5).", low=0.0, high=1.0, low_open=True,
-              high_open=True, log=True, privacy=True, optional=True),
+        GAUSSIAN_DELTA,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
