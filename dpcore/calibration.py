@@ -371,32 +371,50 @@ def kenthapadi_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
 WIGNER_TRACE_NORM = 8.0 / (3.0 * math.pi)
 
 
+#: the DP-basis budget fractions the rule chooses from
+PCA_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+
+
 def recommended_n_components(
     n_rows: int, n_features: int, *, epsilon: float, delta: float | None = None, n_classes: int = 1,
-    covariance_share: float = 0.405, row_norm: float = 1.0,
+    model_share: float = 0.81, dp_basis: bool = False, basis_l1: float | None = None,
+    pca_fraction: float | None = None, row_norm: float = 1.0, n_components: int | None = None,
 ) -> dict:
-    """The number of components ``p`` of a projected Gaussian model, from public facts only.
+    """The number of components ``p`` of a projected Gaussian model and, with a DP basis, the
+    budget fraction spent on it, from public facts only (issue 13, item 5).
 
-    Rule (documented, never fitted to private data): choose ``p`` in ``[1, d - 1]`` minimising the
-    predicted trace-norm error of the rank-``p`` noisy second moment of the rows scaled to norm
-    ``<= 1``, ``E(p) = tail(p) + WIGNER_TRACE_NORM * sigma(p) * p^1.5``:
+    Rule (derived, never fitted to private data): rows are scaled to norm ``<= 1`` (by the public
+    row-norm bound), so their second moment has trace ``<= 1``. Take the public reference spectrum
+    ``lambda_j = 1/(j H_d)`` (Zipf, trace 1; ``H_d`` the harmonic number: the data's own spectrum is
+    private) and minimise over ``p`` in ``[1, d - 1]`` (and the basis fraction ``f`` in
+    :data:`PCA_FRACTIONS`) the predicted trace-norm error of the model's rank-``p`` second moment
 
-    * ``tail(p) = sum_{j > p} lambda_j``: the second-moment mass the projection loses, for the
-      public reference spectrum ``lambda_j = 1/(j H_d)`` (Zipf; trace 1, the most a matrix of rows
-      of norm <= 1 can have; ``H_d`` the harmonic number). The data's own spectrum is private.
-    * ``WIGNER_TRACE_NORM * sigma p^1.5``: the expected trace norm of the ``p x p`` symmetric noise
-      (semicircle law), with ``sigma`` the per-entry noise of the second moment of one class of
-      ``n/classes`` rows (the average class), with ``covariance_share`` of the budget:
-      Gaussian (``delta`` given): ``sigma = sqrt(2)/(n_c sqrt(2 rho share))``, ``rho`` from
-      :func:`dpcore.accounting.zcdp_rho`; Laplace: ``sigma = sqrt(2) (p + 1)/(n_c epsilon share)``.
+    ``E(p, f) = sum_{j > p} lambda_j + sum_{j <= p, lambda_j <= tau(f)} lambda_j
+    + WIGNER_TRACE_NORM * sigma_M(p, f) * p^1.5``:
 
-    ``covariance_share`` defaults to PCA-Gauss's default share of the model's second moments
-    (``(1 - 0.5) (1 - 0.1) 0.9``). ``row_norm`` is recorded only (the rows are divided by it).
+    * the first sum is the mass the projection leaves out;
+    * the second is the mass of the directions a DP basis cannot find: a spike ``lambda`` of a
+      ``d x d`` matrix with i.i.d. symmetric noise of standard deviation ``sigma_B`` per entry is
+      detectable only above ``tau = sigma_B sqrt(d)`` (Baik, Ben Arous & Peche 2005; Benaych-Georges &
+      Nadakuditi 2011), where ``sigma_B`` is the basis noise for ``f`` of the budget: Gaussian
+      ``sqrt(2)/(n sqrt(2 f rho))`` (L2 sensitivity ``sqrt(2)``, ``rho`` from
+      :func:`dpcore.accounting.zcdp_rho`), Laplace ``sqrt(2) basis_l1/(n f epsilon)``; 0 for a
+      public or no basis;
+    * the last term is the expected trace norm of the ``p x p`` noise of the model's second moment
+      (semicircle law), ``sigma_M`` the per-entry noise of the second moment of one average class
+      (``n/classes`` rows) with ``model_share (1 - f)`` of the budget: Gaussian
+      ``sqrt(2)/(n_c sqrt(2 rho share))``, Laplace ``sqrt(2) (p + 1)/(n_c epsilon share)``
+      (the L1 sensitivity ``(p + 1)`` of rows in the unit ball).
+
+    ``model_share`` is the second moments' share of the non-basis budget (PCA-Gauss's defaults:
+    ``0.9 * 0.9`` with a DP class histogram). A given ``pca_fraction`` or ``n_components`` is used as it
+    is (the rule then chooses the other). ``row_norm`` is recorded only.
 
     Returns
     -------
     dict
-        ``n_components`` and the rule's inputs and predicted errors, for the release card.
+        ``n_components``, ``pca_fraction`` (``None`` without a DP basis) and the rule's inputs and
+        predicted error, for the release card's ``details["recommended"]``.
     """
     from dpcore import accounting  # local: accounting is heavy and imports nothing from here
 
@@ -408,24 +426,37 @@ def recommended_n_components(
     p = np.arange(1, d)
     lam = 1.0 / (np.arange(1, d + 1) * np.sum(1.0 / np.arange(1, d + 1)))
     tail = 1.0 - np.cumsum(lam)[:-1]
-    if math.isinf(epsilon):
-        sigma = np.zeros(p.size)
-    elif gaussian:
-        rho = accounting.zcdp_rho(epsilon, delta) * covariance_share
-        sigma = np.full(p.size, math.sqrt(2.0) / (n_c * math.sqrt(2.0 * rho)))
-    else:
-        sigma = math.sqrt(2.0) * (p + 1) / (n_c * epsilon * covariance_share)
-    error = tail + WIGNER_TRACE_NORM * sigma * p**1.5
-    best = int(np.argmin(error))
+    allowed = np.ones(p.size, dtype=bool) if n_components is None else p == int(n_components)
+    rho = accounting.zcdp_rho(epsilon, delta) if gaussian and not math.isinf(epsilon) else math.inf
+    fractions = ([pca_fraction] if pca_fraction is not None else list(PCA_FRACTIONS)) if dp_basis else [0.0]
+    best: tuple[float, int, float, float] | None = None
+    for f in fractions:
+        share = model_share * (1.0 - f)
+        if math.isinf(epsilon):
+            sigma_m, tau = np.zeros(p.size), 0.0
+        elif gaussian:
+            sigma_m = np.full(p.size, math.sqrt(2.0) / (n_c * math.sqrt(2.0 * rho * share)))
+            tau = math.sqrt(2.0) / (n * math.sqrt(2.0 * f * rho)) * math.sqrt(d) if f > 0 else 0.0
+        else:
+            sigma_m = math.sqrt(2.0) * (p + 1) / (n_c * epsilon * share)
+            s1 = basis_l1 if basis_l1 is not None else d * (d + 1) / 2
+            tau = math.sqrt(2.0) * s1 / (n * f * epsilon) * math.sqrt(d) if f > 0 else 0.0
+        hidden = np.cumsum(np.where(lam[:-1] <= tau, lam[:-1], 0.0))
+        error = np.where(allowed, tail + hidden + WIGNER_TRACE_NORM * sigma_m * p**1.5, np.inf)
+        j = int(np.argmin(error))
+        if best is None or error[j] < best[0]:
+            best = (float(error[j]), int(p[j]), f, float(sigma_m[j]))
+    assert best is not None
     return {
-        "n_components": int(p[best]),
-        "rule": "p minimising tail(p) + (8/(3 pi)) sigma p^1.5: second-moment mass lost under a public "
-                "Zipf reference spectrum lambda_j = 1/(j H_d) plus the expected trace norm of the p x p "
-                "noise (sigma: per-entry noise of one average class's second moment); public facts only "
-                "(dpcore.calibration.recommended_n_components)",
+        "n_components": best[1],
+        "pca_fraction": best[2] if dp_basis else None,
+        "rule": "minimise tail(p) + hidden(p, f) + (8/(3 pi)) sigma_M p^1.5: the second-moment mass lost "
+                "by the projection and by a DP basis (below the BBP threshold sigma_B sqrt(d)) under a "
+                "public Zipf reference spectrum lambda_j = 1/(j H_d), plus the expected trace norm of the "
+                "p x p noise; public facts only (dpcore.calibration.recommended_n_components)",
         "inputs": {"n": n, "d": d, "classes": int(n_classes), "epsilon": epsilon, "delta": delta,
-                   "noise": "gaussian" if gaussian else "laplace", "covariance_share": covariance_share,
-                   "row_norm_bound": row_norm},
-        "predicted_error": float(error[best]),
-        "noise_sd_per_entry": float(sigma[best]),
+                   "noise": "gaussian" if gaussian else "laplace", "model_share": model_share,
+                   "dp_basis": dp_basis, "row_norm_bound": row_norm},
+        "predicted_error": best[0],
+        "noise_sd_per_entry": best[3],
     }

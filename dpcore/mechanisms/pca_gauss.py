@@ -271,8 +271,11 @@ class PCAGauss(Mechanism):
         zCDP; the card's ``laplace_over_gaussian_variance`` shows the noise saved per part.
     pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
-    pca_fraction : float, default 0.5
-        Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``).
+    pca_fraction : float, optional
+        Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``); empty
+        (automatic): chosen with ``p`` by :func:`dpcore.calibration.recommended_n_components` from
+        public facts (the basis noise hides the directions whose eigenvalue is below its BBP
+        threshold), recorded in ``details["recommended"]``.
     public_data : array-like of shape (n_public, n_features) or Dataset, optional
         ``pca_source="public"``: the public rows ``W`` is computed from (required there).
     calibration : {"tight", "paper"}, default "tight"
@@ -314,8 +317,10 @@ class PCAGauss(Mechanism):
         Param("pca_source", "choice", "lap", "Supervised tasks: W from LapPCA (pure), Analyze "
               "Gauss (epsilon, delta) or a separate public table, public_data (no budget).",
               choices=("lap", "analyze-gauss", "public"), privacy=True),
-        Param("pca_fraction", "float", 0.5, "Fraction of epsilon spent on the DP PCA (lap, "
-              "analyze-gauss).", low=0.0, high=1.0, low_open=True, high_open=True, privacy=True),
+        Param("pca_fraction", "float", None, "Fraction of epsilon spent on the DP PCA (lap, "
+              "analyze-gauss); empty = automatic: the public rule of dpcore.calibration."
+              "recommended_n_components.", low=0.0, high=1.0, low_open=True, high_open=True,
+              privacy=True, optional=True),
         Param("calibration", "choice", "tight", "Sensitivities: tight (proven, less noise) or "
               "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
         LABEL_PRIVACY,
@@ -336,32 +341,50 @@ class PCAGauss(Mechanism):
         if params["noise"] == "gaussian" and params["calibration"] == "paper":
             raise ValueError("noise='gaussian' needs calibration='tight' (the paper's constants are "
                              "L1 values for the Laplace mechanism)")
-        p, rule = self._components(params, data)
+        p, pca_fraction, rule = self._components(params, data)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
         if data.task == "unsupervised":
             rel = self._alg1(data, params, rng, n_samples, p, bits, bmap)
         else:
-            rel = self._supervised(data, params, rng, n_samples, p, bits, bmap)
+            rel = self._supervised(data, params, rng, n_samples, p, bits, bmap, pca_fraction)
         rel.details["row_norm_bound"] = bmap.bound.card()
         if rule is not None:
             rel.details["recommended"] = rule
         return rel
 
     @staticmethod
-    def _components(params: dict[str, Any], data: PreparedInput) -> tuple[int, dict[str, Any] | None]:
-        """``p``: given, or (empty) :func:`dpcore.calibration.recommended_n_components` of public
-        facts only; the rule's record for the card, or ``None`` when ``p`` was given."""
+    def _components(params: dict[str, Any], data: PreparedInput
+                    ) -> tuple[int, float | None, dict[str, Any] | None]:
+        """``p`` and ``pca_fraction``: given, or (empty) from the public rule
+        :func:`dpcore.calibration.recommended_n_components` (n, d, the class count, epsilon, delta,
+        the row-norm bound). Returns ``(p, pca_fraction, the rule's record for the card or None
+        when nothing was left empty)``. ``pca_source="analyze-gauss"`` with Laplace noise on the model
+        is predicted as all-Laplace (a larger basis noise: a conservative p)."""
         n, d = data.X.shape
-        if params["n_components"] is not None:
-            return check_n_components(params["n_components"], d), None
-        if d < 2:
-            check_n_components(None, d)  # names the problem
-        n_classes = data.classes.size if data.task == "classification" and data.classes is not None else 1
-        delta = params["delta"] if params["noise"] == "gaussian" else None
-        rec = recommended_n_components(n, d, epsilon=params["epsilon"], delta=delta, n_classes=n_classes,
-                                       row_norm=BoxMap.of(data).bound.l2 or 1.0)
-        return check_n_components(rec["n_components"], d), rec
+        supervised = data.task != "unsupervised"
+        dp_basis = supervised and params["pca_source"] != "public"
+        if params["n_components"] is not None and (params["pca_fraction"] is not None or not dp_basis):
+            return check_n_components(params["n_components"], d), params["pca_fraction"], None
+        check_n_components(params["n_components"], d)  # names the problem (p >= d, a single feature)
+        gmm = data.task == "classification" and data.classes is not None
+        n_classes = data.classes.size if gmm else 1
+        gaussian = params["noise"] == "gaussian"
+        if supervised:
+            h = params["histogram_fraction"] if gmm and params["label_privacy"] == "protected" else 0.0
+            model_share = (1 - h) * (params["epsilon_split"][1] if gmm else 1.0)
+        else:
+            model_share = 1.0
+        bound = BoxMap.of(data).bound
+        b2 = bound.l2**2 or 1.0
+        basis_l1 = (d * d if params["calibration"] == "paper"
+                    else lap_pca_sensitivity(d, 1, bound=bound)) / b2
+        rec = recommended_n_components(
+            n, d, epsilon=params["epsilon"], delta=params["delta"] if gaussian else None,
+            n_classes=n_classes, model_share=model_share, dp_basis=dp_basis, basis_l1=basis_l1,
+            pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"])
+        f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
+        return check_n_components(rec["n_components"], d), f, rec
 
     # ------------------------------------------------------------------------------ Alg. 1
     def _alg1(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -425,7 +448,8 @@ class PCAGauss(Mechanism):
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
     def _supervised(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-                    n_samples: int | None, p: int, bits: BitSource, bmap: BoxMap) -> Release:
+                    n_samples: int | None, p: int, bits: BitSource, bmap: BoxMap,
+                    pca_fraction: float | None) -> Release:
         n, d = data.X.shape
         X = data.X
         B = _norm(bmap)
@@ -442,7 +466,8 @@ class PCAGauss(Mechanism):
         if source == "public":
             fractions = model
         else:
-            f = params["pca_fraction"]
+            f = pca_fraction
+            assert f is not None
             fractions = {"pca": f, **{k: (1 - f) * v for k, v in model.items()}}
         gauss = None
         if gaussian:
