@@ -32,6 +32,7 @@ __all__ = [
     "kenthapadi_sigma",
     "laplace_scale",
     "psd_repair",
+    "recommended_mechanism",
     "recommended_n_components",
     "upper_triangle_l1_sensitivity",
 ]
@@ -460,3 +461,36 @@ def recommended_n_components(
         "predicted_error": best[0],
         "noise_sd_per_entry": best[3],
     }
+
+
+def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: float,
+                          delta: float | None = None, n_classes: int = 1) -> dict:
+    """The recommended mechanism and noise for a task and data shape, from public facts only.
+
+    Rule: with labels (classification or regression) and ``d >= 2``, PCA-Gauss: a DP basis keeps
+    the directions with the most mass (``tail(p)`` of :func:`recommended_n_components`), while a
+    random orthonormal projection (RON-Gauss) keeps a fraction ``p/d`` of every direction's mass
+    whatever the spectrum. Its noise is ``noise="gaussian"`` when an (epsilon, delta) guarantee is
+    acceptable (``delta`` given): the L2 sensitivities of the second moments (``sqrt(2)/n``) do not
+    grow with ``p`` or ``d`` while the L1 ones grow like ``p`` (model) and ``d^2`` (basis), so the
+    Laplace variant needs about ``p`` (and ``d``) times the epsilon for the same noise. Without
+    labels: RON-Gauss (its basis is public, so real rows can be mapped into the release; PCA-Gauss
+    Alg. 1 releases coordinates in a private basis), Gaussian noise under the same condition.
+    ``p`` and the budget split then follow :func:`recommended_n_components`.
+
+    Returns
+    -------
+    dict
+        ``mechanism`` (CLI name), ``parameters`` and ``reason``.
+    """
+    gaussian = delta is not None
+    params: dict = {"noise": "gaussian", "delta": delta} if gaussian else {}
+    noise = ("Gaussian noise (zCDP): L2 sensitivities do not grow with p or d" if gaussian else
+             "Laplace noise (pure epsilon; give delta for the Gaussian variant, which adds far less noise)")
+    if task in ("classification", "regression") and n_features >= 2:
+        return {"mechanism": "pca-gauss", "parameters": params,
+                "reason": f"labelled data, d = {n_features}: a DP PCA basis keeps the directions with the "
+                          f"most mass, then one Gaussian per class ({n_classes} public classes); {noise}"}
+    return {"mechanism": "ron-gauss", "parameters": params,
+            "reason": "no labels: a public random orthonormal basis, so real rows map into the release; "
+                      f"{noise}"}

@@ -191,3 +191,25 @@ def test_recommended_p_is_a_function_of_public_facts_and_grows_with_epsilon():
     b = PCAGauss(epsilon=1.0, random_state=0).release(load_dataset("adult").subset(np.arange(2000, 4000)))
     assert a.details["n_components"] == b.details["n_components"]  # same public facts, same p
     assert a.details["recommended"]["inputs"]["n"] == 2000
+
+
+def test_recommended_mechanism_and_fraction_follow_public_facts():
+    from dpcore.calibration import recommended_mechanism
+
+    sup = recommended_mechanism("classification", 1000, 20, epsilon=1.0, delta=1e-6, n_classes=2)
+    assert sup["mechanism"] == "pca-gauss" and sup["parameters"]["noise"] == "gaussian"
+    assert recommended_mechanism("classification", 1000, 20, epsilon=1.0)["parameters"] == {}
+    assert recommended_mechanism("unsupervised", 1000, 20, epsilon=1.0)["mechanism"] == "ron-gauss"
+    rule = recommended_n_components(24420, 105, epsilon=1.0, delta=1e-6, n_classes=2, dp_basis=True)
+    assert 0 < rule["pca_fraction"] < 1
+    # a given p: the rule chooses the fraction only
+    fixed = recommended_n_components(24420, 105, epsilon=1.0, delta=1e-6, n_classes=2, dp_basis=True,
+                                     n_components=7)
+    assert fixed["n_components"] == 7 and fixed["pca_fraction"] in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+    ds = load_dataset("adult").subset(np.arange(2000))
+    rel = PCAGauss(epsilon=1.0, noise="gaussian", delta=1e-6, random_state=0).release(ds)
+    rec = rel.details["recommended"]
+    assert rec["mechanism"]["mechanism"] == "pca-gauss"
+    assert rel.details["epsilon_parts"]["pca"] == pytest.approx(rec["pca_fraction"])
+    assert rel.details["n_components"] == rec["n_components"]
+    assert rel.card()["parameters"]["pca_fraction"] is None  # parameters as given: empty

@@ -72,6 +72,7 @@ from dpcore.calibration import (
     check_delta,
     laplace_scale,
     psd_repair,
+    recommended_mechanism,
     recommended_n_components,
 )
 from dpcore.mechanisms._box import (
@@ -350,7 +351,11 @@ class PCAGauss(Mechanism):
             rel = self._supervised(data, params, rng, n_samples, p, bits, bmap, pca_fraction)
         rel.details["row_norm_bound"] = bmap.bound.card()
         if rule is not None:
-            rel.details["recommended"] = rule
+            rel.details["recommended"] = {
+                **rule, "mechanism": recommended_mechanism(
+                    data.task, n, d, epsilon=params["epsilon"],
+                    delta=params["delta"] if params["noise"] == "gaussian" else None,
+                    n_classes=0 if data.classes is None else data.classes.size)}
         return rel
 
     @staticmethod
