@@ -1,5 +1,5 @@
 """modips: samples of a DP Gaussian (one per class) in the original ``d``-dimensional space; pure
-epsilon-DP.
+epsilon-DP (or (epsilon, delta) with ``noise="gaussian"``).
 
 Liu's model-based synthesis (arXiv:1606.08052, 2016), the Gaussian version RON-Gauss (section
 5.2.4) and PCA-Gauss (section II) compare against. Neighbouring relation: replace-one (``n``
@@ -13,7 +13,15 @@ Common pre-processing. Features are clipped to their public bounds and mapped af
 ``[-1, 1]`` (:func:`~dpcore.mechanisms._box.scale_to_box`; the papers' experiments scale the
 data to ``[-1, 1]``, PCA-Gauss VIII-B). A public affine map costs no budget and does not change the
 signal-to-noise ratio of an identity query (PCA-Gauss Theorem 2). Feature ``l`` then ranges over an
-interval of width ``w_l = 2`` (``0`` for a constant column).
+interval of width ``w_l = 2`` (``0`` for a constant column). Columns of a public one-hot group are
+mapped onto ``[0, 1]`` instead, with the group's L1 norm capped at 1
+(:class:`~dpcore.mechanisms._box.BoxMap`), so every sensitivity uses the schema's row-norm bound
+(:func:`dpcore.preprocessing.row_norm_bound`; on Adult the second moment's L1 sensitivity is
+``14^2 + 14 = 210`` instead of ``105 * 106/2 = 5565``).
+
+``noise="gaussian"`` ((epsilon, delta)-DP, issue 13): Gaussian noise from the L2 sensitivities of
+:func:`gaussian_model_l2_sensitivities`, composed in zCDP
+(:class:`~dpcore.mechanisms._gaussian_model.ZCDPBudget`; ``delta`` default ``min(1e-5, n^-1.5)``).
 """
 
 from __future__ import annotations

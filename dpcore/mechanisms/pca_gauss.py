@@ -4,12 +4,24 @@ Chanyaswad, Liu & Mittal, "Coupling Dimensionality Reduction with Generative Mod
 Non-Interactive Private Data Release" (``papers/pca_gauss.txt``; its formulas were lost in the text
 extraction and are restored in SPEC section 3, which this module follows).
 
-Data. Every feature is mapped affinely from its public bounds onto ``[-a, a]`` with ``a = 1``
-(clipped first), so ``|x_j| <= a``; the box centre maps to 0, which plays the role of the paper's
-centring without spending budget on a private mean. PCA features are ``x^ = W^T x / sqrt(d)``,
-which lie in ``[-a, a]^p`` for any orthonormal ``W`` (Lemma 1 plus rescaling: ``|w^T x| <= sqrt(d) a``).
-Regression labels are mapped from their public ``label_bounds`` onto ``[-a, a]`` the same way and
-mapped back for the release.
+Data. Every feature is mapped affinely from its public bounds (clipped first): numerics onto
+``[-a, a]`` with ``a = 1``, the columns of a public one-hot group onto ``[0, 1]`` with the group's L1
+norm capped at 1 (:class:`~dpcore.mechanisms._box.BoxMap`; without groups this is the papers' box
+``[-1, 1]^d``). The box centre maps to 0, which plays the role of the paper's centring without
+spending budget on a private mean. PCA features are ``x^ = W^T z / B``, ``B`` the public row-norm
+bound of the mapped rows (:func:`dpcore.preprocessing.row_norm_bound`: ``sqrt(d)`` for the box,
+``sqrt(#numerics + #groups)`` with one-hot groups, e.g. ``sqrt(14)`` instead of ``sqrt(105)`` on
+Adult), so ``||x^||_2 <= ||z||_2/B <= 1`` and ``|x^_j| <= 1`` for any orthonormal ``W`` (Lemma 1 plus
+rescaling). Regression labels are mapped from their public ``label_bounds`` onto ``[-a, a]`` the
+same way and mapped back for the release.
+
+``noise="gaussian"`` ((epsilon, delta)-DP, issue 13): the same statistics get Gaussian noise from
+their L2 sensitivities, composed in zCDP (:class:`~dpcore.mechanisms._gaussian_model.ZCDPBudget`):
+eigenvalues ``sqrt(2)/n`` (:func:`eigenvalue_l2_sensitivity`), the DP PCA is Analyze Gauss
+(``sqrt(2)``), the class histogram ``sqrt(2)``, class means/sums ``2`` and second moments
+``sqrt(2)`` (:func:`class_l2_sensitivities`), Alg. 2's augmented second moment ``sqrt(6)/n``.
+Empty ``n_components`` / ``pca_fraction``: the public rule
+:func:`dpcore.calibration.recommended_n_components`.
 
 Algorithms (replace-one neighbours, ``n`` public; Laplace mechanism on entrywise L1 sensitivity):
 
