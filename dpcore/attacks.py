@@ -554,6 +554,8 @@ def membership_game(
         raise ValueError("resume must hold as many scores per world, at most trials")
     # the claim: the guarantee on the card of trial 0's OUT release (the same for every release)
     claim = _release(cls, params, tables[0], int(seeds[0].generate_state(1)[0]))
+    # the noise-free runs keep the release's shape: p chosen by a public rule of epsilon stays fixed
+    shape = {"n_components": claim.details["n_components"]} if "recommended" in claim.details else {}
     stopped = False
     for t in range(len(scores[0]), int(trials)):
         if stop is not None and t >= min_trials and stop():
@@ -562,7 +564,7 @@ def membership_game(
         for world in (0, 1):
             s = int(seeds[2 * t + world].generate_state(1)[0])
             rel = _release(cls, params, tables[world], s)
-            centres = np.asarray(_release(cls, params, probe, s, epsilon=math.inf).data,
+            centres = np.asarray(_release(cls, params, probe, s, epsilon=math.inf, **shape).data,
                                  float)[:2] if needs_centres else None
             if statistic == "position":
                 score = _position_score(rel, centres, pair.position)

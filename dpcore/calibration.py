@@ -34,6 +34,8 @@ __all__ = [
     "kenthapadi_sigma",
     "laplace_scale",
     "psd_repair",
+    "recommended_mechanism",
+    "recommended_n_components",
     "upper_triangle_l1_sensitivity",
 ]
 
@@ -314,3 +316,136 @@ def kenthapadi_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     if math.isinf(epsilon):
         return 0.0
     return float(sensitivity) * math.sqrt(2.0 * (math.log(1.0 / (2.0 * dlt)) + epsilon)) / epsilon
+
+
+# Public-rule defaults (issue 13, item 5)
+# --------------------------------------------------------------------------------------------
+
+#: E ||N||_* / (sigma p^1.5) for a p x p symmetric matrix N with i.i.d. N(0, sigma^2) entries on
+#: the upper triangle, as p grows: the Wigner semicircle of radius 2 sigma sqrt(p) has mean
+#: |eigenvalue| 8 sigma sqrt(p)/(3 pi)
+WIGNER_TRACE_NORM = 8.0 / (3.0 * math.pi)
+
+
+#: the DP-basis budget fractions the rule chooses from
+PCA_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+
+
+def recommended_n_components(
+    n_rows: int, n_features: int, *, epsilon: float, delta: float | None = None, n_classes: int = 1,
+    model_share: float = 0.81, dp_basis: bool = False, basis_l1: float | None = None,
+    pca_fraction: float | None = None, row_norm: float = 1.0, n_components: int | None = None,
+) -> dict:
+    """The number of components ``p`` of a projected Gaussian model and, with a DP basis, the
+    budget fraction spent on it, from public facts only (issue 13, item 5).
+
+    Rule (derived, never fitted to private data): rows are scaled to norm ``<= 1`` (by the public
+    row-norm bound), so their second moment has trace ``<= 1``. Take the public reference spectrum
+    ``lambda_j = 1/(j H_d)`` (Zipf, trace 1; ``H_d`` the harmonic number: the data's own spectrum is
+    private) and minimise over ``p`` in ``[1, d - 1]`` (and the basis fraction ``f`` in
+    :data:`PCA_FRACTIONS`) the predicted trace-norm error of the model's rank-``p`` second moment
+
+    ``E(p, f) = sum_{j > p} lambda_j + sum_{j <= p, lambda_j <= tau(f)} lambda_j
+    + WIGNER_TRACE_NORM * sigma_M(p, f) * p^1.5``:
+
+    * the first sum is the mass the projection leaves out;
+    * the second is the mass of the directions a DP basis cannot find: a spike ``lambda`` of a
+      ``d x d`` matrix with i.i.d. symmetric noise of standard deviation ``sigma_B`` per entry is
+      detectable only above ``tau = sigma_B sqrt(d)`` (Baik, Ben Arous & Peche 2005; Benaych-Georges &
+      Nadakuditi 2011), where ``sigma_B`` is the basis noise for ``f`` of the budget: Gaussian
+      ``sqrt(2)/(n sqrt(2 f rho))`` (L2 sensitivity ``sqrt(2)``, ``rho`` from
+      :func:`dpcore.accounting.zcdp_rho`), Laplace ``sqrt(2) basis_l1/(n f epsilon)``; 0 for a
+      public or no basis;
+    * the last term is the expected trace norm of the ``p x p`` noise of the model's second moment
+      (semicircle law), ``sigma_M`` the per-entry noise of the second moment of one average class
+      (``n/classes`` rows) with ``model_share (1 - f)`` of the budget: Gaussian
+      ``sqrt(2)/(n_c sqrt(2 rho share))``, Laplace ``sqrt(2) (p + 1)/(n_c epsilon share)``
+      (the L1 sensitivity ``(p + 1)`` of rows in the unit ball).
+
+    ``model_share`` is the second moments' share of the non-basis budget (PCA-Gauss's defaults:
+    ``0.9 * 0.9`` with a DP class histogram). A given ``pca_fraction`` or ``n_components`` is used as it
+    is (the rule then chooses the other). ``row_norm`` is recorded only.
+
+    Returns
+    -------
+    dict
+        ``n_components``, ``pca_fraction`` (``None`` without a DP basis) and the rule's inputs and
+        predicted error, for the release card's ``details["recommended"]``.
+    """
+    from dpcore import accounting  # local: accounting is heavy and imports nothing from here
+
+    n, d = int(n_rows), int(n_features)
+    if d < 2:
+        raise ValueError("n_components: the data need at least 2 features to be projected")
+    n_c = max(1.0, n / max(1, int(n_classes)))
+    gaussian = delta is not None
+    p = np.arange(1, d)
+    lam = 1.0 / (np.arange(1, d + 1) * np.sum(1.0 / np.arange(1, d + 1)))
+    tail = 1.0 - np.cumsum(lam)[:-1]
+    allowed = np.ones(p.size, dtype=bool) if n_components is None else p == int(n_components)
+    rho = accounting.zcdp_rho(epsilon, delta) if gaussian and not math.isinf(epsilon) else math.inf
+    fractions = ([pca_fraction] if pca_fraction is not None else list(PCA_FRACTIONS)) if dp_basis else [0.0]
+    best: tuple[float, int, float, float] | None = None
+    for f in fractions:
+        share = model_share * (1.0 - f)
+        if math.isinf(epsilon):
+            sigma_m, tau = np.zeros(p.size), 0.0
+        elif gaussian:
+            sigma_m = np.full(p.size, math.sqrt(2.0) / (n_c * math.sqrt(2.0 * rho * share)))
+            tau = math.sqrt(2.0) / (n * math.sqrt(2.0 * f * rho)) * math.sqrt(d) if f > 0 else 0.0
+        else:
+            sigma_m = math.sqrt(2.0) * (p + 1) / (n_c * epsilon * share)
+            s1 = basis_l1 if basis_l1 is not None else d * (d + 1) / 2
+            tau = math.sqrt(2.0) * s1 / (n * f * epsilon) * math.sqrt(d) if f > 0 else 0.0
+        hidden = np.cumsum(np.where(lam[:-1] <= tau, lam[:-1], 0.0))
+        error = np.where(allowed, tail + hidden + WIGNER_TRACE_NORM * sigma_m * p**1.5, np.inf)
+        j = int(np.argmin(error))
+        if best is None or error[j] < best[0]:
+            best = (float(error[j]), int(p[j]), f, float(sigma_m[j]))
+    assert best is not None
+    return {
+        "n_components": best[1],
+        "pca_fraction": best[2] if dp_basis else None,
+        "rule": "minimise tail(p) + hidden(p, f) + (8/(3 pi)) sigma_M p^1.5: the second-moment mass lost "
+                "by the projection and by a DP basis (below the BBP threshold sigma_B sqrt(d)) under a "
+                "public Zipf reference spectrum lambda_j = 1/(j H_d), plus the expected trace norm of the "
+                "p x p noise; public facts only (dpcore.calibration.recommended_n_components)",
+        "inputs": {"n": n, "d": d, "classes": int(n_classes), "epsilon": epsilon, "delta": delta,
+                   "noise": "gaussian" if gaussian else "laplace", "model_share": model_share,
+                   "dp_basis": dp_basis, "row_norm_bound": row_norm},
+        "predicted_error": best[0],
+        "noise_sd_per_entry": best[3],
+    }
+
+
+def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: float,
+                          delta: float | None = None, n_classes: int = 1) -> dict:
+    """The recommended mechanism and noise for a task and data shape, from public facts only.
+
+    Rule: with labels (classification or regression) and ``d >= 2``, PCA-Gauss: a DP basis keeps
+    the directions with the most mass (``tail(p)`` of :func:`recommended_n_components`), while a
+    random orthonormal projection (RON-Gauss) keeps a fraction ``p/d`` of every direction's mass
+    whatever the spectrum. Its noise is ``noise="gaussian"`` when an (epsilon, delta) guarantee is
+    acceptable (``delta`` given): the L2 sensitivities of the second moments (``sqrt(2)/n``) do not
+    grow with ``p`` or ``d`` while the L1 ones grow like ``p`` (model) and ``d^2`` (basis), so the
+    Laplace variant needs about ``p`` (and ``d``) times the epsilon for the same noise. Without
+    labels: RON-Gauss (its basis is public, so real rows can be mapped into the release; PCA-Gauss
+    Alg. 1 releases coordinates in a private basis), Gaussian noise under the same condition.
+    ``p`` and the budget split then follow :func:`recommended_n_components`.
+
+    Returns
+    -------
+    dict
+        ``mechanism`` (CLI name), ``parameters`` and ``reason``.
+    """
+    gaussian = delta is not None
+    params: dict = {"noise": "gaussian", "delta": delta} if gaussian else {}
+    noise = ("Gaussian noise (zCDP): L2 sensitivities do not grow with p or d" if gaussian else
+             "Laplace noise (pure epsilon; give delta for the Gaussian variant, which adds far less noise)")
+    if task in ("classification", "regression") and n_features >= 2:
+        return {"mechanism": "pca-gauss", "parameters": params,
+                "reason": f"labelled data, d = {n_features}: a DP PCA basis keeps the directions with the "
+                          f"most mass, then one Gaussian per class ({n_classes} public classes); {noise}"}
+    return {"mechanism": "ron-gauss", "parameters": params,
+            "reason": "no labels: a public random orthonormal basis, so real rows map into the release; "
+                      f"{noise}"}

@@ -106,6 +106,11 @@ class Dataset:
         a column's source is ``"data"`` while either side is.
     categories : dict {column: list} or None
         The public category lists given to :func:`load_dataset` (one-hot groups ``column=value``).
+    onehot_groups : dict {attribute: list of column names}
+        Public schema: the one-hot columns of each categorical attribute (at most one of them is
+        1 in a row). From the bundled metadata's ``onehot_groups`` or the public ``categories``
+        given to :func:`load_dataset`, never from the values. Mechanisms use it for the row-norm
+        bound (:func:`dpcore.preprocessing.row_norm_bound`).
     """
 
     X: np.ndarray
@@ -128,6 +133,7 @@ class Dataset:
     missing: str = "error"
     data_sides: np.ndarray | None = field(default=None, repr=False)
     categories: dict[str, list[Any]] | None = None
+    onehot_groups: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.classes is not None:  # before any per-class work (issue 17: 100k-class labels)
@@ -391,6 +397,7 @@ def load_dataset(
         description=meta.get("description", ""), meta=meta, n_dropped=n_dropped,
         label_bounds_source=labels.bounds_source, column_bounds_source=per_col,
         classes_source=labels.classes_source, missing=missing, categories=categories or None,
+        onehot_groups=_onehot_groups(list(frame.columns), categories, meta),
     )
 
 
@@ -456,6 +463,18 @@ def _resolve_labels(
             )
     check_bound_magnitude(np.asarray([lb], dtype=float), [f"{label} (label)"])
     return _Labels(y=y, bounds=lb, bounds_source=source)
+
+
+def _onehot_groups(columns: list[str], categories: dict[str, list[Any]], meta: dict[str, Any]
+                   ) -> dict[str, list[str]]:
+    """The public one-hot groups: from the categories encoded here (``col=value``), then the
+    bundled metadata's ``onehot_groups``; only columns of the table are kept."""
+    present = set(columns)
+    groups = {str(a): [c for c in cols if c in present]
+              for a, cols in (meta.get("onehot_groups") or {}).items()}
+    for attr, cats in categories.items():
+        groups[str(attr)] = [f"{attr}={v}" for v in cats if f"{attr}={v}" in present]
+    return {a: cols for a, cols in groups.items() if cols}
 
 
 def _read_source(

@@ -79,6 +79,7 @@ class Dataset:
     image_shape: list[int] | None = None
     fmt: str = "csv"  # "csv" (gzipped automatically when large) or "npz"
     extra_arrays: dict[str, np.ndarray] = field(default_factory=dict)  # npz only
+    onehot_groups: dict[str, list[str]] | None = None  # categorical attribute -> its one-hot columns
 
 
 # --------------------------------------------------------------------------- helpers
@@ -216,6 +217,7 @@ def write_dataset(ds: Dataset, out_dir: Path) -> list[Path]:
         "bounds_origin": {**{f: ds.bounds_origin[f] for f in ds.features},
                           LABEL_KEY: ds.label_origin},
         "classes": ds.classes,
+        **({"onehot_groups": ds.onehot_groups} if ds.onehot_groups else {}),
         "source": ds.source,
         "license": ds.license,
         "citation": ds.citation,
@@ -526,6 +528,7 @@ def build_adult(shared: Path) -> Dataset:
     blocks = [raw[numeric].astype(np.int64)]
     bounds = {a: ADULT_NUMERIC_BOUNDS[a][:2] for a in numeric}
     origin = {a: ADULT_NUMERIC_BOUNDS[a][2] for a in numeric}
+    groups: dict[str, list[str]] = {}
     for attr, categories in attributes.items():
         if categories is None:
             continue
@@ -534,6 +537,7 @@ def build_adult(shared: Path) -> Dataset:
         if unknown:
             raise BoundsError(f"adult: {attr} values {unknown} not in the published list")
         columns = [f"{attr}={c}" for c in categories]
+        groups[attr] = columns
         onehot = np.equal.outer(values.to_numpy(), np.array(categories)).astype(np.int64)
         blocks.append(pd.DataFrame(onehot, columns=columns))
         group_bounds, group_origin = uniform_bounds(
@@ -558,6 +562,7 @@ def build_adult(shared: Path) -> Dataset:
         y=(income == ">50K").to_numpy().astype(np.int64),
         bounds=bounds,
         bounds_origin=origin,
+        onehot_groups=groups,
         label_bounds=(0, 1),
         label_origin="definition: 1 if income > 50K else 0",
         classes=[0, 1],

@@ -198,7 +198,7 @@ def test_gmm_class_mean_noise_spread_is_laplace():
     X, y = _blobs(n=600, d=10, k=2, seed=3)
     p, eps = 5, 1.0
     mech = PCAGauss(epsilon=eps, n_components=p, pca_source="lap", bounds=(-1, 1), classes=[0, 1],
-                    label_privacy="within-class")  # the paper's Alg. 3: noise scaled by n_c
+                    label_privacy="within-class", pca_fraction=0.5)  # the paper's Alg. 3: noise scaled by n_c
     Xs = scale_to_box(X, np.tile([-1.0, 1.0], (10, 1)))
     noise = []
     for s in range(250):
@@ -215,7 +215,7 @@ def test_gmm_class_mean_noise_spread_is_laplace():
 def test_analyze_gauss_and_public_sources():
     X, y = _blobs(n=1200, seed=5)
     X, y, public = X[:1000], y[:1000], X[1000:]  # public: a separate sample, not private rows
-    rel = PCAGauss(epsilon=1.0, delta=1e-6, n_components=3, pca_source="analyze-gauss",
+    rel = PCAGauss(epsilon=1.0, delta=1e-6, n_components=3, pca_source="analyze-gauss", pca_fraction=0.5,
                    random_state=0, bounds=(-1, 1), classes=[0, 1, 2]).release(X, y)
     ag = rel.noise[0]
     assert ag.distribution == "gaussian" and ag.sensitivity == pytest.approx(math.sqrt(2))

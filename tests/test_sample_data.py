@@ -90,7 +90,9 @@ def test_folder_is_small():
 @pytest.mark.parametrize("name", DATASETS)
 def test_metadata_schema(name):
     m = meta(name)
-    assert set(m) == META_KEYS
+    assert set(m) - {"onehot_groups"} == META_KEYS
+    for attr, cols in (m.get("onehot_groups") or {}).items():  # public schema: real [0, 1] columns
+        assert cols and all(c.startswith(f"{attr}=") and m["bounds"][c] == [0, 1] for c in cols)
     assert m["name"] == name
     assert m["format"] in {"csv", "npz"}
     assert m["file"].startswith(name)

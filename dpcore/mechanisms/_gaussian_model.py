@@ -4,20 +4,37 @@ Sampling synthetic rows from a (DP) mean and covariance, the symmetric noise add
 moment, the number of components ``p`` and the affine map of a regression label onto ``[-a, a]``
 and back. Public post-processing and shape checks only: the noise scales are set by each
 mechanism from its own sensitivities.
+
+``noise="gaussian"`` variants share :class:`ZCDPBudget` (zCDP composition of the Gaussian
+statistics of one release, Bun & Steinke 2016, converted once to (epsilon, delta) with Canonne,
+Kamath & Steinke 2020) and :func:`second_moment_l2_sensitivity`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import numpy as np
 
+from dpcore import accounting
 from dpcore import noise as dpnoise
+from dpcore.calibration import EpsilonSplit
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import row_blocks
+from dpcore.release import NoiseRecord
+from dpcore.schema import Param
 
 __all__ = [
+    "GAUSSIAN_DELTA",
+    "NOISE",
+    "NOISE_CHOICES",
+    "ZCDPBudget",
     "add_matrix_noise",
+    "second_moment_l2_sensitivity",
+    "zcdp_sigma",
     "check_n_components",
     "default_n_components",
     "gaussian_samples",
@@ -111,3 +128,121 @@ def unit_to_label(y: np.ndarray, label_bounds: tuple[float, float], a: float) ->
     lo, hi = label_bounds
     half = (hi - lo) / 2 if hi > lo else 1.0
     return (lo + hi) / 2 + np.asarray(y) * half / a
+
+
+NOISE_CHOICES = ("laplace", "gaussian")
+ZCDP_SOURCE = "Bun & Steinke 2016 (zCDP of the Gaussian mechanism)"
+
+
+#: the ``noise`` parameter of the mechanisms with a Gaussian variant
+NOISE = Param("noise", "choice", "laplace", "Noise on the statistics: 'laplace' (the paper's pure "
+                 "epsilon-DP, L1 sensitivities) or 'gaussian' ((epsilon, delta)-DP, L2 sensitivities "
+                 "that grow far slower with p and d, composed in zCDP).", choices=NOISE_CHOICES,
+                 privacy=True)
+
+#: ``delta`` of the ``noise="gaussian"`` variants (empty: :func:`dpcore.calibration.default_delta`)
+GAUSSIAN_DELTA = Param("delta", "float", None, "noise='gaussian' only: failure probability of (epsilon, "
+                       "delta)-DP, in (0, 1); empty = min(1e-5, n^-1.5).", low=0.0, high=1.0, low_open=True,
+                       high_open=True, log=True, privacy=True, optional=True)
+
+
+def zcdp_sigma(l2_sensitivity: float, rho: float) -> float:
+    """``sigma = S2/sqrt(2 rho)``: the Gaussian mechanism is ``S2^2/(2 sigma^2)``-zCDP (Bun &
+    Steinke 2016, Prop. 1.6); ``rho = inf`` gives 0 (NOT PRIVATE)."""
+    return 0.0 if math.isinf(rho) else l2_sensitivity / math.sqrt(2.0 * rho)
+
+
+def second_moment_l2_sensitivity(norm2: float, norm4_power4: float | None = None) -> float:
+    """L2 sensitivity of the upper triangle (diagonal once) of ``sum_i z_i z_i^T`` under replace-one,
+    for rows with ``||z||_2^2 <= norm2`` and ``||z||_4^4 <= norm4_power4`` (default ``norm2^2``).
+
+    The change is ``A = u u^T - v v^T``; its upper-triangle vector has squared norm
+    ``T(A) = (||A||_F^2 + sum_i A_ii^2)/2`` with ``||A||_F^2 = ||u||^4 + ||v||^4 - 2 (u.v)^2 <=
+    2 norm2^2`` and ``sum_i A_ii^2 = sum_i (u_i^2 - v_i^2)^2 <= ||u||_4^4 + ||v||_4^4 <= 2 norm4``
+    (the cross terms are >= 0), so ``S2 = sqrt(norm2^2 + norm4)``. Rows of norm <= 1: ``sqrt(2)``
+    (attained by two orthogonal unit rows). The same bound covers per-class sums when a record changes
+    class (two sums change, by ``u u^T`` and ``-v v^T``: ``T <= (||u||^4 + ||u||_4^4 + ||v||^4 +
+    ||v||_4^4)/2``). Divide by ``n`` for the mean.
+    """
+    n4 = norm2 * norm2 if norm4_power4 is None else min(float(norm4_power4), norm2 * norm2)
+    return math.sqrt(norm2 * norm2 + n4)
+
+
+@dataclass
+class ZCDPBudget:
+    """The Gaussian statistics of one ``noise="gaussian"`` release, composed in zCDP.
+
+    ``rho`` splits the total ``rho`` (the largest whose (epsilon, delta) conversion,
+    :func:`dpcore.accounting.zcdp_epsilon`, fits the budget after the discrete Gaussian sampler's
+    slack is reserved, :func:`dpcore.noise.reserve_slack`) with the same fractions as ``split`` splits
+    epsilon (the Laplace variant's shares, kept for the comparison in :attr:`savings`).
+    """
+
+    rho: EpsilonSplit
+    split: EpsilonSplit
+    bits: BitSource
+    epsilon: float
+    delta: float
+    epsilon_ideal: float
+    delta_ideal: float
+    draws: list[dpnoise.GridNoise] = field(default_factory=list)
+    #: per budget part: Laplace noise variance at the same epsilon share over the Gaussian one
+    savings: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def plan(cls, epsilon: float, delta: float, fractions: dict[str, float], n_coordinates: int,
+             bits: BitSource) -> ZCDPBudget:
+        """Reserve the sampler's slack for ``n_coordinates`` Gaussian coordinates that can change
+        between neighbours (summed over every draw), then split ``rho`` by ``fractions``."""
+        eps_i, delta_i = dpnoise.reserve_slack(epsilon, delta, n_coordinates)
+        return cls(rho=EpsilonSplit.from_fractions(accounting.zcdp_rho(eps_i, delta_i), fractions),
+                   split=EpsilonSplit.from_fractions(epsilon, fractions), bits=bits, epsilon=epsilon,
+                   delta=delta, epsilon_ideal=eps_i, delta_ideal=delta_i)
+
+    def add(self, values: np.ndarray, part: str, s2: float, n_changed: int, *, laplace_s1: float,
+            statistic: str, formula: str, source: str, matrix: bool = False
+            ) -> tuple[np.ndarray, NoiseRecord]:
+        """``values`` (a vector, or a symmetric matrix with ``matrix=True``: noise on the upper
+        triangle, mirrored) through the grid Gaussian mechanism of :mod:`dpcore.noise` with the zCDP
+        share ``rho[part]``: ``sigma = S2'/sqrt(2 rho)`` at the rounding-inflated sensitivity ``S2'``,
+        so the statistic costs exactly ``rho[part]``. Records the plan (sampler slack) and the noise
+        variance saved against ``Lap(laplace_s1/eps_part)``."""
+        rho = self.rho[part]
+        plan = dpnoise.calibrated_gaussian_plan(s2, partial(zcdp_sigma, rho=rho), n_changed=n_changed,
+                                                bits=self.bits)
+        if matrix:
+            noisy, _ = dpnoise.symmetric(values, plan)
+        else:
+            noisy = plan.add(np.asarray(values, dtype=float)).values
+        self.draws.append(plan)
+        eps_part = self.split[part]
+        if plan.scale > 0 and math.isfinite(eps_part):
+            self.savings[part] = 2.0 * (laplace_s1 / eps_part) ** 2 / plan.scale**2
+        rec = NoiseRecord(
+            statistic=statistic, sensitivity=s2, scale=plan.scale, distribution="gaussian", norm="L2",
+            rho=rho, formula=f"{formula}; sigma = S2'/sqrt(2 rho_{part}) (zCDP share of the total rho)",
+            source=f"{source}; {ZCDP_SOURCE}", **dpnoise.record_fields(plan),
+        )
+        return noisy, rec
+
+    def guarantee(self, delta_given: bool) -> tuple[float, float, dict[str, Any]]:
+        """``(epsilon, delta, details)`` of the release: the zCDP total converted once, with the
+        sampler's slack (reserved beforehand, so the nominal budget is met)."""
+        eps_ideal = accounting.zcdp_epsilon(math.fsum(self.rho.parts), self.delta_ideal)
+        eps_g, delta_g, slack = dpnoise.reserved_guarantee(self.draws, self.epsilon, self.delta,
+                                                            eps_ideal, self.delta_ideal)
+        details = {
+            "delta": self.delta,
+            "delta_rule": "given" if delta_given else "min(1e-5, n^-1.5)",
+            "rho_total": self.rho.total,
+            "rho_parts": self.rho.as_dict(),
+            "composition": "zCDP: rho_i = S2'^2/(2 sigma_i^2) summed (Bun & Steinke 2016), converted "
+                           "once to (epsilon, delta) (Canonne, Kamath & Steinke 2020, Prop. 12; "
+                           "dpcore.accounting.zcdp_epsilon)",
+            "noise_slack": slack,
+            "laplace_over_gaussian_variance": {
+                "note": "per coordinate, Laplace (pure epsilon, same epsilon share, sound L1 "
+                        "sensitivity) noise variance / Gaussian noise variance; > 1: Gaussian "
+                        "adds less noise", **self.savings},
+        }
+        return eps_g, delta_g, details

@@ -72,16 +72,24 @@ HISTOGRAM_FRACTION = Param(
 
 
 def dp_class_histogram(
-    y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource, source: str
+    y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource, source: str, gauss=None,
 ) -> tuple[np.ndarray, NoiseRecord]:
     """Laplace-noised class counts, shape ``(n_classes,)`` (floats; may be negative).
 
     ``y`` holds class indices into the public class list. Pure ``epsilon``-DP under replace-one
     with the label included (L1 sensitivity :data:`HISTOGRAM_SENSITIVITY`). Every class of the
     public list gets a count, whether or not it occurs in the data. Exact grid Laplace noise
-    (:mod:`dpcore.noise`; two counts change between neighbours).
+    (:mod:`dpcore.noise`; two counts change between neighbours). ``gauss`` (a
+    :class:`~dpcore.mechanisms._gaussian_model.ZCDPBudget`, ``noise="gaussian"``): Gaussian noise
+    with L2 sensitivity :data:`HISTOGRAM_L2_SENSITIVITY` and the budget's ``"histogram"`` share.
     """
     counts = np.bincount(y, minlength=n_classes).astype(float)
+    if gauss is not None:
+        return gauss.add(
+            counts, "histogram", HISTOGRAM_L2_SENSITIVITY, min(2, n_classes),
+            laplace_s1=HISTOGRAM_SENSITIVITY, statistic=f"class histogram ({n_classes} public classes)",
+            formula="S2 = sqrt(2) (replace-one with the label: two counts change by 1)",
+            source=f"Dwork & Roth 2014, histogram queries; {source}")
     draw = dpnoise.laplace(counts, HISTOGRAM_SENSITIVITY, scale=laplace_scale(HISTOGRAM_SENSITIVITY, epsilon),
                            n_changed=min(2, n_classes), bits=bits)
     noisy = draw.values

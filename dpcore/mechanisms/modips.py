@@ -1,5 +1,5 @@
 """modips: samples of a DP Gaussian (one per class) in the original ``d``-dimensional space; pure
-epsilon-DP.
+epsilon-DP (or (epsilon, delta) with ``noise="gaussian"``).
 
 Liu's model-based synthesis (arXiv:1606.08052, 2016), the Gaussian version RON-Gauss (section
 5.2.4) and PCA-Gauss (section II) compare against. Neighbouring relation: replace-one (``n``
@@ -13,11 +13,20 @@ Common pre-processing. Features are clipped to their public bounds and mapped af
 ``[-1, 1]`` (:func:`~dpcore.mechanisms._box.scale_to_box`; the papers' experiments scale the
 data to ``[-1, 1]``, PCA-Gauss VIII-B). A public affine map costs no budget and does not change the
 signal-to-noise ratio of an identity query (PCA-Gauss Theorem 2). Feature ``l`` then ranges over an
-interval of width ``w_l = 2`` (``0`` for a constant column).
+interval of width ``w_l = 2`` (``0`` for a constant column). Columns of a public one-hot group are
+mapped onto ``[0, 1]`` instead, with the group's L1 norm capped at 1
+(:class:`~dpcore.mechanisms._box.BoxMap`), so every sensitivity uses the schema's row-norm bound
+(:func:`dpcore.preprocessing.row_norm_bound`; on Adult the second moment's L1 sensitivity is
+``14^2 + 14 = 210`` instead of ``105 * 106/2 = 5565``).
+
+``noise="gaussian"`` ((epsilon, delta)-DP, issue 13): Gaussian noise from the L2 sensitivities of
+:func:`gaussian_model_l2_sensitivities`, composed in zCDP
+(:class:`~dpcore.mechanisms._gaussian_model.ZCDPBudget`; ``delta`` default ``min(1e-5, n^-1.5)``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -27,17 +36,23 @@ from dpcore import noise as dpnoise
 from dpcore.calibration import (
     LAPLACE_SOURCE,
     EpsilonSplit,
+    check_delta,
+    default_delta,
     laplace_scale,
     psd_repair,
 )
 from dpcore.mechanisms._box import (
     BOX,
+    BoxMap,
     lap_pca_sensitivity,
-    scale_to_box,
 )
 from dpcore.mechanisms._gaussian_model import (
+    GAUSSIAN_DELTA,
+    NOISE,
+    ZCDPBudget,
     gaussian_samples,
     label_to_unit,
+    second_moment_l2_sensitivity,
     unit_to_label,
 )
 from dpcore.mechanisms._labels import (
@@ -52,11 +67,11 @@ from dpcore.mechanisms._labels import (
 )
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource
-from dpcore.preprocessing import PreparedInput
+from dpcore.preprocessing import PreparedInput, RowNormBound
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
 
-__all__ = ['MODIPS', 'gaussian_model_sensitivities']
+__all__ = ['MODIPS', 'gaussian_model_l2_sensitivities', 'gaussian_model_sensitivities']
 
 
 LIU_CITATION = ("F. Liu, Model-based differentially private data synthesis, arXiv:1606.08052, 2016 "
@@ -64,7 +79,8 @@ LIU_CITATION = ("F. Liu, Model-based differentially private data synthesis, arXi
                 "II)")
 
 
-def gaussian_model_sensitivities(k: int, n_rows: int) -> tuple[float, float]:
+def gaussian_model_sensitivities(k: int, n_rows: int, bound: RowNormBound | None = None
+                                 ) -> tuple[float, float]:
     """L1 sensitivities of the mean and of the upper triangle of the second moment of ``n_rows``
     vectors in ``[-1, 1]^k`` (replace-one): ``(2k/n, k(k+1)/(2n))``.
 
@@ -75,8 +91,43 @@ def gaussian_model_sensitivities(k: int, n_rows: int) -> tuple[float, float]:
     ``(full + diag)/2 <= 2AB + 2 sum_l |u_l||v_l| <= 2 (k/2)^2 + 2 k/4 = k(k+1)/2``; ``x = 1``,
     ``x' = 0`` attains it (tight). Equals PCA-Gauss's LapPCA "tight" value
     (:func:`~dpcore.mechanisms._box.lap_pca_sensitivity`), which is reused.
+
+    ``bound`` (the rows' public :class:`~dpcore.preprocessing.RowNormBound`, one-hot groups
+    mapped onto ``[0, 1]``): mean ``l1_diameter/n`` (``||x - x'||_1``, proof in
+    :func:`~dpcore.preprocessing.row_norm_bound`) and second moment
+    ``min(k(k+1)/2, row_second_moment_l1(bound))/n``
+    (:func:`~dpcore.mechanisms._box.row_second_moment_l1`); without groups these are the values above.
     """
-    return 2.0 * k / n_rows, lap_pca_sensitivity(k, n_rows, calibration="tight")
+    if bound is None:
+        return 2.0 * k / n_rows, lap_pca_sensitivity(k, n_rows, calibration="tight")
+    return (min(2.0 * k, bound.l1_diameter) / n_rows,
+            lap_pca_sensitivity(k, n_rows, calibration="tight", bound=bound))
+
+
+def gaussian_model_l2_sensitivities(bound: RowNormBound, n_rows: int = 1, per_class_sums: bool = False
+                                    ) -> tuple[float, float]:
+    """L2 sensitivities (``noise="gaussian"``) of the mean and of the upper triangle (diagonal once)
+    of the second moment of ``n_rows`` rows with the public ``bound``, replace-one.
+
+    Mean: ``||z - z'||_2 <= l2_diameter`` (:func:`~dpcore.preprocessing.row_norm_bound`); per-class
+    sums when the record may change class (``per_class_sums``): also ``sqrt(||z||^2 + ||z'||^2) <=
+    sqrt(2) l2``, so the larger of the two. Second moment:
+    :func:`~dpcore.mechanisms._gaussian_model.second_moment_l2_sensitivity` with ``||z||^2 <= l2^2`` and
+    ``||z||_4^4 <= l4_power4`` (covers the class change too). Both divided by ``n_rows``.
+    Without one-hot groups, ``k`` columns: ``2 sqrt(k)/n`` and ``sqrt(k^2 + k)/n``.
+    """
+    mean = bound.l2_diameter
+    if per_class_sums:
+        mean = max(mean, math.sqrt(2.0) * bound.l2)
+    return mean / n_rows, second_moment_l2_sensitivity(bound.l2**2, bound.l4_power4) / n_rows
+
+
+def _with_label(bound: RowNormBound) -> RowNormBound:
+    """``bound`` for rows with a regression label in ``[-1, 1]`` appended (one more numeric)."""
+    return dataclasses.replace(
+        bound, l2=math.sqrt(bound.l2**2 + 1), l1=bound.l1 + 1,
+        l2_diameter=math.sqrt(bound.l2_diameter**2 + 4), l1_diameter=bound.l1_diameter + 2,
+        l4_power4=bound.l4_power4 + 1, max_pair_l1=bound.max_pair_l1 + 1, n_numeric=bound.n_numeric + 1)
 
 
 class MODIPS(Mechanism):
@@ -139,6 +190,8 @@ class MODIPS(Mechanism):
               "mean and the DP second moment.", privacy=True, split_names=("mean", "covariance")),
         LABEL_PRIVACY,
         HISTOGRAM_FRACTION,
+        NOISE,
+        GAUSSIAN_DELTA,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -157,16 +210,28 @@ class MODIPS(Mechanism):
         if protected:
             h = params["histogram_fraction"]
             fractions = {"histogram": h, **{k: (1 - h) * v for k, v in fractions.items()}}
-        split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         lo, hi = data.bounds[:, 0], data.bounds[:, 1]
         active = hi > lo
-        Z = scale_to_box(data.X, data.bounds)[:, active]
+        bmap = BoxMap.of(data)  # numerics onto [-1, 1], one-hot groups onto [0, 1] (row-norm bound)
+        Z = bmap.apply(data.X, clip=False)[:, active]
+        bound = bmap.bound
         regression = data.task == "regression"
         if regression:
             assert data.y is not None and data.label_bounds is not None
             Z = np.column_stack([Z, label_to_unit(data.y, data.label_bounds, 1.0)])
+            bound = _with_label(bound)
         if Z.shape[1] == 0:
             raise ValueError("bounds: every feature has lo == hi, so there is nothing to model")
+        gauss = None
+        if params["noise"] == "gaussian":
+            delta = check_delta(params["delta"] if params["delta"] is not None else default_delta(n))
+            k = Z.shape[1]
+            n_groups = data.classes.size if data.task == "classification" and data.classes is not None else 1
+            coords = (2 if protected else 1) * n_groups * (k + k * (k + 1) // 2) + (2 if protected else 0)
+            gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions, coords, bits)
+            split = gauss.split
+        else:
+            split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         m = n if n_samples is None else n_samples
         diag: dict[str, Any] = {"mean_dp": {}, "second_moment_dp": {}, "mean": {}, "second_moment": {}}
         noise: list[NoiseRecord] = []
@@ -176,7 +241,8 @@ class MODIPS(Mechanism):
             sizes = np.bincount(data.y, minlength=data.classes.size)
             if protected:
                 noisy_counts, hist_rec = dp_class_histogram(
-                    data.y, data.classes.size, split["histogram"], bits, "MODIPS per class (label privacy)")
+                    data.y, data.classes.size, split["histogram"], bits, "MODIPS per class (label privacy)",
+                    gauss=gauss)
                 noise.append(hist_rec)
                 diag["class_counts_dp"] = noisy_counts
                 counts = synthetic_counts(m, noisy_counts)
@@ -191,13 +257,14 @@ class MODIPS(Mechanism):
         chunks, labels = [], []
         for c, rows, tag in groups:
             count = None if noisy_counts is None else float(noisy_counts[c])
-            mu, cov, recs = _dp_gaussian(Z[rows], split, bits, tag, diag, key=c, count=count)
+            mu, cov, recs = _dp_gaussian(Z[rows], split, bits, tag, diag, key=c, count=count, bound=bound,
+                                         gauss=gauss)
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
             noise += recs
         S = np.vstack(chunks)
         values = np.tile(lo, (S.shape[0], 1))
-        values[:, active] = lo[active] + (S[:, : int(active.sum())] + 1.0) / 2.0 * (hi - lo)[active]
+        values[:, active] = bmap.centre[active] + S[:, : int(active.sum())] / bmap.factor[active]
         out_labels, label_columns = None, []
         if data.task == "classification":
             assert data.classes is not None
@@ -214,7 +281,17 @@ class MODIPS(Mechanism):
         if regression:
             assumptions.append(f"labels lie in the public label_bounds {data.label_bounds}, mapped to "
                                "[-1, 1] and modelled jointly with the features")
+        gaussian_details: dict[str, Any] = {}
+        guarantee = Guarantee(epsilon=math.fsum(split.parts), delta=0.0, kind="pure",
+                              neighbouring=WITHIN_CLASS if data.task == "classification"
+                              and not protected else "replace-one")
+        if gauss is not None:
+            eps_g, delta_g, gaussian_details = gauss.guarantee(params["delta"] is not None)
+            guarantee = dataclasses.replace(guarantee, epsilon=eps_g, delta=delta_g, kind="approx")
         details = {
+            "noise": params["noise"],
+            **gaussian_details,
+            "row_norm_bound": bmap.bound.card(),
             "model": "one Gaussian per class (GMM)" if data.task == "classification" else "Gaussian",
             "model_dimension": k,
             "n_constant_features": int(d - active.sum()),
@@ -223,10 +300,7 @@ class MODIPS(Mechanism):
         }
         rel = self._new_release(
             data, params, values=values, columns=list(data.feature_names),
-            guarantee=Guarantee(epsilon=math.fsum(split.parts), delta=0.0, kind="pure",
-                                neighbouring=WITHIN_CLASS if data.task == "classification"
-                                and not protected else "replace-one"),
-            noise=noise, calibration="sound", n_samples=n_samples, labels=out_labels,
+            guarantee=guarantee, noise=noise, calibration="sound", n_samples=n_samples, labels=out_labels,
             label_columns=label_columns, details=details,
         )
         data.diagnostics.update(diag)
@@ -235,7 +309,8 @@ class MODIPS(Mechanism):
 
 def _dp_gaussian(
     Z: np.ndarray, split: EpsilonSplit, bits: BitSource, tag: str, diag: dict[str, Any],
-    key: Any, count: float | None = None,
+    key: Any, count: float | None = None, bound: RowNormBound | None = None,
+    gauss: ZCDPBudget | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
     """DP mean, DP second moment (upper triangle, mirrored) and PSD-repaired covariance of the rows
     ``Z`` (entries in ``[-1, 1]``), with their noise records; exact and noisy statistics go to
@@ -245,16 +320,39 @@ def _dp_gaussian(
     over the classes, the sums have L1 sensitivities ``2k`` (one vector of L1 norm ``<= k`` leaves
     a class and one joins another, or one difference ``<= 2k``) and ``k(k+1)`` (upper triangle: one
     term ``(||z||_1^2 + ||z||^2)/2 <= k(k+1)/2``, two of them when the record changes class; the
-    within-class difference is ``<= k(k+1)/2``)."""
+    within-class difference is ``<= k(k+1)/2``). With the rows' public ``bound`` (one-hot groups):
+    ``2 l1`` and ``l1^2 + l2^2`` (the same arguments with ``||z||_1 <= l1``, ``||z||_2 <= l2``; without
+    groups ``l1 = l2^2 = k``). ``gauss``: Gaussian noise in the zCDP budget
+    (:func:`gaussian_model_l2_sensitivities`)."""
     n, k = Z.shape
     if count is None:
-        s1_mu, s1_m = gaussian_model_sensitivities(k, n)
+        s1_mu, s1_m = gaussian_model_sensitivities(k, n, bound)
         mean, second = Z.mean(axis=0), Z.T @ Z / n
     else:
         s1_mu, s1_m = 2.0 * k, k * (k + 1.0)
+        if bound is not None:
+            s1_mu, s1_m = min(s1_mu, 2.0 * bound.l1), min(s1_m, bound.l1**2 + bound.l2**2)
         mean, second = Z.sum(axis=0), Z.T @ Z
     # grid rounding: with protected labels a replaced record may change two classes' statistics
     changed = 1 if count is None else 2
+    if gauss is not None:
+        assert bound is not None
+        s2_mu, s2_m = gaussian_model_l2_sensitivities(bound, 1 if count is not None else n, count is not None)
+        how = ("per-class sums, all classes jointly (the replaced record may change class); divided by "
+               "the DP count" if count is not None else "n public")
+        mu, rec_mu = gauss.add(mean, "mean", s2_mu, changed * k, laplace_s1=s1_mu, statistic="mean" + tag,
+                               formula=f"S2 from the row-norm bound (gaussian_model_l2_sensitivities); {how}",
+                               source=LIU_CITATION)
+        M, rec_m = gauss.add(second, "covariance", s2_m, changed * k * (k + 1) // 2, laplace_s1=s1_m,
+                             matrix=True, statistic="second moment (1/n) Z^T Z" + tag,
+                             formula=f"S2 = sqrt(l2^4 + l4^4) (second_moment_l2_sensitivity); {how}; "
+                                     "covariance = psd_repair(M - mu mu^T)", source=LIU_CITATION)
+        if count is not None:
+            mu, M = divide_by_count(mu, count), divide_by_count(M, count)
+            mean, second = divide_by_count(mean, max(n, 1)), divide_by_count(second, max(n, 1))
+        diag["mean"][key], diag["second_moment"][key] = mean, second
+        diag["mean_dp"][key], diag["second_moment_dp"][key] = mu, M
+        return mu, psd_repair(M - np.outer(mu, mu)), [rec_mu, rec_m]
     mu_draw = dpnoise.laplace(mean, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
                               n_changed=changed * k, bits=bits)
     M, m_draw = dpnoise.symmetric_laplace(second, s1_m, scale=laplace_scale(s1_m, split["covariance"]),
@@ -269,8 +367,9 @@ def _dp_gaussian(
         NoiseRecord(
             statistic="mean" + tag, sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
             epsilon=split["mean"], delta=0.0, **dpnoise.record_fields(mu_draw),
-            formula=("S1 = 2k/n (k coordinates of width 2, one row replaced); b = S1/eps_mu"
-                     if count is None else "S1 = 2k (per-class sums, all classes jointly; the "
+            formula=("S1 = min(2k, l1_diameter)/n (k coordinates of width 2, or the row-norm bound); "
+                     "b = S1/eps_mu"
+                     if count is None else "S1 = min(2k, 2 l1) (per-class sums, all classes jointly; the "
                      "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
             source=f"{LIU_CITATION}; {LAPLACE_SOURCE}",
         ),
@@ -278,8 +377,9 @@ def _dp_gaussian(
             statistic="second moment (1/n) Z^T Z" + tag, sensitivity=s1_m, scale=b_m,
             distribution="laplace", norm="L1", epsilon=split["covariance"], delta=0.0,
             **dpnoise.record_fields(m_draw),
-            formula=("S1 = k(k+1)/(2n) (upper triangle with diagonal, entries in [-1, 1]; proof in "
-                     "gaussian_model_sensitivities)" if count is None else "S1 = k(k+1) (per-class "
+            formula=("S1 = min(k(k+1)/2, row_second_moment_l1)/n (upper triangle with diagonal; proof "
+                     "in gaussian_model_sensitivities)" if count is None else "S1 = min(k(k+1), l1^2 + "
+                     "l2^2) (per-class "
                      "sums, upper triangle, the replaced record may change class; divided by the "
                      "DP count)") + "; b = S1/eps_Sigma, mirrored; covariance = "
                     "psd_repair(M - mu mu^T) (post-processing)",

@@ -4,12 +4,24 @@ Chanyaswad, Liu & Mittal, "Coupling Dimensionality Reduction with Generative Mod
 Non-Interactive Private Data Release" (``papers/pca_gauss.txt``; its formulas were lost in the text
 extraction and are restored in SPEC section 3, which this module follows).
 
-Data. Every feature is mapped affinely from its public bounds onto ``[-a, a]`` with ``a = 1``
-(clipped first), so ``|x_j| <= a``; the box centre maps to 0, which plays the role of the paper's
-centring without spending budget on a private mean. PCA features are ``x^ = W^T x / sqrt(d)``,
-which lie in ``[-a, a]^p`` for any orthonormal ``W`` (Lemma 1 plus rescaling: ``|w^T x| <= sqrt(d) a``).
-Regression labels are mapped from their public ``label_bounds`` onto ``[-a, a]`` the same way and
-mapped back for the release.
+Data. Every feature is mapped affinely from its public bounds (clipped first): numerics onto
+``[-a, a]`` with ``a = 1``, the columns of a public one-hot group onto ``[0, 1]`` with the group's L1
+norm capped at 1 (:class:`~dpcore.mechanisms._box.BoxMap`; without groups this is the papers' box
+``[-1, 1]^d``). The box centre maps to 0, which plays the role of the paper's centring without
+spending budget on a private mean. PCA features are ``x^ = W^T z / B``, ``B`` the public row-norm
+bound of the mapped rows (:func:`dpcore.preprocessing.row_norm_bound`: ``sqrt(d)`` for the box,
+``sqrt(#numerics + #groups)`` with one-hot groups, e.g. ``sqrt(14)`` instead of ``sqrt(105)`` on
+Adult), so ``||x^||_2 <= ||z||_2/B <= 1`` and ``|x^_j| <= 1`` for any orthonormal ``W`` (Lemma 1 plus
+rescaling). Regression labels are mapped from their public ``label_bounds`` onto ``[-a, a]`` the
+same way and mapped back for the release.
+
+``noise="gaussian"`` ((epsilon, delta)-DP, issue 13): the same statistics get Gaussian noise from
+their L2 sensitivities, composed in zCDP (:class:`~dpcore.mechanisms._gaussian_model.ZCDPBudget`):
+eigenvalues ``sqrt(2)/n`` (:func:`eigenvalue_l2_sensitivity`), the DP PCA is Analyze Gauss
+(``sqrt(2)``), the class histogram ``sqrt(2)``, class means/sums ``2`` and second moments
+``sqrt(2)`` (:func:`class_l2_sensitivities`), Alg. 2's augmented second moment ``sqrt(6)/n``.
+Empty ``n_components`` / ``pca_fraction``: the public rule
+:func:`dpcore.calibration.recommended_n_components`.
 
 Algorithms (replace-one neighbours, ``n`` public; Laplace mechanism on entrywise L1 sensitivity):
 
@@ -73,9 +85,12 @@ from dpcore.calibration import (
     check_delta,
     laplace_scale,
     psd_repair,
+    recommended_mechanism,
+    recommended_n_components,
 )
 from dpcore.mechanisms._box import (
     A_BOUND,
+    BoxMap,
     box_gram,
     box_moments,
     box_project,
@@ -83,10 +98,13 @@ from dpcore.mechanisms._box import (
     top_eigvecs,
 )
 from dpcore.mechanisms._gaussian_model import (
+    NOISE,
+    ZCDPBudget,
     add_matrix_noise,
     check_n_components,
     gaussian_samples,
     label_to_unit,
+    second_moment_l2_sensitivity,
     unit_to_label,
 )
 from dpcore.mechanisms._labels import (
@@ -108,7 +126,9 @@ from dpcore.schema import DELTA, EPSILON, Param
 
 __all__ = [
     "PCAGauss",
+    "class_l2_sensitivities",
     "class_sum_sensitivities",
+    "eigenvalue_l2_sensitivity",
     "eigenvalue_sensitivity",
     "pca_mean_sensitivity",
     "pca_second_moment_sensitivity",
@@ -163,6 +183,41 @@ def pca_mean_sensitivity(p: int, n_rows: int, a: float = A_BOUND, calibration: s
     return 2 * (p if calibration == "paper" else math.sqrt(p)) * a / n_rows
 
 
+def eigenvalue_l2_sensitivity(n_rows: int) -> float:
+    """L2 sensitivity ``sqrt(2)/n`` of the top-``p`` eigenvalues of ``(1/n) sum_i y_i y_i^T`` for rows
+    of norm <= 1 (``noise="gaussian"``, Alg. 1), whatever ``p``.
+
+    Hoffman-Wielandt: for symmetric ``A, A'`` with eigenvalues sorted the same way,
+    ``sum_i (lambda_i - lambda'_i)^2 <= ||A - A'||_F^2``; replace-one changes ``A`` by
+    ``(u u^T - v v^T)/n`` with ``||u u^T - v v^T||_F^2 = ||u||^4 + ||v||^4 - 2 (u.v)^2 <= 2``; the top
+    ``p`` are a sub-vector.
+    """
+    return math.sqrt(2.0) / n_rows
+
+
+def class_l2_sensitivities(n_rows: int = 1) -> tuple[float, float]:
+    """L2 sensitivities ``(2/n, sqrt(2)/n)`` of the class mean and of the upper triangle of the class
+    second moment of PCA features (``noise="gaussian"``, Alg. 3); ``n_rows = 1`` for the per-class
+    sums stacked over all classes (labels protected).
+
+    ``||x^||_2 <= 1`` (module docstring). Mean: ``||x^ - x^'|| <= 2`` within a class; a record that
+    changes class moves two sums by ``x^`` and ``x^'``: ``sqrt(1 + 1) <= 2``. Second moment:
+    :func:`~dpcore.mechanisms._gaussian_model.second_moment_l2_sensitivity` with norm 1: ``sqrt(2)``,
+    which covers the class change as well.
+    """
+    return 2.0 / n_rows, second_moment_l2_sensitivity(1.0) / n_rows
+
+
+def _gaussian_coordinates(d: int, p: int, dp_pca: bool, gmm: bool, protected: bool, n_classes: int) -> int:
+    """Gaussian coordinates that can change between neighbours over a ``noise="gaussian"`` release
+    (for the sampler's slack, :func:`dpcore.noise.reserve_slack`); every public class counted."""
+    total = d * (d + 1) // 2 if dp_pca else 0
+    if not gmm:
+        return total + (p + 1) * (p + 2) // 2
+    per_class = p + p * (p + 1) // 2
+    return total + (min(2, n_classes) + 2 * n_classes * per_class if protected else n_classes * per_class)
+
+
 def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tight") -> tuple[float, float]:
     """L1 sensitivities of the per-class *sums* ``(sum x^, sum x^ x^^T)``, all classes stacked,
     under replace-one with the label included (labels protected; the replaced record may change
@@ -181,12 +236,28 @@ def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tigh
     return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
-def _pca_transform(X: np.ndarray, *, W: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Real rows -> PCA features ``W^T x / sqrt(d)`` of the box-scaled rows."""
+def _pca_transform(X: np.ndarray, *, W: np.ndarray, bmap: BoxMap) -> np.ndarray:
+    """Real rows -> PCA features ``W^T z / B`` of the mapped rows ``z`` (:class:`BoxMap`)."""
     X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[1] != W.shape[0]:
         raise ValueError(f"X must have shape (m, {W.shape[0]}), got {X.shape}")
-    return box_project(X, bounds, W / math.sqrt(W.shape[0]))
+    return box_project(X, bmap, W / _norm(bmap))
+
+
+def _norm(bmap: BoxMap) -> float:
+    """``B``, the public bound on ``||z||_2`` (1 when every column is constant)."""
+    return bmap.bound.l2 or 1.0
+
+
+def _transform_arrays(W: np.ndarray, bmap: BoxMap) -> dict[str, np.ndarray]:
+    """What :func:`_pca_transform` needs, as arrays: ``z = (clip(x) - centre) * factor``, each
+    one-hot group (``onehot_group`` = its number, -1 for none) scaled to L1 norm <= 1,
+    ``x^ = W^T z / norm_bound``."""
+    group = np.full(W.shape[0], -1)
+    for i, g in enumerate(bmap.groups):
+        group[g] = i
+    return {"W": W, "bounds": bmap.bounds, "centre": bmap.centre, "factor": bmap.factor,
+            "onehot_group": group, "norm_bound": np.array(_norm(bmap))}
 
 
 # ------------------------------------------------------------------------------------ mechanism
@@ -203,13 +274,22 @@ class PCAGauss(Mechanism):
         Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
         release a single noisy statistic and spend the whole model budget on it.
     n_components : int, optional
-        ``p``, ``1 <= p < n_features``; default
-        :func:`~dpcore.mechanisms._gaussian_model.default_n_components`.
-        Sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
+        ``p``, ``1 <= p < n_features``; empty (automatic): the public rule
+        :func:`dpcore.calibration.recommended_n_components` of ``n, d``, the class count, epsilon and
+        (``noise="gaussian"``) delta, recorded on the card as ``details["recommended"]``.
+        Laplace sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
+    noise : {"laplace", "gaussian"}, default "laplace"
+        ``"gaussian"``: (epsilon, delta)-DP, every statistic (the DP PCA as Analyze Gauss, the
+        eigenvalues, the class histogram, means and second moments) gets Gaussian noise from its L2
+        sensitivity (:func:`eigenvalue_l2_sensitivity`, :func:`class_l2_sensitivities`), composed in
+        zCDP; the card's ``laplace_over_gaussian_variance`` shows the noise saved per part.
     pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
-    pca_fraction : float, default 0.5
-        Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``).
+    pca_fraction : float, optional
+        Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``); empty
+        (automatic): chosen with ``p`` by :func:`dpcore.calibration.recommended_n_components` from
+        public facts (the basis noise hides the directions whose eigenvalue is below its BBP
+        threshold), recorded in ``details["recommended"]``.
     public_data : array-like of shape (n_public, n_features) or Dataset, optional
         ``pca_source="public"``: the public rows ``W`` is computed from (required there).
     calibration : {"tight", "paper"}, default "tight"
@@ -241,16 +321,20 @@ class PCAGauss(Mechanism):
     params = (
         EPSILON,
         DELTA,
+        NOISE,
         Param("epsilon_split", "fraction_split", (0.1, 0.9), "Classification (GMM): fractions of "
               "the model budget for the class means and second moments (paper: 0.1 / 0.9).",
               privacy=True, split_names=("mean", "covariance")),
         Param("n_components", "int", None, "Number of principal components p (< number of "
-              "features); empty = 2 ln d / ln ln d.", low=1, optional=True),
+              "features); empty = automatic: the public rule of dpcore.calibration."
+              "recommended_n_components (n, d, classes, epsilon, delta).", low=1, optional=True),
         Param("pca_source", "choice", "lap", "Supervised tasks: W from LapPCA (pure), Analyze "
               "Gauss (epsilon, delta) or a separate public table, public_data (no budget).",
               choices=("lap", "analyze-gauss", "public"), privacy=True),
-        Param("pca_fraction", "float", 0.5, "Fraction of epsilon spent on the DP PCA (lap, "
-              "analyze-gauss).", low=0.0, high=1.0, low_open=True, high_open=True, privacy=True),
+        Param("pca_fraction", "float", None, "Fraction of epsilon spent on the DP PCA (lap, "
+              "analyze-gauss); empty = automatic: the public rule of dpcore.calibration."
+              "recommended_n_components.", low=0.0, high=1.0, low_open=True, high_open=True,
+              privacy=True, optional=True),
         Param("calibration", "choice", "tight", "Sensitivities: tight (proven, less noise) or "
               "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
         LABEL_PRIVACY,
@@ -265,53 +349,119 @@ class PCAGauss(Mechanism):
     @classmethod
     def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
                               ) -> Callable[[np.ndarray], np.ndarray]:
-        """Real rows -> ``W^T x / sqrt(d)`` of the box-scaled rows (:func:`_pca_transform`) from the
-        saved ``W`` and ``bounds``."""
-        return partial(_pca_transform, W=np.array(arrays["W"], dtype=float),
-                       bounds=np.array(arrays["bounds"], dtype=float))
+        """Real rows -> PCA features ``W^T z / B`` of the mapped rows (:func:`_pca_transform`) from
+        the saved ``W``, ``bounds`` and ``onehot_group`` (the public one-hot groups of the
+        sparsity-preserving :class:`~dpcore.mechanisms._box.BoxMap`)."""
+        group = np.asarray(arrays.get("onehot_group", np.full(np.shape(arrays["W"])[0], -1)), dtype=int)
+        groups = tuple(np.flatnonzero(group == g) for g in range(int(group.max(initial=-1)) + 1))
+        bmap = BoxMap.from_bounds(np.array(arrays["bounds"], dtype=float), groups)
+        return partial(_pca_transform, W=np.array(arrays["W"], dtype=float), bmap=bmap)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None, *, bits: BitSource,
     ) -> Release:
         n, d = data.X.shape
-        p = check_n_components(params["n_components"], d)
+        bmap = BoxMap.of(data)  # public: bounds and one-hot groups (sparsity-preserving map)
+        if params["noise"] == "gaussian" and params["calibration"] == "paper":
+            raise ValueError("noise='gaussian' needs calibration='tight' (the paper's constants are "
+                             "L1 values for the Laplace mechanism)")
+        p, pca_fraction, rule = self._components(params, data)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
         if data.task == "unsupervised":
-            return self._alg1(data, params, rng, n_samples, p, bits)
-        return self._supervised(data, params, rng, n_samples, p, bits)
+            rel = self._alg1(data, params, rng, n_samples, p, bits, bmap)
+        else:
+            rel = self._supervised(data, params, rng, n_samples, p, bits, bmap, pca_fraction)
+        rel.details["row_norm_bound"] = bmap.bound.card()
+        if rule is not None:
+            rel.details["recommended"] = {
+                **rule, "mechanism": recommended_mechanism(
+                    data.task, n, d, epsilon=params["epsilon"],
+                    delta=params["delta"] if params["noise"] == "gaussian" else None,
+                    n_classes=0 if data.classes is None else data.classes.size)}
+        return rel
+
+    @staticmethod
+    def _components(params: dict[str, Any], data: PreparedInput
+                    ) -> tuple[int, float | None, dict[str, Any] | None]:
+        """``p`` and ``pca_fraction``: given, or (empty) from the public rule
+        :func:`dpcore.calibration.recommended_n_components` (n, d, the class count, epsilon, delta,
+        the row-norm bound). Returns ``(p, pca_fraction, the rule's record for the card or None
+        when nothing was left empty)``. ``pca_source="analyze-gauss"`` with Laplace noise on the model
+        is predicted as all-Laplace (a larger basis noise: a conservative p)."""
+        n, d = data.X.shape
+        supervised = data.task != "unsupervised"
+        dp_basis = supervised and params["pca_source"] != "public"
+        if params["n_components"] is not None and (params["pca_fraction"] is not None or not dp_basis):
+            return check_n_components(params["n_components"], d), params["pca_fraction"], None
+        check_n_components(params["n_components"], d)  # names the problem (p >= d, a single feature)
+        gmm = data.task == "classification" and data.classes is not None
+        n_classes = data.classes.size if gmm else 1
+        gaussian = params["noise"] == "gaussian"
+        if supervised:
+            h = params["histogram_fraction"] if gmm and params["label_privacy"] == "protected" else 0.0
+            model_share = (1 - h) * (params["epsilon_split"][1] if gmm else 1.0)
+        else:
+            model_share = 1.0
+        bound = BoxMap.of(data).bound
+        b2 = bound.l2**2 or 1.0
+        basis_l1 = (d * d if params["calibration"] == "paper"
+                    else lap_pca_sensitivity(d, 1, bound=bound)) / b2
+        rec = recommended_n_components(
+            n, d, epsilon=params["epsilon"], delta=params["delta"] if gaussian else None,
+            n_classes=n_classes, model_share=model_share, dp_basis=dp_basis, basis_l1=basis_l1,
+            pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"])
+        f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
+        return check_n_components(rec["n_components"], d), f, rec
 
     # ------------------------------------------------------------------------------ Alg. 1
     def _alg1(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-              n_samples: int | None, p: int, bits: BitSource) -> Release:
+              n_samples: int | None, p: int, bits: BitSource, bmap: BoxMap) -> Release:
         n, d = data.X.shape
         eps, cal = params["epsilon"], params["calibration"]
-        gram = box_gram(data.X, data.bounds, clip=False)
-        lam = np.sort(np.linalg.eigvalsh(gram / (n * d)))[::-1][:p]
+        gram = box_gram(data.X, bmap, clip=False)
+        lam = np.sort(np.linalg.eigvalsh(gram / (n * _norm(bmap) ** 2)))[::-1][:p]
         s1 = eigenvalue_sensitivity(p, n, calibration=cal)
-        draw = dpnoise.laplace(lam, s1, scale=laplace_scale(s1, eps), n_changed=p, bits=bits)
-        lam_dp, b = draw.values, draw.scale
+        gaussian_details: dict[str, Any] = {}
+        if params["noise"] == "gaussian":
+            gauss = ZCDPBudget.plan(eps, check_delta(params["delta"]), {"eigenvalues": 1.0}, p, bits)
+            lam_dp, rec = gauss.add(
+                lam, "eigenvalues", eigenvalue_l2_sensitivity(n), p, laplace_s1=s1,
+                statistic="top-p eigenvalues of (1/(n B^2)) Z^T Z",
+                formula="S2 = sqrt(2)/n (Hoffman-Wielandt: ||lambda - lambda'||_2 <= ||A - A'||_F; "
+                        "rows of norm <= 1)", source=f"{SOURCE}, Alg. 1 (Gaussian variant)")
+            eps_g, delta_g, gaussian_details = gauss.guarantee(True)
+            guarantee = Guarantee(epsilon=eps_g, delta=delta_g, neighbouring="replace-one", kind="approx")
+            noise = [rec]
+        else:
+            draw = dpnoise.laplace(lam, s1, scale=laplace_scale(s1, eps), n_changed=p, bits=bits)
+            lam_dp = draw.values
+            noise = [NoiseRecord(
+                statistic="top-p eigenvalues of (1/(n B^2)) Z^T Z", sensitivity=s1, scale=draw.scale,
+                distribution="laplace", norm="L1", epsilon=eps,
+                formula=("S1 = p a^2/n (Weyl)" if cal == "paper" else "S1 = min(p, 2) a^2/n "
+                         "(Lidskii-Mirsky)") + "; b = S1/epsilon; a = 1 (rows scaled by the public "
+                        "norm bound B)",
+                source=f"{SOURCE}, Alg. 1 / Theorem 4", **dpnoise.record_fields(draw),
+            )]
+            guarantee = Guarantee(epsilon=eps, delta=0.0, neighbouring="replace-one", kind="pure")
         lam_pos = np.clip(lam_dp, 0.0, None)
         m = n if n_samples is None else n_samples
         values = rng.standard_normal((m, p))
         values *= np.sqrt(lam_pos)
-        noise = [NoiseRecord(
-            statistic="top-p eigenvalues of (1/(n d)) X^T X", sensitivity=s1, scale=b,
-            distribution="laplace", norm="L1", epsilon=eps,
-            formula=("S1 = p a^2/n (Weyl)" if cal == "paper" else "S1 = min(p, 2) a^2/n "
-                     "(Lidskii-Mirsky)") + "; b = S1/epsilon; a = 1",
-            source=f"{SOURCE}, Alg. 1 / Theorem 4", **dpnoise.record_fields(draw),
-        )]
         details = {
             "algorithm": "Alg. 1 (unsupervised: private eigenvalues, W not released)",
             "n_components": p,
+            "noise": params["noise"],
+            **gaussian_details,
             "scale_paper": laplace_scale(eigenvalue_sensitivity(p, n, calibration="paper"), eps),
             "scale_tight": laplace_scale(eigenvalue_sensitivity(p, n, calibration="tight"), eps),
             "assumptions": [
                 "n is public (bounded DP, replace-one neighbours)",
-                "features are scaled from their public bounds to [-1, 1]; the box centre is used "
-                "as the centre (no private centring)",
+                "features are mapped from their public bounds (numerics to [-1, 1], one-hot groups to "
+                "[0, 1]) and rows divided by the public norm bound B; the box centre is used as the "
+                "centre (no private centring)",
                 "the PCA basis W is private and NOT released: the columns are coordinates in an "
                 "unknown basis and real data cannot be mapped into them",
             ],
@@ -319,8 +469,7 @@ class PCAGauss(Mechanism):
         }
         rel = self._new_release(
             data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
-            guarantee=Guarantee(epsilon=eps, delta=0.0, neighbouring="replace-one", kind="pure"),
-            noise=noise, calibration=cal, n_samples=n_samples, details=details,
+            guarantee=guarantee, noise=noise, calibration=cal, n_samples=n_samples, details=details,
         )
         data.diagnostics.update({"eigenvalues_dp": lam_dp, "n_negative_eigenvalues_clipped":
                                 int(np.sum(lam_dp < 0))})
@@ -328,11 +477,14 @@ class PCAGauss(Mechanism):
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
     def _supervised(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-                    n_samples: int | None, p: int, bits: BitSource) -> Release:
+                    n_samples: int | None, p: int, bits: BitSource, bmap: BoxMap,
+                    pca_fraction: float | None) -> Release:
         n, d = data.X.shape
-        X, bounds = data.X, data.bounds
+        X = data.X
+        B = _norm(bmap)
         rows = None  # every private row (public rows are a separate input)
         source, cal = params["pca_source"], params["calibration"]
+        gaussian = params["noise"] == "gaussian"
         gmm = data.task == "classification"
         model = (dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True)) if gmm
                  else {"covariance": 1.0})
@@ -343,10 +495,20 @@ class PCAGauss(Mechanism):
         if source == "public":
             fractions = model
         else:
-            f = params["pca_fraction"]
+            f = pca_fraction
+            assert f is not None
             fractions = {"pca": f, **{k: (1 - f) * v for k, v in model.items()}}
-        split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
-        delta = check_delta(params["delta"]) if source == "analyze-gauss" else 0.0
+        gauss = None
+        if gaussian:
+            delta = check_delta(params["delta"])
+            n_classes = data.classes.size if gmm and data.classes is not None else 0
+            gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
+                                    _gaussian_coordinates(d, p, source != "public", gmm, protected,
+                                                          n_classes), bits)
+            split = gauss.split
+        else:
+            split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
+            delta = check_delta(params["delta"]) if source == "analyze-gauss" else 0.0
 
         y = data.y
         noise: list[NoiseRecord] = []
@@ -355,31 +517,43 @@ class PCAGauss(Mechanism):
         moments = None
         if source != "public":
             # one pass (one per class for Alg. 3) gives X^T X for the DP PCA and everything the
-            # Gaussian model needs: the PCA-space moments are W^T (.) W / d of the same sums
-            moments = _Moments.collect(X, bounds, None, y, data, gmm)
+            # Gaussian model needs: the PCA-space moments are W^T (.) W / B^2 of the same sums
+            moments = _Moments.collect(X, bmap, None, y, data, gmm)
         if source == "public":
-            pub = public_rows(getattr(self, "public_data", None), bounds,
+            pub = public_rows(getattr(self, "public_data", None), data.bounds,
                               mechanism="pca-gauss with pca_source='public'", min_rows=1)
-            W = top_eigvecs(box_gram(pub.X, bounds, clip=False), p)
+            W = top_eigvecs(box_gram(pub.X, bmap, clip=False), p)
             diag["public_data"] = pub.card()
+        elif gaussian:
+            # Analyze Gauss inside the zCDP budget: Y^T Y for the rows Y = Z/B, of L2 norm <= 1
+            assert moments is not None and gauss is not None
+            s1_lap = lap_pca_sensitivity(d, 1, bound=bmap.bound) / B**2
+            noisy, rec = gauss.add(
+                moments.gram / B**2, "pca", math.sqrt(2.0), d * (d + 1) // 2, laplace_s1=s1_lap,
+                matrix=True, statistic="DP PCA (Analyze Gauss): Z^T Z/B^2 of rows of norm <= 1 (d x d)",
+                formula="S2 = sqrt(2) (replace-one, upper triangle; second_moment_l2_sensitivity(1)), "
+                        "i.i.d. on the upper triangle, mirrored", source=AG_SOURCE)
+            W = top_eigvecs(noisy, p)
+            noise.append(rec)
         elif source == "lap":
-            s1 = lap_pca_sensitivity(d, n, calibration=cal)
+            s1 = lap_pca_sensitivity(d, n, calibration=cal, bound=bmap.bound)
             assert moments is not None
             noisy, draw = add_matrix_noise(moments.gram / n, s1, laplace_scale(s1, split["pca"]), bits,
                                            full_matrix=cal == "paper")
             W = top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
-                statistic="LapPCA: (1/n) X^T X (d x d)", sensitivity=s1, scale=draw.scale,
+                statistic="LapPCA: (1/n) Z^T Z (d x d)", sensitivity=s1, scale=draw.scale,
                 **dpnoise.record_fields(draw),
                 distribution="laplace", norm="L1", epsilon=split["pca"],
                 formula=("S1 = d^2 a^2/n, every entry" if cal == "paper" else
-                         "S1 = d(d+1) a^2/(2n), upper triangle mirrored") + "; b = S1/eps_pca",
+                         "S1 = min(d(d+1)/2, row_second_moment_l1(row norm bound)) a^2/n, upper "
+                         "triangle mirrored") + "; b = S1/eps_pca",
                 source=f"{SOURCE}, section VII (LapPCA) / Prop. 3",
             ))
         else:
-            # Y^T Y for the rows Y = Xs/(sqrt(d) a), of L2 norm <= 1
+            # Y^T Y for the rows Y = Z/B, of L2 norm <= 1
             assert moments is not None
-            yty = moments.gram / (d * A_BOUND**2)
+            yty = moments.gram / B**2
             # the sampler's slack is reserved from (eps_pca, delta)
             eps_i, delta_i = dpnoise.reserve_slack(split["pca"], delta, d * (d + 1) // 2)
             plan = dpnoise.calibrated_gaussian_plan(
@@ -389,7 +563,7 @@ class PCAGauss(Mechanism):
             gaussian_draws.append(gdraw)
             W = top_eigvecs(noisy, p)
             noise.append(NoiseRecord(
-                statistic="Analyze Gauss: X^T X of rows scaled to norm <= 1 (d x d)",
+                statistic="Analyze Gauss: Z^T Z/B^2 of rows scaled to norm <= 1 (d x d)",
                 sensitivity=math.sqrt(2.0), scale=plan.scale, distribution="gaussian", norm="L2",
                 **dpnoise.record_fields(plan),
                 epsilon=split["pca"], delta=delta,
@@ -398,36 +572,44 @@ class PCAGauss(Mechanism):
                 source=AG_SOURCE,
             ))
         if moments is None:  # public W: project the private rows (cheaper than their X^T X)
-            Xh = box_project(X, bounds, W / math.sqrt(d), rows, clip=False)
+            Xh = box_project(X, bmap, W / B, rows, clip=False)
             stats = _PCAStats.from_rows(Xh, y, data, gmm)
         else:
-            stats = _PCAStats.from_moments(moments, W / math.sqrt(d))
+            stats = _PCAStats.from_moments(moments, W / B)
         m = stats.n_rows if n_samples is None else n_samples
         if gmm:
             noisy_counts = None
             if protected:
                 assert y is not None and data.classes is not None
                 noisy_counts, hist_rec = dp_class_histogram(
-                    y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)")
+                    y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)",
+                    gauss=gauss)
                 noise.append(hist_rec)
-            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag, noisy_counts)
+            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag, noisy_counts,
+                                              gauss)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
-            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, bits, diag)
+            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, bits, diag, gauss)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
 
-        eps_total = math.fsum(split.parts)
-        if gaussian_draws:
+        gaussian_details: dict[str, Any] = {}
+        if gauss is not None:
+            eps_total, delta, gaussian_details = gauss.guarantee(True)
+            slack = gaussian_details.pop("noise_slack")
+        elif gaussian_draws:
+            eps_total = math.fsum(split.parts)
             eps_total, delta, slack = dpnoise.reserved_guarantee(
                 gaussian_draws, eps_total, delta, eps_total - split["pca"] + eps_i, delta_i)
         else:
+            eps_total = math.fsum(split.parts)
             slack = {"extra_epsilon": 0.0, "extra_delta": 0.0}
-        kind = "approx" if source == "analyze-gauss" else "pure"
+        kind = "approx" if source == "analyze-gauss" or gaussian else "pure"
         assumptions = [
             "n is public (bounded DP, replace-one neighbours)",
-            "features are scaled from their public bounds to [-1, 1]; the box centre is used as "
-            "the centre (no private centring)",
+            "features are mapped from their public bounds (numerics to [-1, 1], one-hot groups to "
+            "[0, 1] with L1 norm <= 1) and rows divided by the public row-norm bound B; the box "
+            "centre is used as the centre (no private centring)",
         ]
         if source == "public":
             assumptions.append(
@@ -442,8 +624,11 @@ class PCAGauss(Mechanism):
         details = {
             "algorithm": algorithm,
             "n_components": p,
-            "pca_source": source,
+            "noise": params["noise"],
+            "pca_source": source if not (gaussian and source == "lap") else
+            "lap with noise='gaussian': Analyze Gauss inside the zCDP budget",
             "epsilon_parts": split.as_dict(),
+            **gaussian_details,
             "nominal_epsilon": split.total,
             "guaranteed_epsilon": eps_total,
             "noise_slack": slack,
@@ -458,7 +643,7 @@ class PCAGauss(Mechanism):
                     / pca_mean_sensitivity(p, 1, calibration=cal)} if gmm else {}),
             },
         }
-        transform_arrays = {"W": W, "bounds": data.bounds}
+        transform_arrays = _transform_arrays(W, bmap)
         label_columns = [data.label_name or "label"]
         rel = self._new_release(
             data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
@@ -473,11 +658,24 @@ class PCAGauss(Mechanism):
 
     @staticmethod
     def _alg2(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any]
+              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any],
+              gauss: ZCDPBudget | None = None,
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
         assert data.label_bounds is not None and stats.joint is not None
         n = stats.n_rows
         s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
+        if gauss is not None:
+            # [x^, y]: ||x^|| <= 1, |y| <= 1, so ||z||^2 <= 2 and ||z||_4^4 <= 2
+            noisy, rec = gauss.add(
+                stats.joint / n, "covariance", second_moment_l2_sensitivity(2.0, 2.0) / n,
+                (p + 1) * (p + 2) // 2, laplace_s1=s1, matrix=True,
+                statistic="second moment of [x^, y] ((p+1) x (p+1))",
+                formula="S2 = sqrt(6)/n (||x^|| <= 1, |y| <= a = 1; second_moment_l2_sensitivity), "
+                        "upper triangle mirrored", source=f"{SOURCE}, Alg. 2 (Gaussian variant)")
+            repaired = psd_repair(noisy)
+            samples = gaussian_samples(np.zeros(p + 1), repaired, m, rng)
+            diag.update({"second_moment_dp": noisy, "second_moment_dp_repaired": repaired})
+            return samples[:, :-1], unit_to_label(samples[:, -1], data.label_bounds, A_BOUND), [rec]
         noisy, draw = add_matrix_noise(stats.joint / n, s1, laplace_scale(s1, split["covariance"]), bits,
                                        full_matrix=cal == "paper")
         b = draw.scale
@@ -499,10 +697,11 @@ class PCAGauss(Mechanism):
     @staticmethod
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
               cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any],
-              noisy_counts: np.ndarray | None = None,
+              noisy_counts: np.ndarray | None = None, gauss: ZCDPBudget | None = None,
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
         """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
-        sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes."""
+        sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes.
+        ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`)."""
         assert data.classes is not None and stats.sizes is not None
         sizes = stats.sizes
         protected = noisy_counts is not None
@@ -530,6 +729,31 @@ class PCAGauss(Mechanism):
                 stat_mu, stat_m, count = total / n_c, second / n_c, None
             # grid rounding: with protected labels a replaced record may change two classes' sums
             changed = 1 if count is None else 2
+            if gauss is not None:
+                s2_mu, s2_m = class_l2_sensitivities(1 if protected else n_c)
+                per = "" if protected else "/n_c"
+                how = ("per-class sums, all classes jointly (a record may change class); divided by the "
+                       "DP count" if protected else "class sizes public")
+                mu, rec_mu = gauss.add(
+                    stat_mu, "mean", s2_mu, changed * p, laplace_s1=s1_mu,
+                    statistic=("sum" if protected else "mean") + " of PCA features" + tag,
+                    formula=f"S2 = 2{per} (||x^||_2 <= 1; class_l2_sensitivities); {how}",
+                    source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
+                noisy, rec_m = gauss.add(
+                    stat_m, "covariance", s2_m, changed * p * (p + 1) // 2, laplace_s1=s1_m, matrix=True,
+                    statistic="second moment of PCA features" + tag,
+                    formula=f"S2 = sqrt(2){per} (upper triangle; class_l2_sensitivities); {how}; "
+                            "covariance = M - mu mu^T (post-processing)",
+                    source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
+                if count is not None:
+                    mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
+                cov = psd_repair(noisy - np.outer(mu, mu))
+                chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
+                labels.append(np.full(int(counts[c]), c))
+                key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
+                diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
+                recs += [rec_mu, rec_m]
+                continue
             mu_draw = dpnoise.laplace(stat_mu, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
                                       n_changed=changed * p, bits=bits)
             noisy, m_draw = add_matrix_noise(stat_m, s1_m, laplace_scale(s1_m, split["covariance"]), bits,
@@ -587,7 +811,7 @@ class _Moments:
     per_class: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
 
     @classmethod
-    def collect(cls, X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None,
+    def collect(cls, X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | None,
                 y: np.ndarray | None, data: PreparedInput, gmm: bool) -> _Moments:
         n = X.shape[0] if rows is None else rows.size
         if not gmm:
@@ -618,7 +842,7 @@ class _PCAStats:
 
     @classmethod
     def from_moments(cls, mom: _Moments, Wd: np.ndarray) -> _PCAStats:
-        """From feature-space sums: ``sum x^ x^^T = Wd^T (Xs^T Xs) Wd``, ``Wd = W/sqrt(d)``."""
+        """From feature-space sums: ``sum x^ x^^T = Wd^T (Z^T Z) Wd``, ``Wd = W/B``."""
         if mom.per_class is None:
             assert mom.cross is not None
             xy = Wd.T @ mom.cross

@@ -77,13 +77,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from dpcore import accounting
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -94,16 +93,18 @@ from dpcore.calibration import (
     psd_repair,
 )
 from dpcore.mechanisms._gaussian_model import (
+    GAUSSIAN_DELTA,
+    NOISE,
+    ZCDPBudget,
     add_matrix_noise,
     check_n_components,
     gaussian_samples,
     label_to_unit,
+    second_moment_l2_sensitivity,
     unit_to_label,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
-    HISTOGRAM_L2_SENSITIVITY,
-    HISTOGRAM_SENSITIVITY,
     LABEL_PRIVACY,
     WITHIN_CLASS,
     divide_by_count,
@@ -424,10 +425,8 @@ def ron_covariance_l2_sensitivity(n_rows: int, label_bound: float | None = None)
     classes' sums by ``u u^T`` and ``-v v^T``; the squared norms of their upper triangles add up to
     the same ``T(A)`` bound with ``u.v`` taken as 0, so the same value covers both cases.
     """
-    if label_bound is None:
-        return math.sqrt(2.0) / n_rows
-    a2 = float(label_bound) ** 2
-    return math.sqrt((1.0 + a2) ** 2 + 1.0 + a2 * a2) / n_rows
+    a2 = 0.0 if label_bound is None else float(label_bound) ** 2
+    return second_moment_l2_sensitivity(1.0 + a2, 1.0 + a2 * a2) / n_rows
 
 
 def augmented_mean_sensitivity(p: int, n_rows: int, label_bound: float) -> tuple[float, float]:
@@ -453,12 +452,6 @@ def gaussian_coordinates(task: str | None, protected: bool, d: int, p: int, n_cl
     if task == "regression":
         return d + (p + 1) + (p + 1) * (p + 2) // 2
     return d + tri
-
-
-def _zcdp_sigma(l2_sensitivity: float, rho: float) -> float:
-    """``sigma = S2/sqrt(2 rho)``: the Gaussian mechanism is ``S2^2/(2 sigma^2)``-zCDP (Bun &
-    Steinke 2016, Prop. 1.6); ``rho = inf`` gives 0 (NOT PRIVATE)."""
-    return 0.0 if math.isinf(rho) else l2_sensitivity / math.sqrt(2.0 * rho)
 
 
 def guaranteed_epsilon(
@@ -616,13 +609,8 @@ class RONGauss(Mechanism):
               choices=("bounds", "none")),
         LABEL_PRIVACY,
         HISTOGRAM_FRACTION,
-        Param("noise", "choice", "laplace", "Noise on the statistics: 'laplace' (the paper's pure "
-              "epsilon-DP, L1 sensitivities) or 'gaussian' ((epsilon, delta)-DP, L2 sensitivities that "
-              "do not grow with p and d, composed in zCDP).", choices=("laplace", "gaussian"),
-              privacy=True),
-        Param("delta", "float", None, "noise='gaussian' only: failure probability of (epsilon, "
-              "delta)-DP, in (0, 1); empty = min(1e-5, n^-1.5).", low=0.0, high=1.0, low_open=True,
-              high_open=True, log=True, privacy=True, optional=True),
+        NOISE,
+        GAUSSIAN_DELTA,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -660,7 +648,7 @@ class RONGauss(Mechanism):
         split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
         calibration = params["calibration"]
         gaussian = params["noise"] == "gaussian"
-        rho = delta = None
+        gauss = delta = None
         if gaussian:
             if calibration == "published":
                 raise ValueError("noise='gaussian' needs calibration='sound' (the published constants "
@@ -668,9 +656,8 @@ class RONGauss(Mechanism):
             delta = check_delta(params["delta"] if params["delta"] is not None else default_delta(n))
             n_classes = 0 if data.classes is None else data.classes.size
             # the discrete Gaussian sampler's slack is reserved from (epsilon, delta) first
-            eps_i, delta_i = dpnoise.reserve_slack(
-                params["epsilon"], delta, gaussian_coordinates(data.task, protected, d, p, n_classes))
-            rho = EpsilonSplit.from_fractions(accounting.zcdp_rho(eps_i, delta_i), fractions)
+            gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
+                                    gaussian_coordinates(data.task, protected, d, p, n_classes), bits)
         width = data.bounds[:, 1] - data.bounds[:, 0]
         lo, wd = (data.bounds[:, 0], np.where(width > 0, width, 1.0)) \
             if params["feature_scaling"] == "bounds" else (None, None)
@@ -678,7 +665,7 @@ class RONGauss(Mechanism):
         W = haar_stiefel(d, p, rng, method=params["projection"])
         m = n if n_samples is None else n_samples
         ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, bits=bits, p=p, d=d,
-                       scaling={"lo": lo, "width": wd}, noise=params["noise"], rho=rho)
+                       scaling={"lo": lo, "width": wd}, noise=params["noise"], gauss=gauss)
         if data.task == "classification":
             out = self._gmm(ctx, X, data, m, protected)
         else:
@@ -692,25 +679,9 @@ class RONGauss(Mechanism):
         guarantee = Guarantee(epsilon=eps_guaranteed, delta=0.0, neighbouring=relation, kind="pure")
         gaussian_details: dict[str, Any] = {}
         if gaussian:
-            assert rho is not None and delta is not None
-            eps_ideal = accounting.zcdp_epsilon(math.fsum(rho.parts), delta_i)
-            eps_g, delta_g, slack = dpnoise.reserved_guarantee(ctx.draws, params["epsilon"], delta,
-                                                                eps_ideal, delta_i)
+            assert gauss is not None
+            eps_g, delta_g, gaussian_details = gauss.guarantee(params["delta"] is not None)
             guarantee = Guarantee(epsilon=eps_g, delta=delta_g, neighbouring=relation, kind="approx")
-            gaussian_details = {
-                "delta": delta,
-                "delta_rule": "given" if params["delta"] is not None else "min(1e-5, n^-1.5)",
-                "rho_total": rho.total,
-                "rho_parts": rho.as_dict(),
-                "composition": "zCDP: rho_i = S2'^2/(2 sigma_i^2) summed (Bun & Steinke 2016), converted "
-                               "once to (epsilon, delta) (Canonne, Kamath & Steinke 2020, Prop. 12; "
-                               "dpcore.accounting.zcdp_epsilon)",
-                "noise_slack": slack,
-                "laplace_over_gaussian_variance": {
-                    "note": "per coordinate, Laplace (pure epsilon, same epsilon share, sound L1 "
-                            "sensitivity) noise variance / Gaussian noise variance; > 1: Gaussian "
-                            "adds less noise", **ctx.savings},
-            }
         assumptions = [
             "n (the number of records) is public (bounded DP, replace-one neighbours)",
             "W is drawn independently of the data and released; mu_DP is a DP statistic",
@@ -815,16 +786,10 @@ class RONGauss(Mechanism):
         n_classes = data.classes.size
         sizes = np.bincount(data.y, minlength=n_classes)
         noise: list[NoiseRecord] = []
-        if protected and ctx.noise == "gaussian":
-            noisy_counts, hist_rec = _gaussian_statistic(
-                ctx, np.bincount(data.y, minlength=n_classes).astype(float), "histogram",
-                HISTOGRAM_L2_SENSITIVITY, min(2, n_classes), laplace_s1=HISTOGRAM_SENSITIVITY,
-                statistic=f"class histogram ({n_classes} public classes)",
-                formula="S2 = sqrt(2) (replace-one with the label: two counts change by 1)",
-                source=f"Dwork & Roth 2014, histogram queries; {SOURCE}, Alg. 5 (label privacy)")
-        elif protected:
+        if protected:
             noisy_counts, hist_rec = dp_class_histogram(
-                data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)")
+                data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)",
+                gauss=ctx.gauss)
         if protected:
             noise.append(hist_rec)
             counts = synthetic_counts(m, noisy_counts)
@@ -876,40 +841,18 @@ class _Context:
     p: int
     d: int
     scaling: dict[str, np.ndarray | None]  # lo, width of the public feature scaling (or None)
-    noise: str = "laplace"  # "laplace" (split: epsilon parts) or "gaussian" (rho: zCDP parts)
-    rho: EpsilonSplit | None = None
-    draws: list[dpnoise.GridNoise] = field(default_factory=list)  # Gaussian plans (sampler slack)
-    #: per budget part: Laplace noise variance at the same epsilon share over the Gaussian one
-    savings: dict[str, float] = field(default_factory=dict)
+    noise: str = "laplace"  # "laplace" (split: epsilon parts) or "gaussian" (gauss: zCDP parts)
+    gauss: ZCDPBudget | None = None
 
 
 def _gaussian_statistic(
     ctx: _Context, values: np.ndarray, part: str, s2: float, n_changed: int, *, laplace_s1: float,
     statistic: str, formula: str, source: str, matrix: bool = False,
 ) -> tuple[np.ndarray, NoiseRecord]:
-    """``values`` (a vector, or a symmetric matrix with ``matrix=True``: noise on the upper triangle,
-    mirrored) through the grid Gaussian mechanism of :mod:`dpcore.noise` with the zCDP share
-    ``rho = ctx.rho[part]``: ``sigma = S2'/sqrt(2 rho)`` at the rounding-inflated sensitivity ``S2'``,
-    so this statistic costs exactly ``rho`` (Bun & Steinke 2016, Prop. 1.6). Records the plan for
-    the sampler's slack and the noise variance saved against ``Lap(laplace_s1/eps_part)``."""
-    rho = ctx.rho[part] if ctx.rho is not None else math.inf
-    plan = dpnoise.calibrated_gaussian_plan(s2, partial(_zcdp_sigma, rho=rho), n_changed=n_changed,
-                                            bits=ctx.bits)
-    if matrix:
-        noisy, _ = dpnoise.symmetric(values, plan)
-    else:
-        noisy = plan.add(np.asarray(values, dtype=float)).values
-    ctx.draws.append(plan)
-    eps_part = ctx.split[part]
-    if plan.scale > 0 and math.isfinite(eps_part):
-        ctx.savings[part] = 2.0 * (laplace_s1 / eps_part) ** 2 / plan.scale**2
-    rec = NoiseRecord(
-        statistic=statistic, sensitivity=s2, scale=plan.scale, distribution="gaussian", norm="L2",
-        rho=rho, formula=f"{formula}; sigma = S2'/sqrt(2 rho_{part}) (zCDP share of the total rho)",
-        source=f"{source}; Bun & Steinke 2016 (zCDP of the Gaussian mechanism)",
-        **dpnoise.record_fields(plan),
-    )
-    return noisy, rec
+    """:meth:`ZCDPBudget.add` of the release's zCDP budget (``noise="gaussian"``)."""
+    assert ctx.gauss is not None
+    return ctx.gauss.add(values, part, s2, n_changed, laplace_s1=laplace_s1, statistic=statistic,
+                         formula=formula, source=source, matrix=matrix)
 
 
 @dataclass
