@@ -155,9 +155,9 @@ def test_pca_gauss_gaussian_alg1_eigenvalue_noise_statistics():
     lam = np.sort(np.linalg.eigvalsh(Z.T @ Z / (400 * 6)))[::-1][:3]  # rows / B, B = sqrt(6)
     errs = []
     for seed in range(200):
-        rel = PCAGauss(epsilon=2.0, n_components=3, noise="gaussian", delta=1e-5, bounds=box,
-                       random_state=seed).release(X)
-        errs.append(rel.diagnostics["eigenvalues_dp"] - lam)
+        rel, rel_diag = PCAGauss(epsilon=2.0, n_components=3, noise="gaussian", delta=1e-5, bounds=box,
+                       random_state=seed).explore(X)
+        errs.append(rel_diag["eigenvalues_dp"] - lam)
     sigma = rel.noise[0].scale
     assert rel.noise[0].sensitivity == eigenvalue_l2_sensitivity(400)
     sd = np.std(np.concatenate(errs))
