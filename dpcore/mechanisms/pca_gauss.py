@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -231,6 +232,9 @@ def box_moments(X: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None = Non
                 v: np.ndarray | None = None, *, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(Xs^T Xs, Xs^T v)`` for ``Xs = scale_to_box(X[rows], bounds)`` in one streaming pass;
     ``v`` (one value per selected row) defaults to ones, giving the column sums."""
+    if dask_engine.is_lazy(X):  # partitions of a table larger than memory, summed by Dask
+        assert rows is None and v is None
+        return dask_engine.block_sums(partial(box_moments, bounds=bounds, clip=clip), X)
     d = X.shape[1]
     G, s = np.zeros((d, d)), np.zeros(d)
     for sl, T in _box_blocks(X, bounds, rows, clip=clip):
@@ -359,7 +363,7 @@ class PCAGauss(Mechanism):
         lam_dp, b = draw.values, draw.scale
         lam_pos = np.clip(lam_dp, 0.0, None)
         m = n if n_samples is None else n_samples
-        values = rng.standard_normal((m, p))
+        values = dask_engine.standard_normal(rng, (m, p))
         values *= np.sqrt(lam_pos)
         noise = [NoiseRecord(
             statistic="top-p eigenvalues of (1/(n d)) X^T X", sensitivity=s1, scale=b,

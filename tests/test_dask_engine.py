@@ -1,0 +1,217 @@
+"""The Dask engine (issue 14): same statistics, cards and distributions as the in-memory path; checks
+per partition with the in-memory errors and nothing written; the public n checked; a LocalCluster run."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dpcore import dask_engine
+from dpcore.data import load_dataset
+from dpcore.exceptions import DataValidationError, NotPrivateError, PrivacyLeakWarning
+from dpcore.mechanisms import DPMix, PCAGauss, RONGauss
+
+COLUMNS = [f"c{j}" for j in range(6)]
+BOUNDS = {c: (0.0, 1.0) for c in COLUMNS}
+
+
+def _rows(n: int = 12_000, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0, 1, (n, 3))
+    return np.column_stack([base, 0.6 * base[:, :1] + 0.4 * rng.uniform(0, 1, (n, 1)),
+                            rng.beta(2, 5, (n, 2))])
+
+
+def _write_parquet(folder, X, n_files=4, row_group=500):
+    for i, part in enumerate(np.array_split(X, n_files)):
+        pd.DataFrame(part, columns=COLUMNS).to_parquet(folder / f"part{i}.parquet", row_group_size=row_group)
+    return str(folder / "*.parquet")
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("parquet")
+    X = _rows()
+    return X, _write_parquet(folder, X)
+
+
+def _in_memory(X):
+    return load_dataset(pd.DataFrame(X, columns=COLUMNS), bounds=BOUNDS)
+
+
+@pytest.mark.parametrize(("cls", "params", "keys"), [
+    (RONGauss, {}, ("mu_dp", "sigma_dp")),
+    (RONGauss, {"noise": "gaussian"}, ("mu_dp", "sigma_dp")),
+    (RONGauss, {"feature_scaling": "none", "n_components": 3}, ("mu_dp", "sigma_dp")),
+    (PCAGauss, {}, ("eigenvalues_dp",)),
+])
+def test_same_statistics_and_card_as_in_memory(table, cls, params, keys):
+    """Fixed seed (a preview): the same W, the same noise bits, so the noisy statistics agree to
+    rounding, and the cards agree except for where n came from."""
+    X, glob = table
+    lazy = cls(epsilon=1.0, random_state=7, **params).release(
+        dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000))
+    memory = cls(epsilon=1.0, random_state=7, **params).release(_in_memory(X))
+    for key in keys:
+        np.testing.assert_allclose(lazy.diagnostics[key], memory.diagnostics[key], rtol=1e-9, atol=1e-12)
+    card_lazy, card_memory = lazy.card(b""), memory.card(b"")
+    assert card_lazy["public_facts"].pop("n_source") == "Parquet metadata"
+    card_memory["public_facts"].pop("n_source")
+    for card in (card_lazy, card_memory):
+        card.pop("created_utc")
+    assert card_lazy == card_memory
+    assert lazy.noise == memory.noise
+
+
+def test_statistics_are_the_sums_over_partitions(table):
+    """The pass-1 sum of RON-Gauss (unit-normalised scaled rows) over Dask partitions equals the
+    in-memory streaming pass to rounding, whatever the partitioning."""
+    from dpcore.mechanisms.ron_gauss import _RowLoader, _unit_rows_pass
+
+    X, glob = table
+    lo, width = np.zeros(6), np.ones(6)
+    expected = _unit_rows_pass(_RowLoader(X, lo=lo, width=width))[1]
+    for blocksize in (5_000, 60_000, 10**9):
+        lazy = dask_engine.prepare_input(dask_engine.open_table(glob, bounds=BOUNDS, blocksize=blocksize),
+                                         mechanism="ron-gauss", supported_tasks=("unsupervised",))
+        got = _unit_rows_pass(_RowLoader(lazy.X, lo=lo, width=width))[1]
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def _mean_cov(values):
+    return values.mean(axis=0), np.cov(values, rowvar=False)
+
+
+@pytest.mark.parametrize("cls", [RONGauss, PCAGauss])
+def test_same_release_distribution(table, tmp_path, cls):
+    """The written rows (drawn per partition, lazily) follow the same released model as the in-memory
+    rows: per column, a two-sample KS test cannot tell them apart, and their covariances agree."""
+    X, glob = table
+    out = tmp_path / "out"
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    with dask_engine.lazy_output(2_000):
+        lazy = cls(epsilon=1.0, random_state=11).release(lazy_table)
+    assert dask_engine.is_lazy(lazy.data) and lazy.data.numblocks[0] == 6
+    memory = cls(epsilon=1.0, random_state=11).release(_in_memory(X))
+    drawn = np.asarray(lazy.data)
+    assert drawn.shape == memory.data.shape
+    for j in range(drawn.shape[1]):
+        assert stats.ks_2samp(drawn[:, j], memory.data[:, j]).pvalue > 1e-4
+    (_, c1), (_, c2) = _mean_cov(drawn), _mean_cov(memory.data)
+    scale = np.sqrt(np.outer(np.diag(c2), np.diag(c2)))
+    assert np.max(np.abs(c1 - c2) / scale) < 0.08
+    with pytest.raises(NotPrivateError):  # a seeded preview is never written
+        dask_engine.write_release(lazy, out)
+    assert not out.exists()
+
+
+def test_write_release_partitions_card_and_transform(table, tmp_path):
+    X, glob = table
+    out = tmp_path / "release"
+    rel, written = dask_engine.release_table(RONGauss(epsilon=1.0), glob, out,
+                                             bounds=BOUNDS, blocksize=20_000)
+    parts = sorted(out.glob("part-*.parquet"))
+    assert len(parts) > 1
+    frame = pd.concat([pd.read_parquet(p) for p in parts])
+    assert frame.shape == (X.shape[0], rel.data.shape[1]) and np.isfinite(frame.to_numpy()).all()
+    card = json.loads((out / "card.json").read_text())
+    assert card["n_rows"] == card["n_released"] == X.shape[0] and card["engine"] == "dask"
+    assert set(card["files"]) == {p.name for p in parts}
+    assert card["guarantee"]["epsilon"] == pytest.approx(1.0) and card["guarantee"]["holds"]
+    assert (out / "transform.npz").exists() and set(written) >= {"card", "transform"}
+    assert rel.diagnostics["n_clipped_entries"] == 0
+    # CSV parts, same columns
+    out_csv = tmp_path / "csv"
+    dask_engine.release_table(PCAGauss(epsilon=1.0), glob, out_csv, fmt="csv", bounds=BOUNDS)
+    frame = pd.concat([pd.read_csv(p) for p in sorted(out_csv.glob("part-*.csv"))])
+    assert frame.shape == (X.shape[0], 5)
+
+
+def test_local_cluster_two_workers(table, tmp_path):
+    """The same statistics on a distributed LocalCluster with two workers."""
+    distributed = pytest.importorskip("distributed")
+    X, glob = table
+    memory = RONGauss(epsilon=1.0, random_state=5).release(_in_memory(X))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        rel, _ = dask_engine.release_table(RONGauss(epsilon=1.0, random_state=5), glob,
+                                           None, bounds=BOUNDS, blocksize=20_000)
+        drawn = np.asarray(rel.data)
+    np.testing.assert_allclose(rel.diagnostics["sigma_dp"], memory.diagnostics["sigma_dp"], rtol=1e-9)
+    assert drawn.shape == memory.data.shape and np.isfinite(drawn).all()
+
+
+def _in_memory_error(frame, **kwargs):
+    with pytest.raises(DataValidationError) as info:
+        load_dataset(frame, **kwargs)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("fault", ["text", "nan", "missing_column"])
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_bad_partition_same_error_nothing_written(tmp_path, fault, fmt):
+    X = _rows(3_000, seed=2)
+    frames = [pd.DataFrame(part, columns=COLUMNS) for part in np.array_split(X, 3)]
+    bad = frames[2].copy()
+    if fault == "text":
+        bad["c1"] = bad["c1"].astype(str)
+        bad.loc[bad.index[5], "c1"] = "n/a?"
+    elif fault == "nan":
+        bad.loc[bad.index[7], "c4"] = np.nan
+    else:
+        bad = bad.drop(columns=["c3"])
+    frames[2] = bad
+    for i, frame in enumerate(frames):
+        if fmt == "csv":
+            frame.to_csv(tmp_path / f"f{i}.csv", index=False)
+        else:
+            frame.to_parquet(tmp_path / f"f{i}.parquet")
+    out = tmp_path / "out"
+    with pytest.raises(DataValidationError) as info:
+        dask_engine.release_table(RONGauss(epsilon=1.0), str(tmp_path / f"f*.{fmt}"), out,
+                                  bounds=BOUNDS)
+    message = str(info.value)
+    assert f"f2.{fmt}" in message
+    if fault == "missing_column":
+        assert "['c3'] missing" in message
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            expected = _in_memory_error(str(tmp_path / f"f2.{fmt}"), bounds=BOUNDS)
+        assert expected in message
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))
+
+
+def test_public_n_is_checked(table, tmp_path):
+    X, glob = table
+    with pytest.raises(DataValidationError, match="n = 11,999 was given but the Parquet footers hold 12,000"):
+        dask_engine.open_table(glob, bounds=BOUNDS, n=11_999)
+    assert dask_engine.open_table(glob, bounds=BOUNDS, n=12_000).n_source.startswith("user")
+    pd.DataFrame(X[:100], columns=COLUMNS).to_csv(tmp_path / "a.csv", index=False)
+    with pytest.raises(DataValidationError, match="n = 101 was given but the input holds 100 rows"):
+        dask_engine.open_table(str(tmp_path / "a.csv"), bounds=BOUNDS, n=101)
+
+
+def test_unsupported_mechanism_or_task_is_refused(table):
+    _, glob = table
+    lazy = dask_engine.open_table(glob, bounds=BOUNDS)
+    with pytest.raises(ValueError, match="dpmix is not supported on the Dask engine"):
+        DPMix(epsilon=1.0, delta=1e-6).release(lazy)
+    with pytest.raises(ValueError, match="supports the task"):
+        RONGauss(epsilon=1.0, task="classification").release(lazy)
+
+
+def test_dask_collections_are_inputs(table):
+    """A Dask Array (columns x0..) and a Dask DataFrame are opened like files; n is their row count."""
+    da = pytest.importorskip("dask.array")
+    X, _ = table
+    arr = da.from_array(X, chunks=(3_000, 6))
+    rel = RONGauss(epsilon=1.0, random_state=1, bounds=(0.0, 1.0)).release(dask_engine.open_table(arr))
+    memory = RONGauss(epsilon=1.0, random_state=1, bounds=(0.0, 1.0)).release(X)
+    np.testing.assert_allclose(rel.diagnostics["sigma_dp"], memory.diagnostics["sigma_dp"], rtol=1e-9)
+    assert rel.public_facts["n"] == X.shape[0]
