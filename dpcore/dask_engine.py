@@ -653,6 +653,19 @@ def _progress(show: bool) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------ API
+@contextlib.contextmanager
+def connect(scheduler: str | None) -> Iterator[Any]:
+    """A ``distributed.Client`` of the scheduler at ``scheduler`` (``tcp://host:8786``) while the
+    block runs; ``None``: Dask's local threaded scheduler (embedded, no server to start)."""
+    if not scheduler:
+        yield None
+        return
+    from distributed import Client
+
+    with Client(scheduler) as client:
+        yield client
+
+
 def release_table(
     mechanism: Any, source: Any, output: str | os.PathLike | None = None, *, n: int | None = None,
     n_samples: int | None = None, fmt: str = "parquet", scheduler: str | None = None,
@@ -664,34 +677,28 @@ def release_table(
     Parameters
     ----------
     mechanism : Mechanism
-        A configured mechanism instance (``RONGauss(epsilon=1, bounds=...)``).
-    source : see :func:`open_table`
+        A configured mechanism instance (``RONGauss(epsilon=1)``).
+    source : see :func:`open_table` (or a :class:`LazyTable`)
     output : directory, optional
         Where :func:`write_release` writes; ``None``: nothing is written (the release stays lazy).
     n, **table_options
         :func:`open_table` arguments (``label``, ``bounds``, ``blocksize``...).
     scheduler : str, optional
-        Address of a running ``distributed`` scheduler (``tcp://host:8786``); default: Dask's
-        local threaded scheduler.
+        Address of a running ``distributed`` scheduler (:func:`connect`); default: Dask's local
+        threaded scheduler, or the ``distributed`` client already active.
+    progress : bool
+        Show Dask's progress bar for each pass (local schedulers).
 
     Returns
     -------
     (Release, dict of written paths)
     """
-    client = None
-    if scheduler:
-        from distributed import Client
-
-        client = Client(scheduler)
-    try:
+    with connect(scheduler), _progress(progress):
         table = open_table(source, n=n, **table_options)
-        with lazy_output(max(1, table.n // max(1, table.n_partitions))):
+        with lazy_output(max(1, -(-table.n // table.n_partitions))):
             rel = mechanism.release(table, n_samples=n_samples)
-        written = write_release(rel, output, fmt=fmt, progress=progress) if output is not None else {}
-        return rel, written
-    finally:
-        if client is not None:
-            client.close()
+        written = write_release(rel, output, fmt=fmt) if output is not None else {}
+    return rel, written
 
 
 def fits_in_memory(source: Any, fraction: float = 0.25) -> bool:
