@@ -60,7 +60,10 @@ if TYPE_CHECKING:
 SUPPORTED: dict[str, tuple[str, ...]] = {
     "ron-gauss": ("unsupervised",),
     "pca-gauss": ("unsupervised",),
+    "dpmix": ("unsupervised",),
 }
+#: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
+MIXTURE_CHUNK_BYTES = 256 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
 DEFAULT_BLOCKSIZE = 128 << 20
 #: partitions summed per node of the tree reductions
@@ -486,6 +489,90 @@ def _projection_block(block: np.ndarray, loader: Any, W: np.ndarray, mu: np.ndar
     part = replace(loader, X=block)
     inv_norms, _, _, direct = unit_kernel(part)
     return np.ascontiguousarray(kernel(part, inv_norms, W, mu, direct)[0])
+
+
+# ------------------------------------------------------------------------------------ DPMix
+class _Spill:
+    """A temporary directory of client-written chunks, removed when no graph refers to it."""
+
+    def __init__(self) -> None:
+        import weakref
+
+        self.path = Path(tempfile.mkdtemp(prefix="dpcore_mixtures_"))
+        weakref.finalize(self, shutil.rmtree, str(self.path), True)
+
+    def save(self, i: int, values: np.ndarray) -> Path:
+        path = self.path / f"chunk-{i:06d}.npy"
+        np.save(path, values)
+        return path
+
+
+def _load_chunk(spill: _Spill, path: Path) -> np.ndarray:
+    return np.load(path)
+
+
+def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int) -> np.ndarray:
+    """``out[t] = sum of block[rows[i]] over i with mixtures[i] = t`` (rows sorted: a forward
+    gather), shape ``(m, w)``."""
+    gathered = block[rows]
+    out = np.empty((m, block.shape[1]))
+    for j in range(block.shape[1]):
+        out[:, j] = np.bincount(mixtures, weights=gathered[:, j], minlength=m)
+    return out
+
+
+def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, plans: list[Any], *,
+                  sample_indices: Callable[..., np.ndarray], method: str, noise_rows: Callable[..., Any],
+                  dtype: Any, denoise: float = 0.0) -> Any:
+    """DPMix over a Dask array ``Z`` (``n`` scaled rows of width ``w``), the lazy branch of
+    :func:`dpcore.mechanisms.dpmix.draw_mixtures`, with the same randomness.
+
+    The ``(T, ell)`` index sets are drawn on the client from the public ``n``, chunk after chunk,
+    from the first child of ``rng.spawn(2)`` with ``sample_indices`` (uniform ``ell``-subsets,
+    independent per mixture; the stream does not depend on the chunking, so a seed gives the
+    in-memory path's index sets). Per chunk of mixtures, every partition gathers its rows by sorted
+    index and sums them into their mixtures (:func:`_partial_sums`); Dask adds the partial sums
+    up in a tree (``sum(split_every=SPLIT_EVERY)``). The client divides by ``ell``, adds the grid
+    Gaussian noise of ``plans`` with the release's sampler, in the same fixed order as in memory
+    (``noise_rows`` is ``dpmix._NoiseRows``), and spills the chunk to a temporary file. Returns a
+    lazy ``(T, w)`` array over those files. Cost: one read of ``Z`` per chunk of
+    :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures.
+    """
+    import dask.array as da
+
+    if denoise > 0:
+        raise ValueError("denoise is not available on the Dask engine")
+    n, w = Z.shape
+    Z = Z.rechunk({1: -1})
+    offsets = np.concatenate([[0], np.cumsum(Z.chunks[0])])
+    blocks = Z.to_delayed().ravel()
+    idx_rng, _ = rng.spawn(2)  # as dpmix.draw_mixtures: indices from the first child
+    streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start)) for sl, plan in plans]
+    step = max(1, MIXTURE_CHUNK_BYTES // (8 * max(1, w)))
+    spill, parts = _Spill(), []
+    for i, start in enumerate(range(0, n_mixtures, step)):
+        m = min(step, n_mixtures - start)
+        flat = sample_indices(n, ell, m, idx_rng, method=method).ravel()
+        order = np.argsort(flat, kind="stable")
+        rows, mixtures = flat[order], order // ell
+        cuts = np.searchsorted(rows, offsets)
+        partials = [da.from_delayed(dask_delayed(_partial_sums)(blocks[p], rows[lo:hi] - offsets[p],
+                                                                mixtures[lo:hi], m),
+                                    shape=(m, w), dtype=float)
+                    for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
+        block = np.asarray(da.stack(partials).sum(axis=0, split_every=SPLIT_EVERY).compute()) / ell
+        block = block.astype(dtype, copy=False)
+        for sl, plan, stream in streams:
+            block[:, sl] = plan.apply(block[:, sl], stream.take(m))
+        path = spill.save(i, block)
+        parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, path), shape=(m, w), dtype=block.dtype))
+    return da.concatenate(parts, axis=0)
+
+
+def dask_delayed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import dask
+
+    return dask.delayed(fn, pure=True)
 
 
 # ------------------------------------------------------------------------------------ lazy outputs

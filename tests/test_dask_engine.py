@@ -132,6 +132,39 @@ def test_write_release_partitions_card_and_transform(table, tmp_path):
     assert frame.shape == (X.shape[0], 5)
 
 
+@pytest.mark.parametrize("chunk_mixtures", [700, 5_000, 10**6])
+def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_mixtures):
+    """DPMix on Dask draws the T x ell index sets on the client from the public n with the in-memory
+    stream, gathers rows per partition by sorted index and sums them into their mixtures: with a
+    seed, the release equals the in-memory one to rounding, whatever the chunk of mixtures (so the
+    index distribution is the one test_dpmix checks and the accountant assumes)."""
+    X, glob = table
+    monkeypatch.setattr(dask_engine, "MIXTURE_CHUNK_BYTES", 8 * 6 * chunk_mixtures)
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    for params in ({"ell": 16}, {"ell": 3, "n_mixtures": 5_000}, {"ell": 1, "sigma_x": 0.3}):
+        with dask_engine.lazy_output(2_000):
+            lazy = DPMix(epsilon=2.0, delta=1e-6, random_state=4, **params).release(lazy_table)
+        memory = DPMix(epsilon=2.0, delta=1e-6, random_state=4, **params).release(_in_memory(X))
+        assert dask_engine.is_lazy(lazy.data)
+        np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
+        assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+
+
+def test_partial_sums_are_mixture_sums():
+    """Gathering by sorted index per partition and summing per mixture gives the mixtures' sums."""
+    from dpcore.mechanisms.dpmix import mixture_means, sample_mixture_indices
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(1_000, 4))
+    idx = sample_mixture_indices(1_000, 7, 300, rng)
+    order = np.argsort(idx.ravel(), kind="stable")
+    rows, mixtures = idx.ravel()[order], order // 7
+    total = sum(dask_engine._partial_sums(Z[lo:hi], rows[(rows >= lo) & (rows < hi)] - lo,
+                                          mixtures[(rows >= lo) & (rows < hi)], 300)
+                for lo, hi in ((0, 333), (333, 800), (800, 1_000)))
+    np.testing.assert_allclose(total / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
+
+
 def test_local_cluster_two_workers(table, tmp_path):
     """The same statistics on a distributed LocalCluster with two workers."""
     distributed = pytest.importorskip("distributed")
@@ -198,10 +231,12 @@ def test_public_n_is_checked(table, tmp_path):
 
 
 def test_unsupported_mechanism_or_task_is_refused(table):
+    from dpcore.mechanisms import LocalGaussian
+
     _, glob = table
     lazy = dask_engine.open_table(glob, bounds=BOUNDS)
-    with pytest.raises(ValueError, match="dpmix is not supported on the Dask engine"):
-        DPMix(epsilon=1.0, delta=1e-6).release(lazy)
+    with pytest.raises(ValueError, match="local-gaussian is not supported on the Dask engine"):
+        LocalGaussian(epsilon=1.0, delta=1e-6).release(lazy)
     with pytest.raises(ValueError, match="supports the task"):
         RONGauss(epsilon=1.0, task="classification").release(lazy)
 
