@@ -66,6 +66,8 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 MIXTURE_CHUNK_BYTES = 256 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
 DEFAULT_BLOCKSIZE = 128 << 20
+#: rows of the first partition read on the client to resolve names, task and bounds
+HEAD_ROWS = 1_000
 #: partitions summed per node of the tree reductions
 SPLIT_EVERY = 8
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -130,8 +132,8 @@ class LazyTable:
     frame : dask.dataframe.DataFrame
         Validated partitions: the feature columns as float64 (and ``label`` if any).
     head : Dataset
-        The first partition loaded in memory on the client: feature names, bounds and their
-        sources, task and class list exactly as the in-memory loader resolves them.
+        The first :data:`HEAD_ROWS` rows loaded in memory on the client: feature names, bounds and
+        their sources, task and class list exactly as the in-memory loader resolves them.
     n : int
         The public number of rows.
     n_source : str
@@ -246,9 +248,12 @@ def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
 
 def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
     """One partition through the in-memory loader (runs on the workers)."""
+    return _load_frame(*_raw_frame(piece), options)
+
+
+def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
     from dpcore.data import load_dataset
 
-    frame, where = _raw_frame(piece)
     missing = [c for c in options.columns if c not in frame.columns]
     extra = [c for c in frame.columns if c not in options.columns]
     if missing or extra:
@@ -256,8 +261,10 @@ def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
             f"{where}: " + (f"column(s) {missing[:5]} missing" if missing else "")
             + ("; " if missing and extra else "") + (f"unexpected column(s) {extra[:5]}" if extra else "")
             + f"; every file must hold the table's columns {list(options.columns)[:10]}")
+    if tuple(frame.columns) != options.columns:
+        frame = frame[list(options.columns)]
     try:
-        return load_dataset(frame[list(options.columns)], label=options.label if options.label else "",
+        return load_dataset(frame, label=options.label if options.label else "",
                             task=options.task, bounds=options.bounds, label_bounds=options.label_bounds,
                             classes=options.classes, categories=options.categories, missing=options.missing)
     except DataValidationError as exc:
@@ -325,19 +332,27 @@ def open_table(
         if getattr(source, "ndim", None) == 2 and not hasattr(source, "columns"):  # a Dask Array
             frame_in = dd.from_dask_array(source.rechunk({1: -1}),
                                           columns=[f"x{j}" for j in range(source.shape[1])])
-        parts: list[Any] = [frame_in.partitions[0].compute()]
-        head_frame, _ = _raw_frame(parts[0])
+        parts: list[Any] = [None]
+        head_frame, where = _raw_frame(frame_in.partitions[0].head(HEAD_ROWS, compute=True))
         lengths_meta = None
     else:
         sources = tuple(expand_paths(source))
         parts = _plan_pieces(list(sources), size)
-        head_frame, _ = _raw_frame(parts[0])
+        first = parts[0]
+        if first.row_groups is not None:  # the first row group only
+            import pyarrow.parquet as pq
+
+            first = _Piece(first.path, (0,), pq.ParquetFile(first.path).metadata.row_group(0).num_rows)
+        head_frame, where = _raw_frame(first)
         lengths_meta = None if parts[0].row_groups is None else tuple(int(p.rows) for p in parts)
+    # the first rows resolve names, task, bounds and their sources as the in-memory loader does;
+    # every row is checked again as its partition is read
+    head_frame = head_frame.iloc[:HEAD_ROWS]
     options = _Options(columns=tuple(head_frame.columns), label=label, task=task, bounds=bounds,
                        label_bounds=label_bounds, classes=classes, categories=categories, missing=missing)
-    head = _load_piece(parts[0] if isinstance(parts[0], _Piece) else head_frame, options)
+    head = _load_frame(head_frame, where, options)
     meta = _as_frame(replace(head, X=head.X[:0], y=None if head.y is None else head.y[:0]))
-    if isinstance(parts[0], _Piece):
+    if sources:
         frame = dd.from_map(_read_partition, parts, options=options, meta=meta, enforce_metadata=False)
     else:
         frame = frame_in.map_partitions(_read_partition, options, meta=meta, enforce_metadata=False)
@@ -386,7 +401,8 @@ def prepare_input(
     Bounds, task, class list and public facts are resolved by the in-memory ``prepare_input`` on
     the first partition (:attr:`LazyTable.head`), so they are the in-memory path's; bounds taken
     from the data are the whole table's column ranges (one Dask pass, with the same
-    :class:`PrivacyLeakWarning`). ``X`` of the result is the lazily clipped Dask array.
+    :class:`PrivacyLeakWarning`). ``X`` of the result is the lazily clipped Dask array; the
+    diagnostic ``n_clipped_entries`` is not counted (it would cost a pass over the table).
 
     Raises
     ------
@@ -416,9 +432,9 @@ def prepare_input(
                                         task=task, supported_tasks=supported_tasks)
     lo, hi = small.bounds[:, 0], small.bounds[:, 1]
     clipped = Xd.map_blocks(np.clip, lo, hi, dtype=float)
-    n_clipped = ((Xd < lo) | (Xd > hi)).sum()
     facts = {**small.public_facts, "n": table.n, "n_source": table.n_source}
-    return replace(small, X=clipped, y=None, diagnostics={"n_clipped_entries": n_clipped}, public_facts=facts)
+    # the clipping count (an exploration diagnostic) would cost one more pass: not counted
+    return replace(small, X=clipped, y=None, diagnostics={}, public_facts=facts)
 
 
 # ------------------------------------------------------------------------------------ kernels
