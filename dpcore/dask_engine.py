@@ -61,6 +61,8 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "ron-gauss": ("unsupervised",),
     "pca-gauss": ("unsupervised",),
     "dpmix": ("unsupervised",),
+    "jl-laplace": ("unsupervised",),
+    "dppro": ("unsupervised",),
 }
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
 MIXTURE_CHUNK_BYTES = 256 << 20
@@ -481,7 +483,8 @@ def unit_rows_pass(loader: Any, kernel: Callable[..., Any]) -> tuple[None, np.nd
     recomputes them there (they are row-wise), so ``None`` is returned for both."""
     if loader.rows is not None:
         raise ValueError("per-class row selections are not supported on the Dask engine yet")
-    total, n_zero = block_sums(partial(_unit_rows_block, loader=loader, kernel=kernel), loader.X)
+    kernel_loader = replace(loader, X=None)  # the tasks get their partition, never the whole array
+    total, n_zero = block_sums(partial(_unit_rows_block, loader=kernel_loader, kernel=kernel), loader.X)
     return None, total, int(n_zero), None
 
 
@@ -496,8 +499,8 @@ def projection_pass(loader: Any, W: np.ndarray, mu: np.ndarray | None, unit_kern
     kernels (``ron_gauss._unit_rows_pass``, ``ron_gauss._projection_pass``) on that partition's rows,
     giving the lazy projected rows ``Z`` (``(n, p)``, one block per partition). The count of rows
     zeroed after centring (a diagnostic) is not computed: ``None``."""
-    return row_map(partial(_projection_block, loader=loader, W=W, mu=mu, unit_kernel=unit_kernel,
-                           kernel=kernel), loader.X, W.shape[1]), None
+    return row_map(partial(_projection_block, loader=replace(loader, X=None), W=W, mu=mu,
+                           unit_kernel=unit_kernel, kernel=kernel), loader.X, W.shape[1]), None
 
 
 def _projection_block(block: np.ndarray, loader: Any, W: np.ndarray, mu: np.ndarray | None,
@@ -505,6 +508,42 @@ def _projection_block(block: np.ndarray, loader: Any, W: np.ndarray, mu: np.ndar
     part = replace(loader, X=block)
     inv_norms, _, _, direct = unit_kernel(part)
     return np.ascontiguousarray(kernel(part, inv_norms, W, mu, direct)[0])
+
+
+# ------------------------------------------------------------------------------------ projections
+def noisy_projection(inp: Any, P: np.ndarray, noise: Any, kernel: Callable[..., np.ndarray]) -> Any:
+    """JL-Laplace / DPPro over a Dask array ``inp.raw``: the lazy branch of
+    ``jl_laplace.ProjectionInput.project`` (``kernel``). Each partition's ``X P`` is computed by the
+    in-memory kernel on the workers, without noise; the client then adds the grid noise of
+    ``noise`` (the release's sampler) partition after partition, in row order, and spills each
+    noisy block (:func:`_client_rows`). ``noise=None`` (NOT PRIVATE): the lazy product."""
+    Y = row_map(partial(_project_block, inp=replace(inp, raw=None), P=P, kernel=kernel), inp.raw, P.shape[1])
+    if noise is None:
+        return Y
+    return _client_rows(Y, lambda block: noise.apply(block, noise.draw(block.shape)))
+
+
+def _project_block(block: np.ndarray, inp: Any, P: np.ndarray, kernel: Callable[..., np.ndarray]
+                   ) -> np.ndarray:
+    return kernel(replace(inp, raw=block), P, None)
+
+
+def _client_rows(Y: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``finish`` (noise from the client's sampler) applied to the partitions of ``Y`` in order, on
+    the client; the partitions are computed a few at a time (one per CPU) and spilled to a
+    temporary directory. Returns the lazy array over the spilled blocks."""
+    import dask
+    import dask.array as da
+
+    blocks = Y.rechunk({1: -1}).to_delayed().ravel()
+    step = max(1, os.cpu_count() or 1)
+    spill, parts = _Spill(), []
+    for start in range(0, len(blocks), step):
+        for i, block in enumerate(dask.compute(*blocks[start:start + step]), start=start):
+            noisy = finish(np.array(block, dtype=float))
+            parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, spill.save(i, noisy)),
+                                         shape=noisy.shape, dtype=noisy.dtype))
+    return da.concatenate(parts, axis=0)
 
 
 # ------------------------------------------------------------------------------------ DPMix

@@ -14,7 +14,7 @@ from scipy import stats
 from dpcore import dask_engine
 from dpcore.data import load_dataset
 from dpcore.exceptions import DataValidationError, NotPrivateError, PrivacyLeakWarning
-from dpcore.mechanisms import DPMix, PCAGauss, RONGauss
+from dpcore.mechanisms import DPMix, DPPro, JLLaplace, PCAGauss, RONGauss
 
 COLUMNS = [f"c{j}" for j in range(6)]
 BOUNDS = {c: (0.0, 1.0) for c in COLUMNS}
@@ -147,6 +147,29 @@ def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_
         assert dask_engine.is_lazy(lazy.data)
         np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
         assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+
+
+@pytest.mark.parametrize(("cls", "params"), [(JLLaplace, {}), (DPPro, {"delta": 1e-6})])
+def test_projections_noise_added_on_the_client(table, cls, params):
+    """JL-Laplace / DPPro: X P per partition equals the in-memory product (epsilon = inf: no noise),
+    and the noise the client adds partition by partition has the card's distribution: the residuals
+    of the Dask release and of the in-memory one cannot be told apart (KS), at the same scale."""
+    X, glob = table
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    exact = {}
+    for eps in (float("inf"), 1.0):
+        with dask_engine.lazy_output(2_000):
+            lazy = cls(epsilon=eps, random_state=4, n_components=3, **params).release(lazy_table)
+        memory = cls(epsilon=eps, random_state=4, n_components=3, **params).release(_in_memory(X))
+        drawn = np.asarray(lazy.data)
+        if eps == float("inf"):
+            np.testing.assert_allclose(drawn, memory.data, rtol=1e-12, atol=1e-12)
+            exact = memory.data
+            continue
+        assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+        residual_lazy, residual_memory = (drawn - exact).ravel(), (memory.data - exact).ravel()
+        assert stats.ks_2samp(residual_lazy, residual_memory).pvalue > 1e-4
+        assert residual_lazy.std() == pytest.approx(residual_memory.std(), rel=0.05)
 
 
 def test_partial_sums_are_mixture_sums():
