@@ -65,7 +65,9 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "dppro": ("unsupervised",),
 }
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
-MIXTURE_CHUNK_BYTES = 256 << 20
+MIXTURE_CHUNK_BYTES = 128 << 20
+#: bytes of rows gathered at once by a DPMix partition task
+GATHER_BYTES = 32 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
 DEFAULT_BLOCKSIZE = 128 << 20
 #: rows of the first partition read on the client to resolve names, task and bounds
@@ -566,13 +568,28 @@ def _load_chunk(spill: _Spill, path: Path) -> np.ndarray:
     return np.load(path)
 
 
+def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``(mixture, row)`` pairs of the index sets ``idx`` (``(m, ell)``) grouped by the partition
+    holding the row (``offsets``: first row of each partition, then ``n``), mixture-major within a
+    partition. Returns ``(local rows, mixtures, cuts)``: partition ``p``'s pairs are
+    ``cuts[p]:cuts[p + 1]``, its rows counted from its first row."""
+    flat = idx.ravel()  # mixture-major
+    part = np.searchsorted(offsets, flat, side="right") - 1
+    order = np.argsort(part, kind="stable")
+    cuts = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=len(offsets) - 1))])
+    return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
+
+
 def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int) -> np.ndarray:
-    """``out[t] = sum of block[rows[i]] over i with mixtures[i] = t`` (rows sorted: a forward
-    gather), shape ``(m, w)``."""
-    gathered = block[rows]
-    out = np.empty((m, block.shape[1]))
-    for j in range(block.shape[1]):
-        out[:, j] = np.bincount(mixtures, weights=gathered[:, j], minlength=m)
+    """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
+    in mixture order (:func:`pairs_by_partition`): each mixture's rows are gathered and added with
+    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time."""
+    out = np.zeros((m, block.shape[1]))
+    step = max(1, GATHER_BYTES // (8 * max(1, block.shape[1])))
+    for start in range(0, rows.size, step):
+        r, t = rows[start:start + step], mixtures[start:start + step]
+        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # t is non-decreasing: unique t[first]
+        out[t[first]] += np.add.reduceat(block[r], first, axis=0)
     return out
 
 
@@ -585,9 +602,10 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     The ``(T, ell)`` index sets are drawn on the client from the public ``n``, chunk after chunk,
     from the first child of ``rng.spawn(2)`` with ``sample_indices`` (uniform ``ell``-subsets,
     independent per mixture; the stream does not depend on the chunking, so a seed gives the
-    in-memory path's index sets). Per chunk of mixtures, every partition gathers its rows by sorted
-    index and sums them into their mixtures (:func:`_partial_sums`); Dask adds the partial sums
-    up in a tree (``sum(split_every=SPLIT_EVERY)``). The client divides by ``ell``, adds the grid
+    in-memory path's index sets). Per chunk of mixtures, the client groups the pairs by partition
+    (:func:`pairs_by_partition`, a stable sort), every partition gathers its rows and sums them into
+    their mixtures (:func:`_partial_sums`); Dask adds the partial sums up in a tree
+    (``sum(split_every=SPLIT_EVERY)``). The client divides by ``ell``, adds the grid
     Gaussian noise of ``plans`` with the release's sampler, in the same fixed order as in memory
     (``noise_rows`` is ``dpmix._NoiseRows``), and spills the chunk to a temporary file. Returns a
     lazy ``(T, w)`` array over those files. Cost: one read of ``Z`` per chunk of
@@ -607,12 +625,8 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     spill, parts = _Spill(), []
     for i, start in enumerate(range(0, n_mixtures, step)):
         m = min(step, n_mixtures - start)
-        flat = sample_indices(n, ell, m, idx_rng, method=method).ravel()
-        order = np.argsort(flat, kind="stable")
-        rows, mixtures = flat[order], order // ell
-        cuts = np.searchsorted(rows, offsets)
-        partials = [da.from_delayed(dask_delayed(_partial_sums)(blocks[p], rows[lo:hi] - offsets[p],
-                                                                mixtures[lo:hi], m),
+        rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method), offsets)
+        partials = [da.from_delayed(dask_delayed(_partial_sums)(blocks[p], rows[lo:hi], mixtures[lo:hi], m),
                                     shape=(m, w), dtype=float)
                     for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
         block = np.asarray(da.stack(partials).sum(axis=0, split_every=SPLIT_EVERY).compute()) / ell

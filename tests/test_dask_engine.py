@@ -139,6 +139,7 @@ def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_
     index distribution is the one test_dpmix checks and the accountant assumes)."""
     X, glob = table
     monkeypatch.setattr(dask_engine, "MIXTURE_CHUNK_BYTES", 8 * 6 * chunk_mixtures)
+    monkeypatch.setattr(dask_engine, "GATHER_BYTES", 8 * 6 * 1_000)  # several sub-chunks per task
     lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
     for params in ({"ell": 16}, {"ell": 3, "n_mixtures": 5_000}, {"ell": 1, "sigma_x": 0.3}):
         with dask_engine.lazy_output(2_000):
@@ -179,11 +180,11 @@ def test_partial_sums_are_mixture_sums():
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(1_000, 4))
     idx = sample_mixture_indices(1_000, 7, 300, rng)
-    order = np.argsort(idx.ravel(), kind="stable")
-    rows, mixtures = idx.ravel()[order], order // 7
-    total = sum(dask_engine._partial_sums(Z[lo:hi], rows[(rows >= lo) & (rows < hi)] - lo,
-                                          mixtures[(rows >= lo) & (rows < hi)], 300)
-                for lo, hi in ((0, 333), (333, 800), (800, 1_000)))
+    offsets = np.array([0, 333, 800, 1_000])
+    rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, offsets)
+    assert cuts[-1] == idx.size
+    total = sum(dask_engine._partial_sums(Z[offsets[p]:offsets[p + 1]], rows[cuts[p]:cuts[p + 1]],
+                                          mixtures[cuts[p]:cuts[p + 1]], 300) for p in range(3))
     np.testing.assert_allclose(total / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
 
 
