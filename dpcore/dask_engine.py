@@ -63,6 +63,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "dpmix": ("unsupervised",),
     "jl-laplace": ("unsupervised",),
     "dppro": ("unsupervised",),
+    "local-gaussian": ("unsupervised",),
 }
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
 MIXTURE_CHUNK_BYTES = 128 << 20
@@ -523,6 +524,21 @@ def noisy_projection(inp: Any, P: np.ndarray, noise: Any, kernel: Callable[..., 
     if noise is None:
         return Y
     return _client_rows(Y, lambda block: noise.apply(block, noise.draw(block.shape)))
+
+
+def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[float], float], *,
+                       n_changed: int, bits: Any) -> Any:
+    """:func:`dpcore.noise.gaussian_mechanism` for a Dask array of rows (LocalGaussian): the same
+    calibrated grid plan, its noise added on the client partition by partition (:func:`_client_rows`).
+    Returns a :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
+    from dpcore import noise as dpnoise
+
+    plan = dpnoise.calibrated_gaussian_plan(l2_sensitivity, calibrate, n_changed=n_changed, bits=bits)
+    return dpnoise.NoiseDraw(
+        values=_client_rows(values, lambda block: plan.apply(block, plan.draw(block.shape))), grid=plan.grid,
+        scale=plan.scale, sensitivity_used=plan.sensitivity_used, distribution=plan.distribution,
+        sampler=plan.sampler, extra_epsilon=plan.extra_epsilon, extra_delta=plan.extra_delta,
+        n_changed=plan.n_changed, sigma_grid=plan.sigma_grid)
 
 
 def _project_block(block: np.ndarray, inp: Any, P: np.ndarray, kernel: Callable[..., np.ndarray]

@@ -14,7 +14,7 @@ from scipy import stats
 from dpcore import dask_engine
 from dpcore.data import load_dataset
 from dpcore.exceptions import DataValidationError, NotPrivateError, PrivacyLeakWarning
-from dpcore.mechanisms import DPMix, DPPro, JLLaplace, PCAGauss, RONGauss
+from dpcore.mechanisms import DPMix, DPPro, JLLaplace, LocalGaussian, PCAGauss, RONGauss
 
 COLUMNS = [f"c{j}" for j in range(6)]
 BOUNDS = {c: (0.0, 1.0) for c in COLUMNS}
@@ -150,18 +150,21 @@ def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_
         assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
 
 
-@pytest.mark.parametrize(("cls", "params"), [(JLLaplace, {}), (DPPro, {"delta": 1e-6})])
-def test_projections_noise_added_on_the_client(table, cls, params):
-    """JL-Laplace / DPPro: X P per partition equals the in-memory product (epsilon = inf: no noise),
-    and the noise the client adds partition by partition has the card's distribution: the residuals
-    of the Dask release and of the in-memory one cannot be told apart (KS), at the same scale."""
+@pytest.mark.parametrize(("cls", "params"), [(JLLaplace, {"n_components": 3}),
+                                             (DPPro, {"delta": 1e-6, "n_components": 3}),
+                                             (LocalGaussian, {"delta": 1e-6})])
+def test_row_noise_added_on_the_client(table, cls, params):
+    """JL-Laplace / DPPro / LocalGaussian: X P (or X) per partition equals the in-memory product
+    (epsilon = inf: no noise), and the noise the client adds partition by partition has the card's
+    distribution: the residuals of the Dask release and of the in-memory one cannot be told apart
+    (KS), at the same scale."""
     X, glob = table
     lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
     exact = {}
     for eps in (float("inf"), 1.0):
         with dask_engine.lazy_output(2_000):
-            lazy = cls(epsilon=eps, random_state=4, n_components=3, **params).release(lazy_table)
-        memory = cls(epsilon=eps, random_state=4, n_components=3, **params).release(_in_memory(X))
+            lazy = cls(epsilon=eps, random_state=4, **params).release(lazy_table)
+        memory = cls(epsilon=eps, random_state=4, **params).release(_in_memory(X))
         drawn = np.asarray(lazy.data)
         if eps == float("inf"):
             np.testing.assert_allclose(drawn, memory.data, rtol=1e-12, atol=1e-12)
@@ -254,12 +257,12 @@ def test_public_n_is_checked(table, tmp_path):
 
 
 def test_unsupported_mechanism_or_task_is_refused(table):
-    from dpcore.mechanisms import LocalGaussian
+    from dpcore.mechanisms import get_mechanism
 
     _, glob = table
     lazy = dask_engine.open_table(glob, bounds=BOUNDS)
-    with pytest.raises(ValueError, match="local-gaussian is not supported on the Dask engine"):
-        LocalGaussian(epsilon=1.0, delta=1e-6).release(lazy)
+    with pytest.raises(ValueError, match="identity-laplace is not supported on the Dask engine"):
+        get_mechanism("identity-laplace")(epsilon=1.0).release(lazy)
     with pytest.raises(ValueError, match="supports the task"):
         RONGauss(epsilon=1.0, task="classification").release(lazy)
 
