@@ -276,3 +276,25 @@ def test_dask_collections_are_inputs(table):
     memory = RONGauss(epsilon=1.0, random_state=1, bounds=(0.0, 1.0)).release(X)
     np.testing.assert_allclose(rel.diagnostics["sigma_dp"], memory.diagnostics["sigma_dp"], rtol=1e-9)
     assert rel.public_facts["n"] == X.shape[0]
+
+
+def test_cli_engine_dask(table, tmp_path, capsys):
+    """`dpcore release MECHANISM 'glob' -o out/ --engine dask`: parts + card, or exit 2 with the
+    error and nothing written."""
+    from dpcore.cli import main
+
+    _, glob = table
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    out = tmp_path / "out"
+    assert main(["release", "dppro", glob, "-o", str(out), "--bounds", str(bounds), "--engine", "dask",
+                 "--blocksize", "64KiB", "--n", "12000", "--format", "csv", "--n-components", "4"]) == 0
+    card = json.loads((out / "card.json").read_text())
+    assert card["mechanism"] == "dppro" and card["public_facts"]["n"] == 12_000 and card["format"] == "csv"
+    assert sum(len(pd.read_csv(out / name)) for name in card["files"]) == 12_000
+    # a glob goes to the Dask engine without --engine; a wrong n is refused, nothing written
+    out2 = tmp_path / "out2"
+    assert main(["release", "ron-gauss", glob, "-o", str(out2), "--bounds", str(bounds), "--n", "5"]) == 2
+    assert "n = 5 was given" in capsys.readouterr().err and not out2.exists()
+    assert main(["release", "ron-gauss", glob, "-o", str(out2)]) == 2
+    assert "--data-bounds" in capsys.readouterr().err and not out2.exists()
