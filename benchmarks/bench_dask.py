@@ -9,6 +9,8 @@ sums the columns.
 
     python benchmarks/bench_dask.py                      # 10^6 and 10^7 rows
     python benchmarks/bench_dask.py --sizes 1e6 1e7 5e7  # the issue's size (about 8 GB of Parquet)
+    python benchmarks/bench_dask.py --mechanisms read-and-sum dpmix --dpmix-mixtures 1e6 \
+        --memory ron-gauss pca-gauss dpmix               # DPMix with T <= 10^6, in-memory comparison
 """
 
 from __future__ import annotations
@@ -49,22 +51,30 @@ def generate(folder: Path, rows: int, seed: int = 0) -> None:
         pq.write_table(table, path, row_group_size=ROW_GROUP)
 
 
-def one(mechanism: str, folder: Path, rows: int) -> dict:
-    """One measured run (in this process): seconds and peak RSS."""
+def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> dict:
+    """One measured run (in this process): seconds and peak RSS. ``memory:NAME`` loads the files
+    into memory and runs the in-memory release (for comparison, small sizes only)."""
     import dask.dataframe as dd
+    import pandas as pd
 
     from dpcore import dask_engine
+    from dpcore.data import load_dataset
     from dpcore.mechanisms import get_mechanism
 
     files = sorted(folder.glob("part-*.parquet"))[: -(-rows // FILE_ROWS)]
     bounds = {f"x{j}": (0.0, 1.0) for j in range(N_COLUMNS)}
+    name = mechanism.removeprefix("memory:")
+    # dpmix: ell = 16, T = min(n, --dpmix-mixtures)
+    params = {"delta": 1e-9, "n_mixtures": min(rows, dpmix_mixtures or rows)} if name == "dpmix" else {}
     start = time.perf_counter()
     if mechanism == "read-and-sum":
         dd.read_parquet([str(f) for f in files]).sum().compute()
+    elif mechanism.startswith("memory:"):
+        ds = load_dataset(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True), bounds=bounds)
+        get_mechanism(name)(epsilon=1.0, **params).release(ds).to_csv_bytes()
     else:
         out = Path(tempfile.mkdtemp(prefix="bench_dask_")) / "release"
         try:
-            params = {"delta": 1e-9} if mechanism == "dpmix" else {}  # dpmix: ell = 16, T = n
             mech = get_mechanism(mechanism)(epsilon=1.0, **params)
             dask_engine.release_table(mech, [str(f) for f in files], out, bounds=bounds)
         finally:
@@ -79,18 +89,26 @@ def main() -> None:
     parser.add_argument("--sizes", type=float, nargs="+", default=[1e6, 1e7])
     parser.add_argument("--folder", default="/tmp/dpcore_bench_dask")
     parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
+    parser.add_argument("--memory", nargs="*", default=[], metavar="MECHANISM",
+                        help="also run these in memory (memory:NAME) at sizes up to --memory-max rows")
+    parser.add_argument("--memory-max", type=float, default=1e6)
+    parser.add_argument("--dpmix-mixtures", type=float, default=None, help="cap on T (default: T = n)")
     parser.add_argument("--one", nargs=2, metavar=("MECHANISM", "ROWS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = Path(args.folder)
     if args.one:
-        print(json.dumps(one(args.one[0], folder, int(float(args.one[1])))))
+        cap = int(args.dpmix_mixtures) if args.dpmix_mixtures else None
+        print(json.dumps(one(args.one[0], folder, int(float(args.one[1])), cap)))
         return
     sizes = [int(s) for s in args.sizes]
     generate(folder, max(sizes))
     results = []
     for rows in sizes:
-        for mech in args.mechanisms:
+        memory = [f"memory:{m}" for m in args.memory] if rows <= args.memory_max else []
+        for mech in [*args.mechanisms, *memory]:
             command = [sys.executable, __file__, "--folder", str(folder), "--one", mech, str(rows)]
+            if args.dpmix_mixtures:
+                command += ["--dpmix-mixtures", str(args.dpmix_mixtures)]
             proc = subprocess.run(command, capture_output=True, text=True, check=True)
             results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             r = results[-1]

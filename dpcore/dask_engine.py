@@ -65,6 +65,9 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "dppro": ("unsupervised",),
     "local-gaussian": ("unsupervised",),
 }
+#: mechanisms whose rows get their noise on the client: their release is spilled on the client's
+#: disk (temporary files), so it is written from the client with local threads, even on a cluster
+CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
 MIXTURE_CHUNK_BYTES = 128 << 20
 #: bytes of rows gathered at once by a DPMix partition task
@@ -740,6 +743,9 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
+    Releases of :data:`CLIENT_NOISED` mechanisms are already on the client's disk and are written
+    with local threads; the others (synthetic rows) are drawn and written by the workers, so on a
+    cluster ``output`` must be a path the workers can write (a shared file system).
     Everything is written into a temporary directory beside ``output`` and renamed into place at
     the end: on any failure (a bad partition, a NaN in the release, a full disk) nothing is left.
     The card is :meth:`Release.card` with ``sha256`` the digest of the manifest (``name sha256``
@@ -779,10 +785,11 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
             job = frame.to_parquet(tmp, write_index=False, compute=False,
                                    name_function=lambda i: f"part-{i:05d}.parquet")
         lazy_diag = {k: v for k, v in release.diagnostics.items() if is_lazy(v)}
+        local = {"scheduler": "threads"} if release.mechanism in CLIENT_NOISED else {}
         with _progress(progress), warnings.catch_warnings():
-            # the clipping count (an array expression) is computed in the same pass as the write
+            # lazy diagnostics (array expressions) are computed in the same pass as the write
             warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
-            _, diag = dask.compute(job, lazy_diag)
+            _, diag = dask.compute(job, lazy_diag, **local)
         release.diagnostics.update({k: v.item() if hasattr(v, "item") else v for k, v in diag.items()})
         parts = sorted(p for p in tmp.iterdir() if p.name.startswith("part-"))
         files = {p.name: _sha256(p) for p in parts}
