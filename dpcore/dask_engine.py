@@ -69,7 +69,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
 CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
-MIXTURE_CHUNK_BYTES = 128 << 20
+MIXTURE_CHUNK_BYTES = 64 << 20
 #: bytes of rows gathered at once by a DPMix partition task
 GATHER_BYTES = 32 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
@@ -209,14 +209,13 @@ def _kind(path: str) -> str:
 def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
     """Partitions: each CSV file whole; Parquet row groups batched to about ``blocksize`` bytes of
     decoded data (footer metadata only, nothing private is read)."""
-    import pyarrow.parquet as pq
 
     pieces: list[_Piece] = []
     for path in paths:
         if _kind(path) == "csv":
             pieces.append(_Piece(path))
             continue
-        meta = pq.ParquetFile(path).metadata
+        meta = _parquet_metadata(path)
         groups: list[int] = []
         size = rows = 0
         for i in range(meta.num_row_groups):
@@ -252,6 +251,18 @@ def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
         raise DataValidationError(f"{where}: {len(frame):,} rows read where the Parquet footer "
                                   f"states {piece.rows:,}: the public n would not be the count")
     return frame, where
+
+
+def _parquet_metadata(path: str) -> Any:
+    """The footer of a Parquet file. Raises DataValidationError for an unreadable file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata
+    except (OSError, pa.ArrowException) as exc:
+        raise DataValidationError(f"{path}: truncated or corrupt Parquet file, or not a Parquet file "
+                                  f"({exc})") from None
 
 
 def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
@@ -883,16 +894,18 @@ def release_table(
 def fits_in_memory(source: Any, fraction: float = 0.25) -> bool:
     """True when the decoded size of ``source``'s files (Parquet footers; twice the CSV text) is at
     most ``fraction`` of :func:`dpcore.limits.max_memory_bytes`: the CLI then uses the in-memory
-    path (whose mechanisms hold a few copies of the table)."""
-    import pyarrow.parquet as pq
-
+    path (whose mechanisms hold a few copies of the table). An unreadable file counts as fitting:
+    the in-memory reader then reports what is wrong with it."""
     from dpcore.limits import max_memory_bytes
 
     total = 0
     for path in expand_paths(source):
         if _kind(path) == "csv":
             total += 2 * os.path.getsize(path)
-        else:
-            meta = pq.ParquetFile(path).metadata
-            total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            continue
+        try:
+            meta = _parquet_metadata(path)
+        except DataValidationError:
+            return True
+        total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     return total <= fraction * max_memory_bytes()

@@ -298,3 +298,12 @@ def test_cli_engine_dask(table, tmp_path, capsys):
     assert "n = 5 was given" in capsys.readouterr().err and not out2.exists()
     assert main(["release", "ron-gauss", glob, "-o", str(out2)]) == 2
     assert "--data-bounds" in capsys.readouterr().err and not out2.exists()
+
+
+def test_corrupt_parquet_file_is_named(table, tmp_path):
+    X, _ = table
+    _write_parquet(tmp_path, X[:2_000], n_files=2)
+    (tmp_path / "part9.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(DataValidationError, match="part9.parquet: truncated or corrupt Parquet"):
+        dask_engine.open_table(str(tmp_path / "*.parquet"), bounds=BOUNDS)
+    assert dask_engine.fits_in_memory(str(tmp_path / "part9.parquet"))  # the in-memory reader reports it
