@@ -307,3 +307,16 @@ def test_corrupt_parquet_file_is_named(table, tmp_path):
     with pytest.raises(DataValidationError, match="part9.parquet: truncated or corrupt Parquet"):
         dask_engine.open_table(str(tmp_path / "*.parquet"), bounds=BOUNDS)
     assert dask_engine.fits_in_memory(str(tmp_path / "part9.parquet"))  # the in-memory reader reports it
+
+
+def test_bounds_from_data_are_the_whole_tables_with_a_warning(table):
+    """Without public bounds, the bounds are the whole table's column ranges (not the first rows'),
+    with the in-memory path's PrivacyLeakWarning, and the card says the guarantee does not hold."""
+    X, glob = table
+    lazy_table = dask_engine.open_table(glob, blocksize=20_000)
+    with pytest.warns(PrivacyLeakWarning):
+        rel = PCAGauss(epsilon=1.0, random_state=0).release(lazy_table)
+    facts = rel.public_facts["bounds"]
+    assert [facts[c]["lo"] for c in COLUMNS] == X.min(axis=0).tolist()
+    assert [facts[c]["hi"] for c in COLUMNS] == X.max(axis=0).tolist()
+    assert {facts[c]["lo_source"] for c in COLUMNS} == {"data"} and not rel.guarantee.holds
