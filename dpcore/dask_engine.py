@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -836,7 +837,9 @@ def _progress(show: bool) -> Iterator[None]:
     except (ImportError, ValueError):
         from dask.diagnostics import ProgressBar
 
-        with ProgressBar(dt=1.0):
+        # the terminal itself: Dask's bar redraws with carriage returns (no data in it), which a
+        # control-escaping wrapper of sys.stdout (the CLI's) would print as text
+        with ProgressBar(dt=1.0, out=sys.__stderr__ or sys.stderr):
             yield
         return
     yield  # a distributed client shows its progress on its dashboard
