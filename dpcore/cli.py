@@ -231,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "budget stored in the ledger)")
         mp.add_argument("--delta-budget", type=_budget_type("delta budget", allow_zero=True, upper=1.0),
                         help="delta budget of the ledger, per neighbouring relation (0: pure DP only)")
+        _add_engine_options(mp.add_argument_group("large tables (Dask engine)"))
         params = mp.add_argument_group(f"{name} parameters (omitted = the default shown)")
         for p in cls.params:
             _add_param_option(params, p)
@@ -501,11 +502,65 @@ def _save_recorded(release: Release, output: str, ledger_file: str, dataset: str
     return written, tx.ledger
 
 
+# ---------------------------------------------------------------- large tables (dpcore.dask_engine)
+def _add_engine_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--engine", choices=["memory", "dask"], default=None,
+                       help="'dask': read INPUT (a Parquet/CSV file, a glob such as 'data/*.parquet', a "
+                            "folder) partition by partition; OUTPUT is then a folder of parts + card.json. "
+                            "Default: dask for a glob, a folder or a file over a quarter of the memory limit")
+    group.add_argument("--scheduler", metavar="ADDRESS", help="a running distributed scheduler "
+                       "(tcp://host:8786); default: Dask's local threaded scheduler")
+    group.add_argument("--blocksize", metavar="BYTES", help="decoded bytes per Parquet partition (128MiB)")
+    group.add_argument("--n", type=int, default=None, help="the public number of rows (checked against the "
+                       "data; default: the Parquet footers, or the row count)")
+    group.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="format of the parts")
+
+
+def _use_dask(args: argparse.Namespace) -> bool:
+    from dpcore import dask_engine
+
+    if args.engine is not None:
+        return args.engine == "dask"
+    source = args.input
+    if any(ch in source for ch in "*?[") or os.path.isdir(source):
+        return True
+    return os.path.isfile(source) and source.lower().endswith((".parquet", ".pq", ".csv")) \
+        and not dask_engine.fits_in_memory(source)
+
+
+def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -> None:
+    """``dpcore release ... --engine dask``: the table is read partition by partition."""
+    from dpcore import dask_engine
+
+    if args.ledger or getattr(args, "public_data", None) or args.missing == "drop" or args.drop_nonfinite:
+        raise CLIError("--ledger, --public-data and --missing drop are not available with --engine dask yet")
+    if os.path.exists(args.output) and not (os.path.isdir(args.output) and not os.listdir(args.output)):
+        raise CLIError(f"--output {args.output}: with --engine dask the output is a new (or empty) folder")
+    with dask_engine.connect(args.scheduler):
+        table = dask_engine.open_table(
+            args.input, label=args.label, task=args.task, bounds=load_bounds_file(args.bounds) if args.bounds
+            else None, label_bounds=args.label_bounds, classes=_load_classes(args.classes),
+            categories=_load_categories(args.categories), n=args.n, blocksize=args.blocksize,
+            missing=args.missing or "error")
+        if table.head.bounds_source == "data" and not args.data_bounds:
+            raise CLIError("no public bounds for some columns of the input: pass --bounds FILE, or "
+                           "--data-bounds to accept bounds from the data (the guarantee then does NOT hold)")
+        print(f"{table.n:,} rows in {table.n_partitions:,} partitions (n: {table.n_source})", file=sys.stderr)
+        release, written = dask_engine.release_table(cls(**params), table, args.output, fmt=args.format,
+                                                     n_samples=args.n_samples, progress=True)
+    g = release.guarantee
+    print(f"wrote {args.output}: {len(written) - 1 - ('transform' in written)} part(s), card.json")
+    print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
+          f"neighbouring = {g.neighbouring}")
+
+
 def _cmd_release(args: argparse.Namespace) -> None:
     cls = get_mechanism(args.mechanism)
     params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
     if "epsilon" in params and math.isinf(params["epsilon"]):
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
+    if _use_dask(args):
+        return _release_dask(args, cls, params)
     _check_output(args)
     if args.ledger:
         Ledger.load(args.ledger)  # a bad path or file is refused before any work

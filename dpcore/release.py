@@ -356,7 +356,7 @@ class Release:
             "classes_source": self.public_facts.get("classes_source"),
             "public_facts": _jsonable(self.public_facts),
             "n_rows": int(self.n_rows),
-            "n_released": int(np.asarray(self.data).shape[0]),
+            "n_released": len(self.data),
             "columns": (list(self.columns) + list(self.label_columns) if self.table is None
                         else [str(c) for c in self.table.columns]),
             "csv_escaping": self.csv_escaping(),

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore.preprocessing import RowNormBound, row_blocks, row_norm_bound
 
 __all__ = [
@@ -163,6 +165,9 @@ def box_moments(X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | N
                 v: np.ndarray | None = None, *, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(Xs^T Xs, Xs^T v)`` for ``Xs = scale_to_box(X[rows], bounds)`` in one streaming pass;
     ``v`` (one value per selected row) defaults to ones, giving the column sums."""
+    if dask_engine.is_lazy(X):  # partitions of a table larger than memory, summed by Dask
+        assert rows is None and v is None
+        return dask_engine.block_sums(partial(box_moments, bounds=bounds, clip=clip), X)
     d = X.shape[1]
     G, s = np.zeros((d, d)), np.zeros(d)
     for sl, T in _box_blocks(X, bounds, rows, clip=clip):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import accounting
+from dpcore import accounting, dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit
 from dpcore.noise import BitSource, NoiseDraw
@@ -90,6 +90,8 @@ def gaussian_samples(
     k = cov.shape[0]
     factor_t = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
     mean = np.asarray(mean, dtype=float)
+    if dask_engine.output_rows() is not None:  # a release from a table larger than memory
+        return dask_engine.gaussian_rows(factor_t, mean, size, rng)
     out = np.empty((size, k))
     for sl in row_blocks(size, k):
         np.matmul(rng.standard_normal((sl.stop - sl.start, k)), factor_t, out=out[sl])

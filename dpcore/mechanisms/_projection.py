@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore.noise import GridNoise
 from dpcore.preprocessing import PreparedInput, row_blocks
 
@@ -109,6 +110,8 @@ class ProjectionInput:
         and adds the integers. The draws are sequential and in row order, so they are the same as
         drawing the blocks one after the other on one thread, whatever the timing.
         """
+        if dask_engine.is_lazy(self.raw):  # a table larger than memory: noise added on the client
+            return dask_engine.noisy_projection(self, P, noise, ProjectionInput.project)
         n, d = self.raw.shape
         identity = not self.rescaled or (np.all(self.lo == 0) and np.all(self.scale == 1))
         shift = self.lo / self.scale

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore.calibration import check_random_state
 from dpcore.exceptions import NonFiniteNoiseError
 from dpcore.limits import check_memory
@@ -208,7 +210,8 @@ class Mechanism:
             ``(release, diagnostics)``.
         """
         values = validate_params(self.params, {p.name: getattr(self, p.name) for p in self.params})
-        data = prepare_input(
+        lazy = dask_engine.is_lazy_input(X)  # a table larger than memory: dpcore.dask_engine
+        data = (partial(dask_engine.prepare_input, mechanism=self.name) if lazy else prepare_input)(
             X, y, bounds=self.bounds, label_bounds=self.label_bounds, classes=self.classes,
             task=self.task, supported_tasks=self.tasks,
         )
@@ -216,8 +219,9 @@ class Mechanism:
             n_samples = _check_n_samples(n_samples)
         n, d = data.X.shape
         n_classes = 0 if data.classes is None else len(data.classes)
-        check_memory(_peak_description(self.name, n, d, n_classes, values, n_samples),
-                     self.peak_bytes(n, d, values, n_classes=n_classes, n_released=n_samples))
+        if not lazy:  # the Dask engine holds one partition per worker thread, never the table
+            check_memory(_peak_description(self.name, n, d, n_classes, values, n_samples),
+                         self.peak_bytes(n, d, values, n_classes=n_classes, n_released=n_samples))
         rng = check_random_state(self.random_state)
         try:
             # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
@@ -365,7 +369,7 @@ def check_finite_release(release: Release, params: dict[str, Any]) -> None:
                 )
     for what, arr in (("released table", release.data), ("released labels", release.labels),
                       *((f"public array {k}", v) for k, v in release.transform_arrays.items())):
-        if arr is None:
+        if arr is None or dask_engine.is_lazy(arr):  # lazy: checked per partition as it is written
             continue
         arr = np.asarray(arr)
         if arr.dtype.kind not in "fc":

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage, stats
 
-from dpcore import accounting
+from dpcore import accounting, dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import default_delta
 from dpcore.mechanisms.base import Mechanism
@@ -262,6 +262,12 @@ def draw_mixtures(
     """
     n, width = Z.shape
     method = _sampler_method(n, ell)
+    if dask_engine.is_lazy(Z):  # a table larger than memory: dpcore.dask_engine.draw_mixtures
+        if plans is None or return_indices:
+            raise ValueError("the Dask engine needs the release's noise plans and never returns indices")
+        return dask_engine.draw_mixtures(Z, ell, n_mixtures, rng, plans, method=method,
+                                         sample_indices=sample_mixture_indices, noise_rows=_NoiseRows,
+                                         dtype=dtype or np.float64, denoise=denoise)
     rows = _chunk_rows(n, ell, width, method, chunk_rows)
     workers = n_threads(n_jobs)
     idx_rng, noise_rng = rng.spawn(2)
@@ -394,6 +400,8 @@ def _mixing_input(data: PreparedInput, labels01: np.ndarray, dtype: np.dtype
     block on threads, no full-size temporary.
     """
     n, d_x = data.X.shape
+    if dask_engine.is_lazy(data.X):  # partitions of a table larger than memory (unsupervised)
+        return dask_engine.row_map(partial(scale_to_unit, bounds=data.bounds), data.X, d_x), None
     lo, hi = data.bounds[:, 0], data.bounds[:, 1]
     width = hi - lo
     constant = ~(width > 0)

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import analytic_gaussian_sigma, classic_gaussian_sigma
 from dpcore.mechanisms.base import Mechanism
@@ -248,7 +249,9 @@ class LocalGaussian(Mechanism):
                 return classic_gaussian_sigma(sensitivity, eps_i, delta_i)
             return analytic_gaussian_sigma(sensitivity, eps_i, delta_i)
 
-        draw = dpnoise.gaussian_mechanism(scaled, s2, calibrate, n_changed=stacked.shape[1], bits=bits)
+        lazy = dask_engine.is_lazy(scaled)  # a table larger than memory: noise added on the client
+        draw = (dask_engine.gaussian_mechanism if lazy else dpnoise.gaussian_mechanism)(
+            scaled, s2, calibrate, n_changed=stacked.shape[1], bits=bits)
         sigma = draw.scale
         noisy = draw.values if uniform else draw.values * t  # public t: post-processing
         values = noisy[:, :d]

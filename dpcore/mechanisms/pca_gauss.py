@@ -78,6 +78,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -448,7 +449,7 @@ class PCAGauss(Mechanism):
             guarantee = Guarantee(epsilon=eps, delta=0.0, neighbouring="replace-one", kind="pure")
         lam_pos = np.clip(lam_dp, 0.0, None)
         m = n if n_samples is None else n_samples
-        values = rng.standard_normal((m, p))
+        values = dask_engine.standard_normal(rng, (m, p))
         values *= np.sqrt(lam_pos)
         details = {
             "algorithm": "Alg. 1 (unsupervised: private eigenvalues, W not released)",

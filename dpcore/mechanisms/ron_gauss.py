@@ -83,6 +83,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -249,6 +250,8 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
     zero rows, and the positions of the rows the folded scaling would cancel on (computed from
     their scaled rows here, and again in pass 2).
     """
+    if dask_engine.is_lazy(loader.X):
+        return dask_engine.unit_rows_pass(loader, _unit_rows_pass)
     n, d = loader.n_rows, loader.X.shape[1]
     fold = loader.fold
     iw, c = fold if fold is not None else (None, None)
@@ -302,6 +305,8 @@ def _projection_pass(
     0, and every row has norm <= 1. ``direct``: sorted positions of the rows to compute from their
     scaled values instead of the folded product (from pass 1).
     """
+    if dask_engine.is_lazy(loader.X):
+        return dask_engine.projection_pass(loader, W, mu, _unit_rows_pass, _projection_pass)
     n, p = loader.n_rows, W.shape[1]
     M = W if mu is None else np.column_stack([W, mu])
     fold = loader.fold

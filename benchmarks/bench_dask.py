@@ -1,0 +1,126 @@
+"""Releases from a Parquet table larger than memory on the Dask engine (issue 14).
+
+Generates ``--rows`` x 20 columns of Parquet (files of 10^6 rows, row groups of 2.5 x 10^5; in
+``--folder``, reused when present, never committed), then for each size of ``--sizes`` and each
+mechanism runs ``dask_engine.release_table`` in a fresh subprocess (so its peak memory is its own)
+and reports wall time, rows/s, peak resident memory (client and workers: Dask's threaded scheduler
+runs both in that one process) and the ratio against one Dask pass that only reads the files and
+sums the columns.
+
+    python benchmarks/bench_dask.py                      # 10^6 and 10^7 rows
+    python benchmarks/bench_dask.py --sizes 1e6 1e7 5e7  # the issue's size (about 8 GB of Parquet)
+    python benchmarks/bench_dask.py --mechanisms read-and-sum dpmix --dpmix-mixtures 1e6 \
+        --memory ron-gauss pca-gauss dpmix               # DPMix with T <= 10^6, in-memory comparison
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+N_COLUMNS = 20
+FILE_ROWS = 1_000_000
+ROW_GROUP = 250_000
+MECHANISMS = ("read-and-sum", "ron-gauss", "pca-gauss", "dpmix")
+
+
+def generate(folder: Path, rows: int, seed: int = 0) -> None:
+    """``rows`` rows of correlated features in [0, 1], one Parquet file per 10^6 rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    mix = np.random.default_rng(seed).uniform(0, 1, (N_COLUMNS, N_COLUMNS)) / N_COLUMNS
+    for i in range(-(-rows // FILE_ROWS)):
+        path = folder / f"part-{i:05d}.parquet"
+        if path.exists():
+            continue
+        rng = np.random.default_rng([seed, i])
+        m = min(FILE_ROWS, rows - i * FILE_ROWS)
+        X = np.clip(rng.uniform(0, 1, (m, N_COLUMNS)) @ mix * 1.5, 0, 1)
+        table = pa.table({f"x{j}": X[:, j] for j in range(N_COLUMNS)})
+        pq.write_table(table, path, row_group_size=ROW_GROUP)
+
+
+def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> dict:
+    """One measured run (in this process): seconds and peak RSS. ``memory:NAME`` loads the files
+    into memory and runs the in-memory release (for comparison, small sizes only)."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from dpcore import dask_engine
+    from dpcore.data import load_dataset
+    from dpcore.mechanisms import get_mechanism
+
+    files = sorted(folder.glob("part-*.parquet"))[: -(-rows // FILE_ROWS)]
+    bounds = {f"x{j}": (0.0, 1.0) for j in range(N_COLUMNS)}
+    name = mechanism.removeprefix("memory:")
+    # dpmix: ell = 16, T = min(n, --dpmix-mixtures)
+    params = {"delta": 1e-9, "n_mixtures": min(rows, dpmix_mixtures or rows)} if name == "dpmix" else {}
+    start = time.perf_counter()
+    if mechanism == "read-and-sum":
+        dd.read_parquet([str(f) for f in files]).sum().compute()
+    elif mechanism.startswith("memory:"):
+        ds = load_dataset(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True), bounds=bounds)
+        get_mechanism(name)(epsilon=1.0, **params).release(ds).to_csv_bytes()
+    else:
+        out = Path(tempfile.mkdtemp(prefix="bench_dask_")) / "release"
+        try:
+            mech = get_mechanism(mechanism)(epsilon=1.0, **params)
+            dask_engine.release_table(mech, [str(f) for f in files], out, bounds=bounds)
+        finally:
+            shutil.rmtree(out.parent, ignore_errors=True)
+    seconds = time.perf_counter() - start
+    return {"mechanism": mechanism, "rows": rows, "seconds": seconds,
+            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=float, nargs="+", default=[1e6, 1e7])
+    parser.add_argument("--folder", default="/tmp/dpcore_bench_dask")
+    parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
+    parser.add_argument("--memory", nargs="*", default=[], metavar="MECHANISM",
+                        help="also run these in memory (memory:NAME) at sizes up to --memory-max rows")
+    parser.add_argument("--memory-max", type=float, default=1e6)
+    parser.add_argument("--dpmix-mixtures", type=float, default=None, help="cap on T (default: T = n)")
+    parser.add_argument("--one", nargs=2, metavar=("MECHANISM", "ROWS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    folder = Path(args.folder)
+    if args.one:
+        cap = int(args.dpmix_mixtures) if args.dpmix_mixtures else None
+        print(json.dumps(one(args.one[0], folder, int(float(args.one[1])), cap)))
+        return
+    sizes = [int(s) for s in args.sizes]
+    generate(folder, max(sizes))
+    results = []
+    for rows in sizes:
+        memory = [f"memory:{m}" for m in args.memory] if rows <= args.memory_max else []
+        for mech in [*args.mechanisms, *memory]:
+            command = [sys.executable, __file__, "--folder", str(folder), "--one", mech, str(rows)]
+            if args.dpmix_mixtures:
+                command += ["--dpmix-mixtures", str(args.dpmix_mixtures)]
+            proc = subprocess.run(command, capture_output=True, text=True, check=True)
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            r = results[-1]
+            print(f"{rows:>12,} {mech:<13} {r['seconds']:8.1f} s {rows / r['seconds']:>12,.0f} rows/s "
+                  f"peak RSS {r['peak_rss_gib']:.2f} GiB", flush=True)
+    print("\n| rows | mechanism | seconds | rows/s | peak RSS (GiB) | / read-and-sum |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for r in results:
+        base = next(b for b in results if b["rows"] == r["rows"] and b["mechanism"] == "read-and-sum")
+        print(f"| {r['rows']:,} | {r['mechanism']} | {r['seconds']:.1f} | {r['rows'] / r['seconds']:,.0f} | "
+              f"{r['peak_rss_gib']:.2f} | {r['seconds'] / base['seconds']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,914 @@
+"""Releases from tables larger than memory, on Dask (issue 14; SPEC section 10, "Scale-out").
+
+The same mechanisms, the same calibration code, the same cards: the engine only changes where the
+rows live. A table is opened lazily (:func:`open_table`: a path or glob of Parquet/CSV files, a
+Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any supported mechanism's
+``release`` runs that mechanism's own ``_release`` with ``PreparedInput.X`` a Dask array:
+
+- **Checks, per partition.** Every partition goes through the in-memory loader
+  (:func:`dpcore.data.load_dataset`: non-numeric columns, NaN/inf, labels, bound magnitudes), so a
+  bad chunk raises the same :class:`~dpcore.exceptions.DataValidationError`, prefixed with the file
+  it came from, before any noise is drawn or anything written. A file without one of the table's
+  columns is refused by name. Clipping to the public bounds is a per-partition ``clip``.
+- **n is public.** From the user (``n=``), else the Parquet footers (metadata), else the row count
+  (as the in-memory path takes the input's row count). Rows actually read are checked against it:
+  each Parquet partition against its footer's count, and the table's total against a given ``n``;
+  a mismatch is an error, never a silent change of ``n``.
+- **Statistics are Dask reductions** of the mechanisms' own streaming kernels. The kernels that
+  loop over row blocks (``box_moments``, RON-Gauss's two passes) call :func:`block_sums` (kernel per
+  partition, packed into one vector, summed by Dask's tree reduction ``sum(split_every=...)``) or
+  :func:`row_map` (kernel per partition, e.g. the projected rows ``Z``) when their input is a
+  Dask array; products such as ``Z^T Z`` are Dask's own ``matmul`` reduction. The noise code then
+  calls ``np.asarray`` on the (small) statistic, which computes it: noise is drawn once, on the
+  client, with the release's secure sampler (:mod:`dpcore.noise`).
+- **Row-wise outputs stay lazy.** Synthetic rows are drawn per output partition from generators
+  spawned from the release's public ``rng`` (:func:`standard_normal`, :func:`gaussian_rows`), and
+  :func:`write_release` writes them partition by partition (a Parquet or CSV directory) without
+  collecting them.
+
+Mechanisms and tasks not in :data:`SUPPORTED` are refused with a clear error: the engine never falls
+back to loading a large table into memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcore.exceptions import DataValidationError, NonFiniteNoiseError, PrivacyLeakWarning
+
+if TYPE_CHECKING:
+    from dpcore.data import Dataset
+    from dpcore.preprocessing import PreparedInput
+    from dpcore.release import Release
+
+#: mechanism name -> tasks the Dask engine runs for it (everything else is refused by name)
+SUPPORTED: dict[str, tuple[str, ...]] = {
+    "ron-gauss": ("unsupervised",),
+    "pca-gauss": ("unsupervised",),
+    "dpmix": ("unsupervised",),
+    "jl-laplace": ("unsupervised",),
+    "dppro": ("unsupervised",),
+    "local-gaussian": ("unsupervised",),
+}
+#: mechanisms whose rows get their noise on the client: their release is spilled on the client's
+#: disk (temporary files), so it is written from the client with local threads, even on a cluster
+CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian"})
+#: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
+MIXTURE_CHUNK_BYTES = 64 << 20
+#: bytes of rows gathered at once by a DPMix partition task
+GATHER_BYTES = 32 << 20
+#: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
+DEFAULT_BLOCKSIZE = 128 << 20
+#: rows of the first partition read on the client to resolve names, task and bounds
+HEAD_ROWS = 1_000
+#: partitions summed per node of the tree reductions
+SPLIT_EVERY = 8
+PARQUET_SUFFIXES = (".parquet", ".pq")
+CSV_SUFFIXES = (".csv", ".tsv", ".txt")
+
+# Bounds or classes left to the data are warned about once, for the whole table (prepare_input);
+# the per-partition loads would repeat it for each partition. A filter, not catch_warnings: the
+# partitions are loaded on worker threads, and catch_warnings is not thread-safe.
+warnings.filterwarnings("ignore", category=PrivacyLeakWarning, module=r"dpcore\.dask_engine$")
+
+# rows per output partition while a lazy release is drawn (None: draw in memory, as always)
+_OUTPUT_ROWS: ContextVar[int | None] = ContextVar("dpcore_dask_output_rows", default=None)
+
+
+def is_lazy(x: Any) -> bool:
+    """True for a Dask collection (array, DataFrame, scalar): the hooks' test, import-free."""
+    return type(x).__module__.split(".", 1)[0] == "dask"
+
+
+def is_lazy_input(x: Any) -> bool:
+    """True for what :meth:`Mechanism.release` hands to this engine: a :class:`LazyTable` or a
+    Dask collection."""
+    return isinstance(x, LazyTable) or is_lazy(x)
+
+
+# ------------------------------------------------------------------------------------ opening
+@dataclass(frozen=True)
+class _Piece:
+    """One partition: a whole file (CSV) or a run of row groups of a Parquet file, with the row
+    count its footer states (``None`` for CSV)."""
+
+    path: str
+    row_groups: tuple[int, ...] | None = None
+    rows: int | None = None
+
+    def label(self) -> str:
+        if self.row_groups is None:
+            return self.path
+        return f"{self.path} (row groups {self.row_groups[0]}-{self.row_groups[-1]})"
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What every partition is loaded with (the arguments of :func:`dpcore.data.load_dataset`)."""
+
+    columns: tuple[str, ...]
+    label: str | None
+    task: str | None
+    bounds: Any
+    label_bounds: tuple[float, float] | None
+    classes: Any
+    categories: dict[str, list[Any]] | None
+    missing: str
+
+
+@dataclass(frozen=True)
+class LazyTable:
+    """A table opened lazily by :func:`open_table`; pass it to ``Mechanism.release``.
+
+    Attributes
+    ----------
+    frame : dask.dataframe.DataFrame
+        Validated partitions: the feature columns as float64 (and ``label`` if any).
+    head : Dataset
+        The first :data:`HEAD_ROWS` rows loaded in memory on the client: feature names, bounds and
+        their sources, task and class list exactly as the in-memory loader resolves them.
+    n : int
+        The public number of rows.
+    n_source : str
+        Where ``n`` came from (for the card's ``public_facts``).
+    lengths : tuple of int
+        Rows per partition (Parquet footers, or counted).
+    sources : list of str
+        The files read (empty for a Dask collection).
+    """
+
+    frame: Any
+    head: Dataset
+    n: int
+    n_source: str
+    lengths: tuple[int, ...]
+    sources: tuple[str, ...] = ()
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(self.head.feature_names)
+
+    @property
+    def n_partitions(self) -> int:
+        return len(self.lengths)
+
+
+def expand_paths(source: str | os.PathLike | list[Any]) -> list[str]:
+    """The files named by a path, a glob, a directory (its Parquet files) or a list of those,
+    sorted; one format only.
+
+    Raises
+    ------
+    DataValidationError
+        Nothing matches, an unknown suffix, or Parquet and CSV files mixed.
+    """
+    items = source if isinstance(source, (list, tuple)) else [source]
+    paths: list[str] = []
+    for item in items:
+        text = os.fspath(item)
+        if os.path.isdir(text):
+            found = sorted(p for p in glob.glob(os.path.join(text, "*"))
+                           if p.lower().endswith(PARQUET_SUFFIXES))
+        elif glob.has_magic(text):
+            found = sorted(glob.glob(text))
+        else:
+            found = [text] if os.path.exists(text) else []
+        if not found:
+            raise DataValidationError(f"no Parquet or CSV file matches {text!r}")
+        paths += found
+    kinds = {_kind(p) for p in paths}
+    if len(kinds) > 1:
+        raise DataValidationError("the input mixes Parquet and CSV files; give one format")
+    return paths
+
+
+def _kind(path: str) -> str:
+    low = path.lower()
+    if low.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if low.endswith(CSV_SUFFIXES):
+        return "csv"
+    raise DataValidationError(f"{path}: not a Parquet (.parquet) or CSV (.csv) file")
+
+
+def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
+    """Partitions: each CSV file whole; Parquet row groups batched to about ``blocksize`` bytes of
+    decoded data (footer metadata only, nothing private is read)."""
+
+    pieces: list[_Piece] = []
+    for path in paths:
+        if _kind(path) == "csv":
+            pieces.append(_Piece(path))
+            continue
+        meta = _parquet_metadata(path)
+        groups: list[int] = []
+        size = rows = 0
+        for i in range(meta.num_row_groups):
+            rg = meta.row_group(i)
+            groups.append(i)
+            size += rg.total_byte_size
+            rows += rg.num_rows
+            if size >= blocksize:
+                pieces.append(_Piece(path, tuple(groups), rows))
+                groups, size, rows = [], 0, 0
+        if groups:
+            pieces.append(_Piece(path, tuple(groups), rows))
+    return pieces
+
+
+def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
+    """The partition's raw DataFrame and where it came from (for messages)."""
+    import pandas as pd
+
+    from dpcore.data import read_table
+
+    if not isinstance(piece, _Piece):
+        frame = pd.DataFrame(piece)
+        frame.columns = [str(c) for c in frame.columns]
+        return frame, "a partition of the Dask input"
+    where = piece.label()
+    if piece.row_groups is None:
+        return read_table(piece.path), where
+    import pyarrow.parquet as pq
+
+    frame = pq.ParquetFile(piece.path).read_row_groups(list(piece.row_groups)).to_pandas()
+    if len(frame) != piece.rows:
+        raise DataValidationError(f"{where}: {len(frame):,} rows read where the Parquet footer "
+                                  f"states {piece.rows:,}: the public n would not be the count")
+    return frame, where
+
+
+def _parquet_metadata(path: str) -> Any:
+    """The footer of a Parquet file. Raises DataValidationError for an unreadable file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata
+    except (OSError, pa.ArrowException) as exc:
+        raise DataValidationError(f"{path}: truncated or corrupt Parquet file, or not a Parquet file "
+                                  f"({exc})") from None
+
+
+def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
+    """One partition through the in-memory loader (runs on the workers)."""
+    return _load_frame(*_raw_frame(piece), options)
+
+
+def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
+    from dpcore.data import load_dataset
+
+    missing = [c for c in options.columns if c not in frame.columns]
+    extra = [c for c in frame.columns if c not in options.columns]
+    if missing or extra:
+        raise DataValidationError(
+            f"{where}: " + (f"column(s) {missing[:5]} missing" if missing else "")
+            + ("; " if missing and extra else "") + (f"unexpected column(s) {extra[:5]}" if extra else "")
+            + f"; every file must hold the table's columns {list(options.columns)[:10]}")
+    if tuple(frame.columns) != options.columns:
+        frame = frame[list(options.columns)]
+    try:
+        return load_dataset(frame, label=options.label if options.label else "",
+                            task=options.task, bounds=options.bounds, label_bounds=options.label_bounds,
+                            classes=options.classes, categories=options.categories, missing=options.missing)
+    except DataValidationError as exc:
+        raise DataValidationError(f"{where}: {exc}") from None
+
+
+def _read_partition(piece: Any, options: _Options) -> Any:
+    """The validated partition as a float64 DataFrame (features, then ``label``)."""
+    return _as_frame(_load_piece(piece, options))
+
+
+def _as_frame(ds: Dataset) -> Any:
+    import pandas as pd
+
+    out = pd.DataFrame(ds.X, columns=ds.feature_names)
+    if ds.y is not None:
+        out["label"] = ds.y
+    return out
+
+
+def open_table(
+    source: Any, *, label: str | None = None, task: str | None = None, bounds: Any = None,
+    label_bounds: tuple[float, float] | None = None, classes: Any = None,
+    categories: dict[str, list[Any]] | None = None, n: int | None = None,
+    blocksize: int | str | None = None, missing: str = "error",
+) -> LazyTable:
+    """Open a table larger than memory, lazily.
+
+    Parameters
+    ----------
+    source : str, path, list of those, dask DataFrame or dask Array
+        A path, glob (``'data/*.parquet'``) or directory of Parquet files, CSV files (one
+        partition per file), or a Dask collection (an Array's columns are named ``x0, x1, ...``).
+    label, task, bounds, label_bounds, classes, categories, missing
+        As :func:`dpcore.data.load_dataset` (applied to every partition). ``missing="drop"`` is
+        refused: n would then depend on the data.
+    n : int, optional
+        The public number of rows. Default: the Parquet footers' total; for CSV files or a Dask
+        collection, the rows counted in one pass (the in-memory path likewise takes the input's row
+        count as public).
+    blocksize : int or str, optional
+        Target decoded bytes per Parquet partition (``"256MiB"``, default 128 MiB).
+
+    Raises
+    ------
+    DataValidationError
+        No file matches, mixed formats, ``n`` that disagrees with the footers or the count, or the
+        first partition fails the in-memory loader's checks (the others are checked as they are
+        read, before any noise is drawn).
+    """
+    import dask.dataframe as dd
+    from dask.utils import parse_bytes
+
+    if isinstance(source, LazyTable):
+        return source
+    if missing == "drop":
+        raise DataValidationError("missing='drop' is not available on the Dask engine (n would depend on "
+                                  "the data); use 'error' or 'impute'")
+    if n is not None and (isinstance(n, bool) or int(n) != n or n < 2):
+        raise DataValidationError(f"n must be a whole number >= 2, got {n!r}")
+    size = DEFAULT_BLOCKSIZE if blocksize is None else int(parse_bytes(blocksize))
+    sources: tuple[str, ...] = ()
+    if is_lazy(source):
+        frame_in = source
+        if getattr(source, "ndim", None) == 2 and not hasattr(source, "columns"):  # a Dask Array
+            frame_in = dd.from_dask_array(source.rechunk({1: -1}),
+                                          columns=[f"x{j}" for j in range(source.shape[1])])
+        parts: list[Any] = [None]
+        head_frame, where = _raw_frame(frame_in.partitions[0].head(HEAD_ROWS, compute=True))
+        lengths_meta = None
+    else:
+        sources = tuple(expand_paths(source))
+        parts = _plan_pieces(list(sources), size)
+        first = parts[0]
+        if first.row_groups is not None:  # the first row group only
+            import pyarrow.parquet as pq
+
+            first = _Piece(first.path, (0,), pq.ParquetFile(first.path).metadata.row_group(0).num_rows)
+        head_frame, where = _raw_frame(first)
+        lengths_meta = None if parts[0].row_groups is None else tuple(int(p.rows) for p in parts)
+    # the first rows resolve names, task, bounds and their sources as the in-memory loader does;
+    # every row is checked again as its partition is read
+    head_frame = head_frame.iloc[:HEAD_ROWS]
+    options = _Options(columns=tuple(head_frame.columns), label=label, task=task, bounds=bounds,
+                       label_bounds=label_bounds, classes=classes, categories=categories, missing=missing)
+    head = _load_frame(head_frame, where, options)
+    meta = _as_frame(replace(head, X=head.X[:0], y=None if head.y is None else head.y[:0]))
+    if sources:
+        frame = dd.from_map(_read_partition, parts, options=options, meta=meta, enforce_metadata=False)
+    else:
+        frame = frame_in.map_partitions(_read_partition, options, meta=meta, enforce_metadata=False)
+    if lengths_meta is not None:
+        lengths = lengths_meta
+        counted = sum(lengths)
+        if n is not None and int(n) != counted:
+            raise DataValidationError(f"n = {int(n):,} was given but the Parquet footers hold {counted:,} "
+                                      "rows; a mismatch is refused, never a silent change of n")
+        n_source = "user (checked against the Parquet footers)" if n is not None else "Parquet metadata"
+    else:
+        lengths = tuple(int(v) for v in frame.map_partitions(len).compute())
+        counted = sum(lengths)
+        if n is not None and int(n) != counted:
+            raise DataValidationError(f"n = {int(n):,} was given but the input holds {counted:,} rows; a "
+                                      "mismatch is refused, never a silent change of n")
+        n_source = ("user (checked against the row count)" if n is not None
+                    else "the input's row count (public)")
+    return LazyTable(frame=frame, head=head, n=int(counted), n_source=n_source, lengths=lengths,
+                     sources=sources)
+
+
+# ------------------------------------------------------------------------------------ preparing
+def check_supported(mechanism: str, task: str) -> None:
+    """Refuse a mechanism or task the engine does not run (never a silent in-memory fallback).
+
+    Raises
+    ------
+    ValueError
+        Naming what is supported.
+    """
+    tasks = SUPPORTED.get(mechanism)
+    if tasks is None:
+        raise ValueError(f"{mechanism} is not supported on the Dask engine yet (supported: "
+                         f"{sorted(SUPPORTED)}); load the table in memory instead if it fits")
+    if task not in tasks:
+        raise ValueError(f"{mechanism} on the Dask engine supports the task(s) {list(tasks)}, not {task!r}")
+
+
+def prepare_input(
+    X: Any, y: Any = None, *, bounds: Any = None, label_bounds: Any = None, classes: Any = None,
+    task: str | None = None, supported_tasks: tuple[str, ...] = (), mechanism: str = "",
+) -> PreparedInput:
+    """:func:`dpcore.preprocessing.prepare_input` for a :class:`LazyTable` (or a Dask collection).
+
+    Bounds, task, class list and public facts are resolved by the in-memory ``prepare_input`` on
+    the first partition (:attr:`LazyTable.head`), so they are the in-memory path's; bounds taken
+    from the data are the whole table's column ranges (one Dask pass, with the same
+    :class:`PrivacyLeakWarning`). ``X`` of the result is the lazily clipped Dask array; the
+    diagnostic ``n_clipped_entries`` is not counted (it would cost a pass over the table).
+
+    Raises
+    ------
+    ValueError
+        An unsupported mechanism or task, labels given apart from the table, and everything the
+        in-memory ``prepare_input`` raises.
+    """
+    import dask
+
+    from dpcore import preprocessing
+
+    table = open_table(X)
+    if y is not None:
+        raise ValueError("on the Dask engine the labels are the table's label column (open_table(label=...))")
+    head = table.head
+    if task is not None and task != head.task:
+        head = replace(head, task=task)
+    check_supported(mechanism, head.task)
+    Xd = table.frame[table.feature_names].to_dask_array(lengths=list(table.lengths))
+    if bounds is None and head.bounds_source == "data":
+        lo, hi = dask.compute(Xd.min(axis=0), Xd.max(axis=0))
+        sources = list(head.bounds_sources)
+        whole = preprocessing.data_bounds(Xd, col_range=(lo, hi))
+        b = np.where(np.array([s == "data" for s in sources])[:, None], whole, head.bounds)
+        head = replace(head, bounds=b)
+    small = preprocessing.prepare_input(head, bounds=bounds, label_bounds=label_bounds, classes=classes,
+                                        task=task, supported_tasks=supported_tasks)
+    lo, hi = small.bounds[:, 0], small.bounds[:, 1]
+    clipped = Xd.map_blocks(np.clip, lo, hi, dtype=float)
+    facts = {**small.public_facts, "n": table.n, "n_source": table.n_source}
+    # the clipping count (an exploration diagnostic) would cost one more pass: not counted
+    return replace(small, X=clipped, y=None, diagnostics={}, public_facts=facts)
+
+
+# ------------------------------------------------------------------------------------ kernels
+def _packed(block: np.ndarray, kernel: Callable[..., Any], sizes: tuple[int, ...]) -> np.ndarray:
+    """``kernel(block)`` flattened into one row (shape ``(1, sum(sizes))``)."""
+    parts = kernel(block)
+    parts = parts if isinstance(parts, tuple) else (parts,)
+    return np.concatenate([np.asarray(p, dtype=float).ravel() for p in parts])[None, :]
+
+
+def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray, ...]:
+    """``sum over partitions B of kernel(B)`` for a kernel returning an array or a tuple of arrays
+    (sums of rows: Gram matrices, column sums, counts), computed now.
+
+    Each partition's results are packed into one row and Dask's tree reduction
+    (``sum(split_every=SPLIT_EVERY)``) adds them up; the client receives only the totals.
+    Integer outputs come back as floats (exact below 2^53).
+    """
+    probe = kernel(np.zeros((1, X.shape[1])))
+    probe = probe if isinstance(probe, tuple) else (probe,)
+    shapes = [np.shape(p) for p in probe]
+    sizes = tuple(int(np.prod(s)) for s in shapes)
+    Xr = X.rechunk({1: -1})
+    rows = Xr.map_blocks(_packed, kernel, sizes, chunks=((1,) * Xr.numblocks[0], (sum(sizes),)), dtype=float)
+    total = np.asarray(rows.sum(axis=0, split_every=SPLIT_EVERY).compute())
+    out, start = [], 0
+    for shape, size in zip(shapes, sizes, strict=True):
+        out.append(total[start:start + size].reshape(shape))
+        start += size
+    return tuple(out)
+
+
+def row_map(kernel: Callable[[np.ndarray], np.ndarray], X: Any, n_columns: int) -> Any:
+    """``kernel`` applied to every partition of ``X`` (a row-wise map): a lazy Dask array of shape
+    ``(n, n_columns)`` with ``X``'s row partitions."""
+    Xr = X.rechunk({1: -1})
+    return Xr.map_blocks(kernel, chunks=(Xr.chunks[0], (n_columns,)), dtype=float)
+
+
+def unit_rows_pass(loader: Any, kernel: Callable[..., Any]) -> tuple[None, np.ndarray, int, None]:
+    """RON-Gauss pass 1 over a Dask array (``kernel`` is ``ron_gauss._unit_rows_pass``): the sum
+    of the unit-normalised rows and the number of zero rows, summed over partitions. The per-row
+    ``1/||x||`` and cancellation positions stay with their partitions: :func:`projection_pass`
+    recomputes them there (they are row-wise), so ``None`` is returned for both."""
+    if loader.rows is not None:
+        raise ValueError("per-class row selections are not supported on the Dask engine yet")
+    kernel_loader = replace(loader, X=None)  # the tasks get their partition, never the whole array
+    total, n_zero = block_sums(partial(_unit_rows_block, loader=kernel_loader, kernel=kernel), loader.X)
+    return None, total, int(n_zero), None
+
+
+def _unit_rows_block(block: np.ndarray, loader: Any, kernel: Callable[..., Any]) -> tuple[np.ndarray, int]:
+    _, total, n_zero, _ = kernel(replace(loader, X=block))
+    return total, n_zero
+
+
+def projection_pass(loader: Any, W: np.ndarray, mu: np.ndarray | None, unit_kernel: Callable[..., Any],
+                    kernel: Callable[..., Any]) -> tuple[Any, None]:
+    """RON-Gauss pass 2 over a Dask array: per partition, pass 1 and pass 2 of the in-memory
+    kernels (``ron_gauss._unit_rows_pass``, ``ron_gauss._projection_pass``) on that partition's rows,
+    giving the lazy projected rows ``Z`` (``(n, p)``, one block per partition). The count of rows
+    zeroed after centring (a diagnostic) is not computed: ``None``."""
+    return row_map(partial(_projection_block, loader=replace(loader, X=None), W=W, mu=mu,
+                           unit_kernel=unit_kernel, kernel=kernel), loader.X, W.shape[1]), None
+
+
+def _projection_block(block: np.ndarray, loader: Any, W: np.ndarray, mu: np.ndarray | None,
+                      unit_kernel: Callable[..., Any], kernel: Callable[..., Any]) -> np.ndarray:
+    part = replace(loader, X=block)
+    inv_norms, _, _, direct = unit_kernel(part)
+    return np.ascontiguousarray(kernel(part, inv_norms, W, mu, direct)[0])
+
+
+# ------------------------------------------------------------------------------------ projections
+def noisy_projection(inp: Any, P: np.ndarray, noise: Any, kernel: Callable[..., np.ndarray]) -> Any:
+    """JL-Laplace / DPPro over a Dask array ``inp.raw``: the lazy branch of
+    ``jl_laplace.ProjectionInput.project`` (``kernel``). Each partition's ``X P`` is computed by the
+    in-memory kernel on the workers, without noise; the client then adds the grid noise of
+    ``noise`` (the release's sampler) partition after partition, in row order, and spills each
+    noisy block (:func:`_client_rows`). ``noise=None`` (NOT PRIVATE): the lazy product."""
+    Y = row_map(partial(_project_block, inp=replace(inp, raw=None), P=P, kernel=kernel), inp.raw, P.shape[1])
+    if noise is None:
+        return Y
+    return _client_rows(Y, lambda block: noise.apply(block, noise.draw(block.shape)))
+
+
+def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[float], float], *,
+                       n_changed: int, bits: Any) -> Any:
+    """:func:`dpcore.noise.gaussian_mechanism` for a Dask array of rows (LocalGaussian): the same
+    calibrated grid plan, its noise added on the client partition by partition (:func:`_client_rows`).
+    Returns a :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
+    from dpcore import noise as dpnoise
+
+    plan = dpnoise.calibrated_gaussian_plan(l2_sensitivity, calibrate, n_changed=n_changed, bits=bits)
+    return dpnoise.NoiseDraw(
+        values=_client_rows(values, lambda block: plan.apply(block, plan.draw(block.shape))), grid=plan.grid,
+        scale=plan.scale, sensitivity_used=plan.sensitivity_used, distribution=plan.distribution,
+        sampler=plan.sampler, extra_epsilon=plan.extra_epsilon, extra_delta=plan.extra_delta,
+        n_changed=plan.n_changed, sigma_grid=plan.sigma_grid)
+
+
+def _project_block(block: np.ndarray, inp: Any, P: np.ndarray, kernel: Callable[..., np.ndarray]
+                   ) -> np.ndarray:
+    return kernel(replace(inp, raw=block), P, None)
+
+
+def _client_rows(Y: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``finish`` (noise from the client's sampler) applied to the partitions of ``Y`` in order, on
+    the client; the partitions are computed a few at a time (one per CPU) and spilled to a
+    temporary directory. Returns the lazy array over the spilled blocks."""
+    import dask
+    import dask.array as da
+
+    blocks = Y.rechunk({1: -1}).to_delayed().ravel()
+    step = max(1, os.cpu_count() or 1)
+    spill, parts = _Spill(), []
+    for start in range(0, len(blocks), step):
+        for i, block in enumerate(dask.compute(*blocks[start:start + step]), start=start):
+            noisy = finish(np.array(block, dtype=float))
+            parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, spill.save(i, noisy)),
+                                         shape=noisy.shape, dtype=noisy.dtype))
+    return da.concatenate(parts, axis=0)
+
+
+# ------------------------------------------------------------------------------------ DPMix
+class _Spill:
+    """A temporary directory of client-written chunks, removed when no graph refers to it."""
+
+    def __init__(self) -> None:
+        import weakref
+
+        self.path = Path(tempfile.mkdtemp(prefix="dpcore_mixtures_"))
+        weakref.finalize(self, shutil.rmtree, str(self.path), True)
+
+    def save(self, i: int, values: np.ndarray) -> Path:
+        path = self.path / f"chunk-{i:06d}.npy"
+        np.save(path, values)
+        return path
+
+
+def _load_chunk(spill: _Spill, path: Path) -> np.ndarray:
+    return np.load(path)
+
+
+def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``(mixture, row)`` pairs of the index sets ``idx`` (``(m, ell)``) grouped by the partition
+    holding the row (``offsets``: first row of each partition, then ``n``), mixture-major within a
+    partition. Returns ``(local rows, mixtures, cuts)``: partition ``p``'s pairs are
+    ``cuts[p]:cuts[p + 1]``, its rows counted from its first row."""
+    flat = idx.ravel()  # mixture-major
+    part = np.searchsorted(offsets, flat, side="right") - 1
+    order = np.argsort(part, kind="stable")
+    cuts = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=len(offsets) - 1))])
+    return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
+
+
+def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int) -> np.ndarray:
+    """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
+    in mixture order (:func:`pairs_by_partition`): each mixture's rows are gathered and added with
+    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time."""
+    out = np.zeros((m, block.shape[1]))
+    step = max(1, GATHER_BYTES // (8 * max(1, block.shape[1])))
+    for start in range(0, rows.size, step):
+        r, t = rows[start:start + step], mixtures[start:start + step]
+        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # t is non-decreasing: unique t[first]
+        out[t[first]] += np.add.reduceat(block[r], first, axis=0)
+    return out
+
+
+def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, plans: list[Any], *,
+                  sample_indices: Callable[..., np.ndarray], method: str, noise_rows: Callable[..., Any],
+                  dtype: Any, denoise: float = 0.0) -> Any:
+    """DPMix over a Dask array ``Z`` (``n`` scaled rows of width ``w``), the lazy branch of
+    :func:`dpcore.mechanisms.dpmix.draw_mixtures`, with the same randomness.
+
+    The ``(T, ell)`` index sets are drawn on the client from the public ``n``, chunk after chunk,
+    from the first child of ``rng.spawn(2)`` with ``sample_indices`` (uniform ``ell``-subsets,
+    independent per mixture; the stream does not depend on the chunking, so a seed gives the
+    in-memory path's index sets). Per chunk of mixtures, the client groups the pairs by partition
+    (:func:`pairs_by_partition`, a stable sort), every partition gathers its rows and sums them into
+    their mixtures (:func:`_partial_sums`); Dask adds the partial sums up in a tree
+    (``sum(split_every=SPLIT_EVERY)``). The client divides by ``ell``, adds the grid
+    Gaussian noise of ``plans`` with the release's sampler, in the same fixed order as in memory
+    (``noise_rows`` is ``dpmix._NoiseRows``), and spills the chunk to a temporary file. Returns a
+    lazy ``(T, w)`` array over those files. Cost: one read of ``Z`` per chunk of
+    :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures.
+    """
+    import dask.array as da
+
+    if denoise > 0:
+        raise ValueError("denoise is not available on the Dask engine")
+    n, w = Z.shape
+    Z = Z.rechunk({1: -1})
+    offsets = np.concatenate([[0], np.cumsum(Z.chunks[0])])
+    blocks = Z.to_delayed().ravel()
+    idx_rng, _ = rng.spawn(2)  # as dpmix.draw_mixtures: indices from the first child
+    streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start)) for sl, plan in plans]
+    step = max(1, MIXTURE_CHUNK_BYTES // (8 * max(1, w)))
+    spill, parts = _Spill(), []
+    for i, start in enumerate(range(0, n_mixtures, step)):
+        m = min(step, n_mixtures - start)
+        rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method), offsets)
+        partials = [da.from_delayed(dask_delayed(_partial_sums)(blocks[p], rows[lo:hi], mixtures[lo:hi], m),
+                                    shape=(m, w), dtype=float)
+                    for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
+        block = np.asarray(da.stack(partials).sum(axis=0, split_every=SPLIT_EVERY).compute()) / ell
+        block = block.astype(dtype, copy=False)
+        for sl, plan, stream in streams:
+            block[:, sl] = plan.apply(block[:, sl], stream.take(m))
+        path = spill.save(i, block)
+        parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, path), shape=(m, w), dtype=block.dtype))
+    return da.concatenate(parts, axis=0)
+
+
+def dask_delayed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import dask
+
+    return dask.delayed(fn, pure=True)
+
+
+# ------------------------------------------------------------------------------------ lazy outputs
+@contextlib.contextmanager
+def lazy_output(rows_per_partition: int) -> Iterator[None]:
+    """While active, :func:`standard_normal` and :func:`gaussian_rows` return lazy Dask arrays in
+    partitions of ``rows_per_partition`` rows instead of drawing in memory."""
+    token = _OUTPUT_ROWS.set(int(rows_per_partition))
+    try:
+        yield
+    finally:
+        _OUTPUT_ROWS.reset(token)
+
+
+def output_rows() -> int | None:
+    """Rows per lazy output partition, or ``None`` outside :func:`lazy_output`."""
+    return _OUTPUT_ROWS.get()
+
+
+def _normal_block(rng: np.random.Generator, rows: int, k: int, factor_t: np.ndarray | None,
+                  mean: np.ndarray | None) -> np.ndarray:
+    out = rng.standard_normal((rows, k))
+    if factor_t is not None:
+        out = out @ factor_t
+    if mean is not None:
+        out += mean
+    return out
+
+
+def _lazy_normal(rng: np.random.Generator, size: int, k: int, factor_t: np.ndarray | None,
+                 mean: np.ndarray | None) -> Any:
+    import dask
+    import dask.array as da
+
+    step = output_rows() or size
+    starts = list(range(0, size, step))
+    children = rng.spawn(len(starts))  # independent streams from the release's public generator
+    blocks = [da.from_delayed(dask.delayed(_normal_block)(child, min(step, size - s), k, factor_t, mean),
+                              shape=(min(step, size - s), k), dtype=float)
+              for child, s in zip(children, starts, strict=True)]
+    return da.concatenate(blocks, axis=0) if blocks else da.zeros((0, k), chunks=(1, k))
+
+
+def standard_normal(rng: np.random.Generator, shape: tuple[int, int]) -> Any:
+    """``rng.standard_normal(shape)``; inside :func:`lazy_output` the same distribution drawn per
+    output partition, lazily (``shape[0]`` may then exceed memory)."""
+    if output_rows() is None:
+        return rng.standard_normal(shape)
+    return _lazy_normal(rng, int(shape[0]), int(shape[1]), None, None)
+
+
+def gaussian_rows(factor_t: np.ndarray, mean: np.ndarray, size: int, rng: np.random.Generator) -> Any:
+    """``size`` lazy draws ``z F + mean`` of ``N(mean, F^T F)`` (``F = factor_t``), per output
+    partition (the lazy branch of :func:`dpcore.mechanisms.ron_gauss.gaussian_samples`)."""
+    return _lazy_normal(rng, int(size), int(factor_t.shape[0]), factor_t, np.asarray(mean, dtype=float))
+
+
+# ------------------------------------------------------------------------------------ writing
+def _checked_partition(frame: Any, csv: bool) -> Any:
+    from dpcore.release import spreadsheet_safe
+
+    values = frame.select_dtypes("number").to_numpy()
+    bad = int(np.count_nonzero(~np.isfinite(values)))
+    if bad:
+        raise NonFiniteNoiseError(f"the released table has {bad:,} NaN/inf value(s) in a partition; nothing "
+                                  "is released: the noise overflows float64 arithmetic, use a larger epsilon")
+    return spreadsheet_safe(frame) if csv else frame
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "parquet",
+                  progress: bool = False) -> dict[str, Path]:
+    """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
+    ``card.json`` and, if any, ``transform.npz``, partition by partition.
+
+    Releases of :data:`CLIENT_NOISED` mechanisms are already on the client's disk and are written
+    with local threads; the others (synthetic rows) are drawn and written by the workers, so on a
+    cluster ``output`` must be a path the workers can write (a shared file system).
+    Everything is written into a temporary directory beside ``output`` and renamed into place at
+    the end: on any failure (a bad partition, a NaN in the release, a full disk) nothing is left.
+    The card is :meth:`Release.card` with ``sha256`` the digest of the manifest (``name sha256``
+    lines of the part files, sorted) and ``files`` the digest of each part.
+
+    Raises
+    ------
+    NotPrivateError
+        NOT PRIVATE releases and seeded previews (nothing is written).
+    FileExistsError
+        ``output`` exists and is not an empty directory.
+    """
+    import dask
+    import dask.array as da
+    import dask.dataframe as dd
+
+    if fmt not in ("parquet", "csv"):
+        raise ValueError(f"fmt must be 'parquet' or 'csv', got {fmt!r}")
+    release.check_downloadable()
+    out = Path(output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} exists and is not an empty directory; choose a new output directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        values = release.data
+        if not is_lazy(values):
+            rows = max(1, DEFAULT_BLOCKSIZE // (8 * max(1, values.shape[1])))
+            values = da.from_array(np.asarray(values), chunks=(rows, -1))
+        frame = dd.from_dask_array(values, columns=list(release.columns))
+        if release.labels is not None:
+            raise ValueError("labelled releases are not written by the Dask engine yet")
+        frame = frame.map_partitions(_checked_partition, fmt == "csv", meta=frame._meta)
+        if fmt == "csv":
+            job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False)
+        else:
+            job = frame.to_parquet(tmp, write_index=False, compute=False,
+                                   name_function=lambda i: f"part-{i:05d}.parquet")
+        lazy_diag = {k: v for k, v in release.diagnostics.items() if is_lazy(v)}
+        local = {"scheduler": "threads"} if release.mechanism in CLIENT_NOISED else {}
+        with _progress(progress), warnings.catch_warnings():
+            # lazy diagnostics (array expressions) are computed in the same pass as the write
+            warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
+            _, diag = dask.compute(job, lazy_diag, **local)
+        release.diagnostics.update({k: v.item() if hasattr(v, "item") else v for k, v in diag.items()})
+        parts = sorted(p for p in tmp.iterdir() if p.name.startswith("part-"))
+        files = {p.name: _sha256(p) for p in parts}
+        manifest = "".join(f"{name} {digest}\n" for name, digest in files.items()).encode()
+        card = release.card(csv_bytes=manifest)
+        card.update({"format": fmt, "files": files, "engine": "dask",
+                     "sha256_of": "the manifest: one 'name sha256' line per part file, sorted by name"})
+        (tmp / "card.json").write_text(json.dumps(card, indent=2, allow_nan=False), encoding="utf-8")
+        if release.transform_arrays:
+            (tmp / "transform.npz").write_bytes(release.transform_npz_bytes())
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    written = {"card": out / "card.json", **{name: out / name for name in files}}
+    if release.transform_arrays:
+        written["transform"] = out / "transform.npz"
+    return written
+
+
+@contextlib.contextmanager
+def _progress(show: bool) -> Iterator[None]:
+    """Dask's progress bar (local schedulers) or ``distributed.progress`` (a cluster client)."""
+    if not show:
+        yield
+        return
+    try:
+        from distributed import get_client
+
+        get_client()
+    except (ImportError, ValueError):
+        from dask.diagnostics import ProgressBar
+
+        # the terminal itself: Dask's bar redraws with carriage returns (no data in it), which a
+        # control-escaping wrapper of sys.stdout (the CLI's) would print as text
+        with ProgressBar(dt=1.0, out=sys.__stderr__ or sys.stderr):
+            yield
+        return
+    yield  # a distributed client shows its progress on its dashboard
+
+
+# ------------------------------------------------------------------------------------ API
+@contextlib.contextmanager
+def connect(scheduler: str | None) -> Iterator[Any]:
+    """A ``distributed.Client`` of the scheduler at ``scheduler`` (``tcp://host:8786``) while the
+    block runs; ``None``: Dask's local threaded scheduler (embedded, no server to start)."""
+    if not scheduler:
+        yield None
+        return
+    from distributed import Client
+
+    with Client(scheduler) as client:
+        yield client
+
+
+def release_table(
+    mechanism: Any, source: Any, output: str | os.PathLike | None = None, *, n: int | None = None,
+    n_samples: int | None = None, fmt: str = "parquet", scheduler: str | None = None,
+    progress: bool = False, **table_options: Any,
+) -> tuple[Release, dict[str, Path]]:
+    """Open ``source`` lazily, release it with ``mechanism`` and write the result to ``output``
+    (the Python side of ``dpcore release ... --engine dask``).
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        A configured mechanism instance (``RONGauss(epsilon=1)``).
+    source : see :func:`open_table` (or a :class:`LazyTable`)
+    output : directory, optional
+        Where :func:`write_release` writes; ``None``: nothing is written (the release stays lazy).
+    n, **table_options
+        :func:`open_table` arguments (``label``, ``bounds``, ``blocksize``...).
+    scheduler : str, optional
+        Address of a running ``distributed`` scheduler (:func:`connect`); default: Dask's local
+        threaded scheduler, or the ``distributed`` client already active.
+    progress : bool
+        Show Dask's progress bar for each pass (local schedulers).
+
+    Returns
+    -------
+    (Release, dict of written paths)
+    """
+    with connect(scheduler), _progress(progress):
+        table = open_table(source, n=n, **table_options)
+        with lazy_output(max(1, -(-table.n // table.n_partitions))):
+            rel = mechanism.release(table, n_samples=n_samples)
+        written = write_release(rel, output, fmt=fmt) if output is not None else {}
+    return rel, written
+
+
+def fits_in_memory(source: Any, fraction: float = 0.25) -> bool:
+    """True when the decoded size of ``source``'s files (Parquet footers; twice the CSV text) is at
+    most ``fraction`` of :func:`dpcore.limits.max_memory_bytes`: the CLI then uses the in-memory
+    path (whose mechanisms hold a few copies of the table). An unreadable file counts as fitting:
+    the in-memory reader then reports what is wrong with it."""
+    from dpcore.limits import max_memory_bytes
+
+    total = 0
+    for path in expand_paths(source):
+        if _kind(path) == "csv":
+            total += 2 * os.path.getsize(path)
+            continue
+        try:
+            meta = _parquet_metadata(path)
+        except DataValidationError:
+            return True
+        total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    return total <= fraction * max_memory_bytes()

@@ -1,0 +1,322 @@
+"""The Dask engine (issue 14): same statistics, cards and distributions as the in-memory path; checks
+per partition with the in-memory errors and nothing written; the public n checked; a LocalCluster run."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dpcore import dask_engine
+from dpcore.data import load_dataset
+from dpcore.exceptions import DataValidationError, NotPrivateError, PrivacyLeakWarning
+from dpcore.mechanisms import DPMix, DPPro, JLLaplace, LocalGaussian, PCAGauss, RONGauss
+
+COLUMNS = [f"c{j}" for j in range(6)]
+BOUNDS = {c: (0.0, 1.0) for c in COLUMNS}
+
+
+def _rows(n: int = 12_000, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0, 1, (n, 3))
+    return np.column_stack([base, 0.6 * base[:, :1] + 0.4 * rng.uniform(0, 1, (n, 1)),
+                            rng.beta(2, 5, (n, 2))])
+
+
+def _write_parquet(folder, X, n_files=4, row_group=500):
+    for i, part in enumerate(np.array_split(X, n_files)):
+        pd.DataFrame(part, columns=COLUMNS).to_parquet(folder / f"part{i}.parquet", row_group_size=row_group)
+    return str(folder / "*.parquet")
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("parquet")
+    X = _rows()
+    return X, _write_parquet(folder, X)
+
+
+def _in_memory(X):
+    return load_dataset(pd.DataFrame(X, columns=COLUMNS), bounds=BOUNDS)
+
+
+@pytest.mark.parametrize(("cls", "params", "keys"), [
+    (RONGauss, {}, ("mu_dp", "sigma_dp")),
+    (RONGauss, {"noise": "gaussian"}, ("mu_dp", "sigma_dp")),
+    (RONGauss, {"feature_scaling": "none", "n_components": 3}, ("mu_dp", "sigma_dp")),
+    (PCAGauss, {}, ("eigenvalues_dp",)),
+])
+def test_same_statistics_and_card_as_in_memory(table, cls, params, keys):
+    """Fixed seed (a preview): the same W, the same noise bits, so the noisy statistics agree to
+    rounding, and the cards agree except for where n came from."""
+    X, glob = table
+    lazy = cls(epsilon=1.0, random_state=7, **params).release(
+        dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000))
+    memory = cls(epsilon=1.0, random_state=7, **params).release(_in_memory(X))
+    for key in keys:
+        np.testing.assert_allclose(lazy.diagnostics[key], memory.diagnostics[key], rtol=1e-9, atol=1e-12)
+    card_lazy, card_memory = lazy.card(b""), memory.card(b"")
+    assert card_lazy["public_facts"].pop("n_source") == "Parquet metadata"
+    card_memory["public_facts"].pop("n_source")
+    for card in (card_lazy, card_memory):
+        card.pop("created_utc")
+    assert card_lazy == card_memory
+    assert lazy.noise == memory.noise
+
+
+def test_statistics_are_the_sums_over_partitions(table):
+    """The pass-1 sum of RON-Gauss (unit-normalised scaled rows) over Dask partitions equals the
+    in-memory streaming pass to rounding, whatever the partitioning."""
+    from dpcore.mechanisms.ron_gauss import _RowLoader, _unit_rows_pass
+
+    X, glob = table
+    lo, width = np.zeros(6), np.ones(6)
+    expected = _unit_rows_pass(_RowLoader(X, lo=lo, width=width))[1]
+    for blocksize in (5_000, 60_000, 10**9):
+        lazy = dask_engine.prepare_input(dask_engine.open_table(glob, bounds=BOUNDS, blocksize=blocksize),
+                                         mechanism="ron-gauss", supported_tasks=("unsupervised",))
+        got = _unit_rows_pass(_RowLoader(lazy.X, lo=lo, width=width))[1]
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def _mean_cov(values):
+    return values.mean(axis=0), np.cov(values, rowvar=False)
+
+
+@pytest.mark.parametrize("cls", [RONGauss, PCAGauss])
+def test_same_release_distribution(table, tmp_path, cls):
+    """The written rows (drawn per partition, lazily) follow the same released model as the in-memory
+    rows: per column, a two-sample KS test cannot tell them apart, and their covariances agree."""
+    X, glob = table
+    out = tmp_path / "out"
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    with dask_engine.lazy_output(2_000):
+        lazy = cls(epsilon=1.0, random_state=11).release(lazy_table)
+    assert dask_engine.is_lazy(lazy.data) and lazy.data.numblocks[0] == 6
+    memory = cls(epsilon=1.0, random_state=11).release(_in_memory(X))
+    drawn = np.asarray(lazy.data)
+    assert drawn.shape == memory.data.shape
+    for j in range(drawn.shape[1]):
+        assert stats.ks_2samp(drawn[:, j], memory.data[:, j]).pvalue > 1e-4
+    (_, c1), (_, c2) = _mean_cov(drawn), _mean_cov(memory.data)
+    scale = np.sqrt(np.outer(np.diag(c2), np.diag(c2)))
+    assert np.max(np.abs(c1 - c2) / scale) < 0.08
+    with pytest.raises(NotPrivateError):  # a seeded preview is never written
+        dask_engine.write_release(lazy, out)
+    assert not out.exists()
+
+
+def test_write_release_partitions_card_and_transform(table, tmp_path):
+    X, glob = table
+    out = tmp_path / "release"
+    rel, written = dask_engine.release_table(RONGauss(epsilon=1.0), glob, out,
+                                             bounds=BOUNDS, blocksize=20_000)
+    parts = sorted(out.glob("part-*.parquet"))
+    assert len(parts) > 1
+    frame = pd.concat([pd.read_parquet(p) for p in parts])
+    assert frame.shape == (X.shape[0], rel.data.shape[1]) and np.isfinite(frame.to_numpy()).all()
+    card = json.loads((out / "card.json").read_text())
+    assert card["n_rows"] == card["n_released"] == X.shape[0] and card["engine"] == "dask"
+    assert set(card["files"]) == {p.name for p in parts}
+    assert card["guarantee"]["epsilon"] == pytest.approx(1.0) and card["guarantee"]["holds"]
+    assert (out / "transform.npz").exists() and set(written) >= {"card", "transform"}
+    # CSV parts, same columns
+    out_csv = tmp_path / "csv"
+    dask_engine.release_table(PCAGauss(epsilon=1.0), glob, out_csv, fmt="csv", bounds=BOUNDS)
+    frame = pd.concat([pd.read_csv(p) for p in sorted(out_csv.glob("part-*.csv"))])
+    assert frame.shape == (X.shape[0], 5)
+
+
+@pytest.mark.parametrize("chunk_mixtures", [700, 5_000, 10**6])
+def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_mixtures):
+    """DPMix on Dask draws the T x ell index sets on the client from the public n with the in-memory
+    stream, gathers rows per partition by sorted index and sums them into their mixtures: with a
+    seed, the release equals the in-memory one to rounding, whatever the chunk of mixtures (so the
+    index distribution is the one test_dpmix checks and the accountant assumes)."""
+    X, glob = table
+    monkeypatch.setattr(dask_engine, "MIXTURE_CHUNK_BYTES", 8 * 6 * chunk_mixtures)
+    monkeypatch.setattr(dask_engine, "GATHER_BYTES", 8 * 6 * 1_000)  # several sub-chunks per task
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    for params in ({"ell": 16}, {"ell": 3, "n_mixtures": 5_000}, {"ell": 1, "sigma_x": 0.3}):
+        with dask_engine.lazy_output(2_000):
+            lazy = DPMix(epsilon=2.0, delta=1e-6, random_state=4, **params).release(lazy_table)
+        memory = DPMix(epsilon=2.0, delta=1e-6, random_state=4, **params).release(_in_memory(X))
+        assert dask_engine.is_lazy(lazy.data)
+        np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
+        assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+
+
+@pytest.mark.parametrize(("cls", "params"), [(JLLaplace, {"n_components": 3}),
+                                             (DPPro, {"delta": 1e-6, "n_components": 3}),
+                                             (LocalGaussian, {"delta": 1e-6})])
+def test_row_noise_added_on_the_client(table, cls, params):
+    """JL-Laplace / DPPro / LocalGaussian: X P (or X) per partition equals the in-memory product
+    (epsilon = inf: no noise), and the noise the client adds partition by partition has the card's
+    distribution: the residuals of the Dask release and of the in-memory one cannot be told apart
+    (KS), at the same scale."""
+    X, glob = table
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    exact = {}
+    for eps in (float("inf"), 1.0):
+        with dask_engine.lazy_output(2_000):
+            lazy = cls(epsilon=eps, random_state=4, **params).release(lazy_table)
+        memory = cls(epsilon=eps, random_state=4, **params).release(_in_memory(X))
+        drawn = np.asarray(lazy.data)
+        if eps == float("inf"):
+            np.testing.assert_allclose(drawn, memory.data, rtol=1e-12, atol=1e-12)
+            exact = memory.data
+            continue
+        assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+        residual_lazy, residual_memory = (drawn - exact).ravel(), (memory.data - exact).ravel()
+        assert stats.ks_2samp(residual_lazy, residual_memory).pvalue > 1e-4
+        assert residual_lazy.std() == pytest.approx(residual_memory.std(), rel=0.05)
+
+
+def test_partial_sums_are_mixture_sums():
+    """Gathering by sorted index per partition and summing per mixture gives the mixtures' sums."""
+    from dpcore.mechanisms.dpmix import mixture_means, sample_mixture_indices
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(1_000, 4))
+    idx = sample_mixture_indices(1_000, 7, 300, rng)
+    offsets = np.array([0, 333, 800, 1_000])
+    rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, offsets)
+    assert cuts[-1] == idx.size
+    total = sum(dask_engine._partial_sums(Z[offsets[p]:offsets[p + 1]], rows[cuts[p]:cuts[p + 1]],
+                                          mixtures[cuts[p]:cuts[p + 1]], 300) for p in range(3))
+    np.testing.assert_allclose(total / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
+
+
+def test_local_cluster_two_workers(table, tmp_path):
+    """The same statistics on a distributed LocalCluster with two workers."""
+    distributed = pytest.importorskip("distributed")
+    X, glob = table
+    memory = RONGauss(epsilon=1.0, random_state=5).release(_in_memory(X))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        rel, _ = dask_engine.release_table(RONGauss(epsilon=1.0, random_state=5), glob,
+                                           None, bounds=BOUNDS, blocksize=20_000)
+        drawn = np.asarray(rel.data)
+    np.testing.assert_allclose(rel.diagnostics["sigma_dp"], memory.diagnostics["sigma_dp"], rtol=1e-9)
+    assert drawn.shape == memory.data.shape and np.isfinite(drawn).all()
+
+
+def _in_memory_error(frame, **kwargs):
+    with pytest.raises(DataValidationError) as info:
+        load_dataset(frame, **kwargs)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("fault", ["text", "nan", "missing_column"])
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_bad_partition_same_error_nothing_written(tmp_path, fault, fmt):
+    X = _rows(3_000, seed=2)
+    frames = [pd.DataFrame(part, columns=COLUMNS) for part in np.array_split(X, 3)]
+    bad = frames[2].copy()
+    if fault == "text":
+        bad["c1"] = bad["c1"].astype(str)
+        bad.loc[bad.index[5], "c1"] = "n/a?"
+    elif fault == "nan":
+        bad.loc[bad.index[7], "c4"] = np.nan
+    else:
+        bad = bad.drop(columns=["c3"])
+    frames[2] = bad
+    for i, frame in enumerate(frames):
+        if fmt == "csv":
+            frame.to_csv(tmp_path / f"f{i}.csv", index=False)
+        else:
+            frame.to_parquet(tmp_path / f"f{i}.parquet")
+    out = tmp_path / "out"
+    with pytest.raises(DataValidationError) as info:
+        dask_engine.release_table(RONGauss(epsilon=1.0), str(tmp_path / f"f*.{fmt}"), out,
+                                  bounds=BOUNDS)
+    message = str(info.value)
+    assert f"f2.{fmt}" in message
+    if fault == "missing_column":
+        assert "['c3'] missing" in message
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            expected = _in_memory_error(str(tmp_path / f"f2.{fmt}"), bounds=BOUNDS)
+        assert expected in message
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))
+
+
+def test_public_n_is_checked(table, tmp_path):
+    X, glob = table
+    with pytest.raises(DataValidationError, match="n = 11,999 was given but the Parquet footers hold 12,000"):
+        dask_engine.open_table(glob, bounds=BOUNDS, n=11_999)
+    assert dask_engine.open_table(glob, bounds=BOUNDS, n=12_000).n_source.startswith("user")
+    pd.DataFrame(X[:100], columns=COLUMNS).to_csv(tmp_path / "a.csv", index=False)
+    with pytest.raises(DataValidationError, match="n = 101 was given but the input holds 100 rows"):
+        dask_engine.open_table(str(tmp_path / "a.csv"), bounds=BOUNDS, n=101)
+
+
+def test_unsupported_mechanism_or_task_is_refused(table):
+    from dpcore.mechanisms import get_mechanism
+
+    _, glob = table
+    lazy = dask_engine.open_table(glob, bounds=BOUNDS)
+    with pytest.raises(ValueError, match="identity-laplace is not supported on the Dask engine"):
+        get_mechanism("identity-laplace")(epsilon=1.0).release(lazy)
+    with pytest.raises(ValueError, match="supports the task"):
+        RONGauss(epsilon=1.0, task="classification").release(lazy)
+
+
+def test_dask_collections_are_inputs(table):
+    """A Dask Array (columns x0..) and a Dask DataFrame are opened like files; n is their row count."""
+    da = pytest.importorskip("dask.array")
+    X, _ = table
+    arr = da.from_array(X, chunks=(3_000, 6))
+    rel = RONGauss(epsilon=1.0, random_state=1).release(dask_engine.open_table(arr, bounds=(0.0, 1.0)))
+    memory = RONGauss(epsilon=1.0, random_state=1, bounds=(0.0, 1.0)).release(X)
+    np.testing.assert_allclose(rel.diagnostics["sigma_dp"], memory.diagnostics["sigma_dp"], rtol=1e-9)
+    assert rel.public_facts["n"] == X.shape[0]
+
+
+def test_cli_engine_dask(table, tmp_path, capsys):
+    """`dpcore release MECHANISM 'glob' -o out/ --engine dask`: parts + card, or exit 2 with the
+    error and nothing written."""
+    from dpcore.cli import main
+
+    _, glob = table
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    out = tmp_path / "out"
+    assert main(["release", "dppro", glob, "-o", str(out), "--bounds", str(bounds), "--engine", "dask",
+                 "--blocksize", "64KiB", "--n", "12000", "--format", "csv", "--n-components", "4"]) == 0
+    card = json.loads((out / "card.json").read_text())
+    assert card["mechanism"] == "dppro" and card["public_facts"]["n"] == 12_000 and card["format"] == "csv"
+    assert sum(len(pd.read_csv(out / name)) for name in card["files"]) == 12_000
+    # a glob goes to the Dask engine without --engine; a wrong n is refused, nothing written
+    out2 = tmp_path / "out2"
+    assert main(["release", "ron-gauss", glob, "-o", str(out2), "--bounds", str(bounds), "--n", "5"]) == 2
+    assert "n = 5 was given" in capsys.readouterr().err and not out2.exists()
+    assert main(["release", "ron-gauss", glob, "-o", str(out2)]) == 2
+    assert "--data-bounds" in capsys.readouterr().err and not out2.exists()
+
+
+def test_corrupt_parquet_file_is_named(table, tmp_path):
+    X, _ = table
+    _write_parquet(tmp_path, X[:2_000], n_files=2)
+    (tmp_path / "part9.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(DataValidationError, match="part9.parquet: truncated or corrupt Parquet"):
+        dask_engine.open_table(str(tmp_path / "*.parquet"), bounds=BOUNDS)
+    assert dask_engine.fits_in_memory(str(tmp_path / "part9.parquet"))  # the in-memory reader reports it
+
+
+def test_bounds_from_data_are_the_whole_tables_with_a_warning(table):
+    """Without public bounds, the bounds are the whole table's column ranges (not the first rows'),
+    with the in-memory path's PrivacyLeakWarning, and the card says the guarantee does not hold."""
+    X, glob = table
+    lazy_table = dask_engine.open_table(glob, blocksize=20_000)
+    with pytest.warns(PrivacyLeakWarning):
+        rel = PCAGauss(epsilon=1.0, random_state=0).release(lazy_table)
+    facts = rel.public_facts["bounds"]
+    assert [facts[c]["lo"] for c in COLUMNS] == X.min(axis=0).tolist()
+    assert [facts[c]["hi"] for c in COLUMNS] == X.max(axis=0).tolist()
+    assert {facts[c]["lo_source"] for c in COLUMNS} == {"data"} and not rel.guarantee.holds
