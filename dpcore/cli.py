@@ -18,8 +18,9 @@ refuses data-derived bounds unless ``--data-bounds`` is given (then the card rec
 ``bounds_source: "data"``).
 
 Outputs never destroy anything: an ``-o`` whose files would land on the input, a bounds or
-categories file, the ledger or its lock, a folder or a non-regular file (device, FIFO, socket) is
-refused before any work. With ``--ledger`` the release is checked against the budget under the
+categories file, the ledger or its lock, any ledger or lock file, a folder, a non-regular file
+(device, FIFO, socket) or a file another release in flight is writing (:func:`dpcore.release.output_lock`)
+is refused before any work. With ``--ledger`` the release is checked against the budget under the
 ledger's lock, recorded, and only then renamed into place (:func:`dpcore.ledger.ledger_transaction`).
 SIGINT and SIGTERM remove the temporary files of an unfinished release and end with one line
 (exit 130 for Ctrl-C, 143 for SIGTERM).
@@ -53,7 +54,7 @@ from dpcore.data import (
 from dpcore.exceptions import DataValidationError, NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction, lock_path
 from dpcore.mechanisms import MECHANISMS, get_mechanism
-from dpcore.release import Release, release_paths
+from dpcore.release import Release, output_lock, release_paths
 from dpcore.schema import Param
 
 PROG = "dpcore"
@@ -417,6 +418,8 @@ def _check_output(args: argparse.Namespace) -> None:
     non-regular file (character device such as /dev/null, FIFO, socket).
     """
     output = args.output
+    if not Path(output).name:
+        raise CLIError(f"--output {output!r} names no file; give the path of the CSV to write")
     protected: list[tuple[str, Path]] = [
         (what, Path(p)) for what, p in (("input file", args.input), ("bounds file", args.bounds),
                                          ("categories file", args.categories),
@@ -430,6 +433,9 @@ def _check_output(args: argparse.Namespace) -> None:
             if _same_file(target, p):
                 raise CLIError(f"--output {output} would overwrite the {what} {p} (with the release's "
                                f"{role}); choose another output path")
+        if target.exists() and (lock_path(target).exists() or target.name.endswith(".lock")):
+            raise CLIError(f"--output {output}: {target} is a lock file or a ledger (its lock file "
+                           f"{lock_path(target).name} is beside it); choose another output path")
         if target.is_dir():
             hint = f", e.g. {target / 'release.csv'}" if role == "csv" else ""
             raise CLIError(f"--output {output}: {target} is a folder; give the path of the CSV to "
@@ -495,7 +501,6 @@ def _cmd_release(args: argparse.Namespace) -> None:
     params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
     if "epsilon" in params and math.isinf(params["epsilon"]):
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
-    _check_output(args)
     if args.ledger:
         Ledger.load(args.ledger)  # a bad path or file is refused before any work
     elif args.budget is not None or args.delta_budget is not None:
@@ -602,7 +607,9 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "describe":
         _cmd_describe(args)
     elif args.command == "release":
-        _cmd_release(args)
+        _check_output(args)
+        with output_lock(args.output):  # refuses, before any work, an output another run is writing
+            _cmd_release(args)
     else:
         _cmd_accounting(args)
 
