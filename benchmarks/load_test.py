@@ -34,10 +34,13 @@ Measured per N:
   (must be 0);
 - peak server RSS: ``VmHWM`` of the server process (/proc), plus its CPU time.
 
-``--hostile-uploads`` (browser mode): one more session uploads decompression bombs on the Data page
-the whole time (:func:`hostile_payloads`: a 1.5 MB gzip of 1 GiB, an ``.npz`` header declaring
-745 GiB, 8 million Parquet rows in 70 KB), so the slider latency of the others shows what a hostile
-upload costs them (issue 17); the refusals are counted and timed.
+``--hostile-uploads`` (either mode): one more session, in its own headless Chromium, uploads
+decompression bombs on the Data page the whole time (:func:`hostile_payloads`: a 1.5 MB gzip of
+1 GiB, an ``.npz`` header declaring 745 GiB, 8 million Parquet rows in 70 KB), so the slider
+latency of the others shows what a hostile upload costs them (issue 17); the refusals are counted
+and timed. With ``--settle S`` the server's memory is sampled again S seconds after every session
+has closed (Streamlit keeps a closed session ``server.disconnectedSessionTTL`` = 120 s for a
+reconnection; the app's reaper then frees it within 10 s).
 
 Usage::
 
@@ -45,6 +48,7 @@ Usage::
     python benchmarks/load_test.py --mode ws --sessions 5 20 50
     python benchmarks/load_test.py --mode both --sessions 5 --duration 20 --max-iterations 20
     python benchmarks/load_test.py --sessions 2 --duration 60 --hostile-uploads
+    python benchmarks/load_test.py --mode ws --sessions 2 --duration 60 --hostile-uploads --settle 140
 
 Loopback only; it stops by itself (time and iteration bounds, per-move timeouts, a hard deadline)
 and always stops the server. The browser mode needs ``playwright`` (Python package) and Chromium at
@@ -222,7 +226,8 @@ async def run_hostile_uploader(browser, url: str, duration: float, move_timeout:
         await page.goto(url + "/", timeout=open_timeout * 1000)  # the Data page is the default page
         await page.wait_for_function(IDLE_JS, timeout=open_timeout * 1000)
         await page.locator('[data-testid="stRadio"] label').filter(has_text="Upload a file").click()
-        await page.locator('input[type="file"]').wait_for(state="attached", timeout=open_timeout * 1000)
+        uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
+        await uploader.wait_for(state="attached", timeout=open_timeout * 1000)
         res.opened = True
         stop_at = time.monotonic() + duration
         i = 0
@@ -231,8 +236,7 @@ async def run_hostile_uploader(browser, url: str, duration: float, move_timeout:
             name = f"{i}-{base}"  # a new file each time: the uploader never sees a repeat
             before = tracker.finished_ok
             t0 = time.perf_counter()
-            await page.locator('input[type="file"]').set_input_files(
-                files=[{"name": name, "mimeType": mime, "buffer": data}])
+            await uploader.set_input_files(files=[{"name": name, "mimeType": mime, "buffer": data}])
             await wait_for(lambda b=before: tracker.finished_ok > b and tracker.idle, move_timeout,
                            f"the run after uploading {name}")
             alert = page.locator('[data-testid="stAlert"]').filter(has_text=name)
@@ -412,10 +416,25 @@ async def session_starter(mode: str, url: str, args) -> AsyncIterator[Callable[[
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         try:
-            start = lambda: run_session(browser, url, *bounds)  # noqa: E731
-            start.hostile = lambda: run_hostile_uploader(  # type: ignore[attr-defined]
-                browser, url, args.duration, args.move_timeout, args.open_timeout)
-            yield start
+            yield lambda: run_session(browser, url, *bounds)
+        finally:
+            await browser.close()
+
+
+@asynccontextmanager
+async def hostile_starter(url: str, args) -> AsyncIterator[Callable[[], Awaitable[SessionResult]] | None]:
+    """For the ``with`` block: a function that runs the hostile uploader in its own Chromium, or
+    None without ``--hostile-uploads``."""
+    if not args.hostile_uploads:
+        yield None
+        return
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        try:
+            yield lambda: run_hostile_uploader(browser, url, args.duration, args.move_timeout,
+                                               args.open_timeout)
         finally:
             await browser.close()
 
@@ -426,11 +445,12 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
     with serve(ROOT / "test-artifacts" / f"load-{mode}-{n}.log") as srv:
         proc = srv.proc
         cpu0, client_cpu0 = proc_cpu_seconds(proc.pid) or 0.0, time.process_time()
-        async with session_starter(mode, srv.url, args) as start_session:
+        async with session_starter(mode, srv.url, args) as start_session, \
+                hostile_starter(srv.url, args) as start_hostile:
             t_start = time.monotonic()
             tasks = [asyncio.create_task(start_session()) for _ in range(n)]
-            if args.hostile_uploads and mode == "browser":
-                tasks.append(asyncio.create_task(start_session.hostile()))
+            if start_hostile is not None:
+                tasks.append(asyncio.create_task(start_hostile()))
             hard_deadline = t_start + args.open_timeout + args.duration + args.move_timeout + 60
             while not all(t.done() for t in tasks):
                 sampled_peak = max(sampled_peak, proc_status_kb(proc.pid, "VmRSS") or 0)
@@ -448,6 +468,10 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
             elapsed = time.monotonic() - t_start
         peak_kb = max(proc_status_kb(proc.pid, "VmHWM") or 0, sampled_peak)
         cpu = (proc_cpu_seconds(proc.pid) or 0.0) - cpu0
+        end_kb = proc_status_kb(proc.pid, "VmRSS") or 0
+        if args.settle:  # every session has closed: is their memory given back?
+            await asyncio.sleep(args.settle)
+        settled_kb = proc_status_kb(proc.pid, "VmRSS") or 0
     hostile = results[n:]  # the uploader, if any: its uploads are not slider moves
     results = results[:n]
     lat = sorted(x for r in results for x in r.latencies)
@@ -473,6 +497,9 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
         "server_cpu_s": cpu,
         "client_cpu_s": time.process_time() - client_cpu0,  # this process: all of the ws clients
         "elapsed_s": elapsed,
+        "rss_end_mb": end_kb / 1024,
+        "rss_settled_mb": settled_kb / 1024,
+        "settle_s": args.settle,
         "hostile_uploads": len(refusals),
         "hostile_refusal_max_s": refusals[-1] if refusals else float("nan"),
     }
@@ -506,7 +533,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     ap.add_argument("--hostile-uploads", action="store_true",
-                    help="browser mode: one more session uploads decompression bombs meanwhile")
+                    help="one more session (in Chromium) uploads decompression bombs meanwhile")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds after the sessions closed before sampling the server memory again")
     return ap.parse_args(argv)
 
 
@@ -542,6 +571,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\nN = {r['sessions']}: meanwhile {r['hostile_uploads']} hostile uploads (gzip, "
                       f".npz and Parquet bombs) were refused, the slowest in "
                       f"{r['hostile_refusal_max_s']:.2f} s.")
+            if r.get("settle_s"):
+                print(f"N = {r['sessions']}: server RSS {r['rss_end_mb']:.0f} MB when the sessions closed, "
+                      f"{r['rss_settled_mb']:.0f} MB {r['settle_s']:.0f} s later.")
     if args.json:
         args.json.write_text(json.dumps([r for rows in tables.values() for r in rows], indent=2))
     return 1 if any(r["errors"] for rows in tables.values() for r in rows) else 0

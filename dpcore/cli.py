@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import dpcore._interrupt  # noqa: F401 - first: Ctrl-C during the imports below ends with one line
 from dpcore.data import (
     Dataset,
     bundled_datasets,

@@ -767,3 +767,30 @@ def test_output_lock_never_admits_two_processes(tmp_path):
     assert [proc.exitcode for proc in procs] == [0] * 4
     assert counts[0] > 0 and counts[0] + counts[1] == 600, list(counts)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------- Ctrl-C at start
+def test_ctrl_c_while_the_command_starts_ends_with_one_line():
+    """A Ctrl-C during ``dpcore.cli``'s imports (seconds on a busy machine, before ``main`` runs)."""
+    import subprocess
+
+    code = ("import os, signal, sys; sys.argv = ['dpcore', 'datasets']; import dpcore._interrupt; "
+            "os.kill(os.getpid(), signal.SIGINT); import dpcore.cli; print('not reached')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 130 and proc.stdout == ""
+    assert proc.stderr == "dpcore: interrupted by SIGINT while starting; nothing was written\n"
+
+
+def test_only_the_command_process_gets_the_start_handlers(monkeypatch):
+    from types import SimpleNamespace
+
+    from dpcore import _interrupt
+
+    assert not _interrupt.is_cli_process()  # pytest: importing dpcore.cli left SIGINT alone
+    assert signal.getsignal(signal.SIGINT) is not _interrupt._exit_at_start
+    monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__spec__=SimpleNamespace(name="dpcore.cli")))
+    assert _interrupt.is_cli_process()  # python -m dpcore.cli
+    monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__spec__=None))
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/dpcore", "release"])
+    assert _interrupt.is_cli_process()  # the console script
