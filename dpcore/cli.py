@@ -569,7 +569,13 @@ _QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 
 def _message(exc: BaseException | str) -> str:
     """A user-facing error or warning as one line: every line break and control character of
-    the message (which may quote column or file names) escaped by :func:`escape_controls`."""
+    the message (which may quote column or file names) escaped by :func:`escape_controls`.
+    Arithmetic overflows and JSON nested past Python's recursion limit get a sentence around
+    their bare text (``(34, 'Numerical result out of range')``)."""
+    if isinstance(exc, ArithmeticError | RecursionError):
+        what = "nested too deeply" if isinstance(exc, RecursionError) else \
+            "out of the range that can be computed"
+        exc = f"an input or parameter is {what} ({exc.args[-1] if exc.args else type(exc).__name__})"
     text = str(exc).strip()
     return escape_controls(text) if text else type(exc).__name__
 
@@ -667,7 +673,8 @@ def _main(argv: list[str] | None) -> int:
             status = (getattr(exc, "__notes__", None) or ["nothing was written"])[0]
             print(f"{PROG}: interrupted by {signal.Signals(signum).name}; {status}", file=sys.stderr)
             return 128 + signum
-        except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError) as exc:
+        except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError,
+                RecursionError) as exc:
             print(f"{PROG}: error: {cli_wording(_message(exc))}", file=sys.stderr)
             return 2
         except Exception as exc:
