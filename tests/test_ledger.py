@@ -104,7 +104,8 @@ def test_missing_file_is_an_empty_ledger(tmp_path):
     "content",
     ["", "{not json", "[]", '{"total_epsilon": 1}', '{"entries": "abc"}', '{"entries": [1, 2]}',
      '{"entries": [{"epsilon": 1.0}]}',
-     '{"entries": [{"mechanism": "x", "epsilon": 1, "delta": 0, "z": 1}]}'],
+     '{"entries": [{"mechanism": "x", "epsilon": 1, "delta": 0, "z": 1}]}',
+     '{"entries": ' + "[" * 5000],  # nested past the JSON parser's recursion limit
 )
 def test_corrupted_file_raises(tmp_path, content):
     path = tmp_path / "ledger.json"
