@@ -546,6 +546,20 @@ def _write_temp(target: Path, payload: bytes) -> Path:
     return tmp
 
 
+def _hard_link_backup(target: Path) -> Path | None:
+    """A hidden hard link to the regular file ``target`` (named like :func:`_write_temp`'s
+    temporaries, so a killed run's link is removed as theirs are), or None if there is no file or
+    the file system has no hard links."""
+    if not target.is_file() or target.is_symlink():
+        return None
+    backup = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        os.link(target, backup)
+    except OSError:
+        return None
+    return backup
+
+
 @dataclass
 class StagedFiles:
     """Complete temporary files (``temps``) waiting to be renamed onto their ``targets``."""
@@ -555,19 +569,29 @@ class StagedFiles:
 
     def publish(self) -> dict[str, Path]:
         """Rename every temporary file into place, or none: if a rename fails (rare: the
-        temporary files are complete), the targets already renamed are removed too, so a release
-        is never left half-written. Returns the targets."""
-        placed: list[Path] = []
+        temporary files are complete), the targets already renamed are put back as they were
+        (the previous files, kept meanwhile as hidden hard links, or nothing), so a release is
+        never left half-written and a failed one destroys nothing. Returns the targets."""
+        backups = {key: _hard_link_backup(target) for key, target in self.targets.items()}
+        placed: list[str] = []
         try:
             for key, target in self.targets.items():
                 os.replace(self.temps[key], target)
                 del self.temps[key]
-                placed.append(target)
+                placed.append(key)
         except BaseException:
             self.discard()
-            for target in placed:
-                target.unlink(missing_ok=True)
+            for key in placed:
+                backup = backups.pop(key)
+                if backup is not None:
+                    os.replace(backup, self.targets[key])
+                else:
+                    self.targets[key].unlink(missing_ok=True)
             raise
+        finally:
+            for backup in backups.values():
+                if backup is not None:
+                    backup.unlink(missing_ok=True)
         return dict(self.targets)
 
     def discard(self) -> None:

@@ -617,6 +617,30 @@ def test_cli_ledger_write_failure_leaves_every_previous_file(tmp_path, capsys, m
     assert _snapshot(tmp_path) == before  # the old release, its card and the ledger are untouched
 
 
+@pytest.mark.parametrize("with_ledger", [False, True])
+def test_a_failed_publish_puts_the_previous_release_back(tmp_path, capsys, monkeypatch, with_ledger):
+    """The card's rename fails after the CSV's succeeded: the previous CSV (replaced by then)
+    comes back from its hidden hard link, and the ledger entry is taken back."""
+    out = tmp_path / "r.csv"
+    ledger = ["--ledger", str(tmp_path / "L.json")] if with_ledger else []
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(out), *ledger]) == 0
+    before = _snapshot(tmp_path)
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append(Path(dst).name)
+        if Path(dst).name == "r.card.json" and len(calls) <= 3:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(release_mod.os, "replace", replace)
+    code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(out), *ledger)
+    assert code == 2 and "Input/output error" in err, err
+    expected = (["L.json"] if with_ledger else []) + ["r.csv", "r.card.json"]
+    assert calls[:len(expected)] == expected  # the CSV was replaced, then the card failed...
+    assert _snapshot(tmp_path) == before  # ...and put back: every file as it was, nothing hidden left
+
+
 def test_cli_budget_options(tmp_path, capsys):
     ledger = tmp_path / "L.json"
     for flag, value, needle in (("--budget", "nan", "epsilon budget must be a finite positive"),
