@@ -76,9 +76,15 @@ def tune_process() -> bool:
     global _modules_at_tuning
     if len(sys.modules) <= _modules_at_tuning:
         return False
-    from threadpoolctl import threadpool_limits
+    import threadpoolctl
 
-    threadpool_limits(limits=BLAS_THREADS)
+    threadpoolctl.threadpool_limits(limits=BLAS_THREADS)
+    # threadpoolctl >= 3.6 remembers the thread that set an OpenBLAS limit (a class attribute, kept
+    # until cleared). Here that is a session's script thread, whose run context holds the session's
+    # state: that session's uploads and releases would stay in memory for the life of the server.
+    controller = getattr(threadpoolctl, "OpenBLASController", None)
+    if hasattr(controller, "clear_controlling_thread"):
+        controller.clear_controlling_thread(force=True)
     gc.collect()
     gc.freeze()
     _modules_at_tuning = len(sys.modules)

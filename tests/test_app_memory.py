@@ -161,3 +161,21 @@ def test_the_reaper_starts_only_in_a_server(monkeypatch):
     monkeypatch.setattr(state, "_runtime", lambda: None)
     assert not state.start_session_reaper()
     assert state._reaper is None
+
+
+def test_tune_process_does_not_pin_the_script_thread_that_ran_it(monkeypatch):
+    """threadpoolctl remembers the thread that set an OpenBLAS limit; in the server that is a
+    session's script thread, whose run context holds the session's state. It must be released."""
+    monkeypatch.setattr(state, "_modules_at_tuning", 0)
+    acted = []
+    thread = threading.Thread(target=lambda: acted.append(state.tune_process()))
+    thread.session_state = SimpleNamespace(data=np.zeros(1000))  # the run context Streamlit attaches
+    held = weakref.ref(thread.session_state.data)  # (no cycle: freed by reference counting, frozen or not)
+    try:
+        thread.start()
+        thread.join()
+        assert acted == [True]
+        del thread
+        assert held() is None
+    finally:
+        gc.unfreeze()
