@@ -49,6 +49,7 @@ Usage::
     python benchmarks/load_test.py --mode both --sessions 5 --duration 20 --max-iterations 20
     python benchmarks/load_test.py --sessions 2 --duration 60 --hostile-uploads
     python benchmarks/load_test.py --mode ws --sessions 2 --duration 60 --hostile-uploads --settle 140
+    python benchmarks/load_test.py --session-memory    # memory given back when a session ends
 
 Loopback only; it stops by itself (time and iteration bounds, per-move timeouts, a hard deadline)
 and always stops the server. The browser mode needs ``playwright`` (Python package) and Chromium at
@@ -212,6 +213,16 @@ def hostile_payloads() -> list[tuple[str, str, bytes]]:
             ("bomb.parquet", "application/octet-stream", pq.getvalue())]
 
 
+async def open_upload_box(page, url: str, timeout: float):
+    """Open the Data page (the default page), choose "Upload a file"; the table's file input."""
+    await page.goto(url + "/", timeout=timeout * 1000)
+    await page.wait_for_function(IDLE_JS, timeout=timeout * 1000)
+    await page.locator('[data-testid="stRadio"] label').filter(has_text="Upload a file").click()
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
+    await uploader.wait_for(state="attached", timeout=timeout * 1000)
+    return uploader
+
+
 async def run_hostile_uploader(browser, url: str, duration: float, move_timeout: float,
                                open_timeout: float) -> SessionResult:
     """One more session that uploads :func:`hostile_payloads` in turn on the Data page for
@@ -223,11 +234,7 @@ async def run_hostile_uploader(browser, url: str, duration: float, move_timeout:
     page = await context.new_page()
     tracker = RunTracker(page)
     try:
-        await page.goto(url + "/", timeout=open_timeout * 1000)  # the Data page is the default page
-        await page.wait_for_function(IDLE_JS, timeout=open_timeout * 1000)
-        await page.locator('[data-testid="stRadio"] label').filter(has_text="Upload a file").click()
-        uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
-        await uploader.wait_for(state="attached", timeout=open_timeout * 1000)
+        uploader = await open_upload_box(page, url, open_timeout)
         res.opened = True
         stop_at = time.monotonic() + duration
         i = 0
@@ -251,6 +258,59 @@ async def run_hostile_uploader(browser, url: str, duration: float, move_timeout:
     finally:
         await context.close()
     return res
+
+
+async def session_memory(args) -> dict:
+    """Server memory given back after a session that uploaded a large table closes (issue 17).
+
+    A fresh server with ``server.disconnectedSessionTTL`` = 5 s (Streamlit keeps a closed session
+    that long for a reconnection). One Chromium session uploads a 46 MB CSV (1.8 million rows) on
+    the Data page; its browser context is closed; 25 s later a second session opens (Streamlit's
+    runtime loop holds the last session it served until it serves another one). Server RSS (MB):
+    before the upload, after parsing, 25 s after the close, 30 s after the second session opened.
+    """
+    import tempfile
+
+    import numpy as np
+    from playwright.async_api import async_playwright
+
+    rows = np.random.default_rng(0).uniform(0, 1, (1_800_000, 3))
+    rss: dict[str, float] = {}
+    os.environ["STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL"] = "5"
+    try:
+        with tempfile.TemporaryDirectory() as tmp, \
+                serve(ROOT / "test-artifacts" / "load-session-memory.log") as srv:
+            big = Path(tmp) / "big.csv"
+            np.savetxt(big, rows, fmt="%.6f", delimiter=",", header="a,b,c", comments="")
+
+            def sample(key: str) -> None:
+                rss[key] = (proc_status_kb(srv.proc.pid, "VmRSS") or 0) / 1024
+            async with async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+                try:
+                    ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
+                    page = await ctx.new_page()
+                    uploader = await open_upload_box(page, srv.url, args.open_timeout)
+                    await asyncio.sleep(3)
+                    sample("before_upload")
+                    await uploader.set_input_files(str(big), timeout=args.open_timeout * 1000)
+                    await page.get_by_text("1,800,000 rows").first.wait_for(timeout=args.open_timeout * 1000)
+                    await page.wait_for_function(IDLE_JS, timeout=args.open_timeout * 1000)
+                    await asyncio.sleep(3)
+                    sample("after_parsing")
+                    await ctx.close()
+                    await asyncio.sleep(25)
+                    sample("closed_25s")
+                    page = await (await browser.new_context()).new_page()
+                    await page.goto(srv.url + "/", timeout=args.open_timeout * 1000)
+                    await page.wait_for_function(IDLE_JS, timeout=args.open_timeout * 1000)
+                    await asyncio.sleep(30)
+                    sample("other_session_30s")
+                finally:
+                    await browser.close()
+    finally:
+        os.environ.pop("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", None)
+    return rss
 
 
 # ----------------------------------------------------------------------- websocket sessions (ws)
@@ -533,6 +593,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     ap.add_argument("--hostile-uploads", action="store_true",
                     help="one more session (in Chromium) uploads decompression bombs meanwhile")
+    ap.add_argument("--session-memory", action="store_true",
+                    help="instead: server memory before/after one session uploads 46 MB and closes")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds after the sessions closed before sampling the server memory again")
     return ap.parse_args(argv)
@@ -540,6 +602,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.session_memory:
+        rss = asyncio.run(session_memory(args))
+        print("Server RSS (MB): " + ", ".join(f"{k.replace('_', ' ')} {v:.0f}" for k, v in rss.items()))
+        return 0
     modes = MODES if args.mode == "both" else (args.mode,)
     if "browser" in modes:
         if not Path(args.chromium).exists():
