@@ -280,7 +280,7 @@ def _load_categories(path: str | None) -> dict[str, list[Any]] | None:
     except DataValidationError as exc:
         raise CLIError(str(exc).replace("categories file not found", "cannot read the categories "
                                         "file (not found)")) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CLIError(f"the categories file {path} is not valid JSON ({exc}); expected "
                        '{"column": ["cat1", "cat2", ...]}') from None
     if not isinstance(raw, dict) or not all(isinstance(v, list) and v for v in raw.values()):
@@ -308,7 +308,7 @@ def _load_classes(value: str | None) -> list[Any] | None:
             raw = json.loads(read_regular_file(path, "classes file").decode("utf-8"))
         except DataValidationError as exc:
             raise CLIError(f"cannot read the classes file {value}: {exc}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise CLIError(f"the classes file {value} is not valid JSON ({exc}); expected a list "
                            "such as [0, 1] or [\"no\", \"yes\"]") from None
         raw = raw.get("classes") if isinstance(raw, dict) else raw

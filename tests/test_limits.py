@@ -266,7 +266,8 @@ def test_deeply_nested_json_and_overflowing_parameters_exit_2_with_a_sentence(tm
         code = main(["release", "local-gaussian", str(good), "--label", "y", "--task", "classification",
                      flag, str(nested), "-o", str(tmp_path / "r.csv")])
         err = capsys.readouterr().err.strip().splitlines()
-        assert code == 2 and len(err) == 1 and "is nested too deeply" in err[0], (flag, err)
+        assert code == 2 and len(err) == 1 and "is not valid JSON" in err[0] and "recursion" in err[0], \
+            (flag, err)
     capsys.readouterr()
     code = main(["calibrate", "dpmix", "--epsilon", "1e300", "--ell", "2", "--n", "10", "--T", "10",
                  "--d-x", "2", "--d-y", "2", "--delta", "1e-5"])
