@@ -7,10 +7,14 @@ parsing is cached across sessions with ``st.cache_data``.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import hashlib
 import json
 import sys
+import threading
+import time
 import tomllib
 import warnings
 from collections import OrderedDict
@@ -30,6 +34,12 @@ from dpcore.validation import data_bounds_message
 DEFAULT_DATASET = "digits"
 DEFAULT_MECHANISM = "local-gaussian"
 MEMO_SIZE = 12
+#: Bytes of arrays and tables one session's memo may hold (parsed uploads, splits, releases): the
+#: oldest entries are dropped first, the newest is always kept. With the 50 MB upload cap one entry
+#: can hold a few hundred MB, so twelve entries could otherwise keep gigabytes per session.
+MEMO_MAX_BYTES = 512 * 2**20
+#: Seconds between two looks for sessions that ended (:func:`start_session_reaper`).
+REAP_INTERVAL_S = 10.0
 WIDGET_PREFIX = "p:"
 #: The hardened server configuration shipped with the repository (``server.maxUploadSize``).
 CONFIG_FILE = Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml"
@@ -68,13 +78,118 @@ def tune_process() -> bool:
     global _modules_at_tuning
     if len(sys.modules) <= _modules_at_tuning:
         return False
-    from threadpoolctl import threadpool_limits
+    import threadpoolctl
 
-    threadpool_limits(limits=BLAS_THREADS)
+    threadpoolctl.threadpool_limits(limits=BLAS_THREADS)
+    # threadpoolctl >= 3.6 remembers the thread that set an OpenBLAS limit (a class attribute, kept
+    # until cleared). Here that is a session's script thread, whose run context holds the session's
+    # state: that session's uploads and releases would stay in memory for the life of the server.
+    controller = getattr(threadpoolctl, "OpenBLASController", None)
+    if hasattr(controller, "clear_controlling_thread"):
+        controller.clear_controlling_thread(force=True)
     gc.collect()
     gc.freeze()
     _modules_at_tuning = len(sys.modules)
+    start_session_reaper()
     return True
+
+
+# ------------------------------------------------------------------ memory of ended sessions
+_seen_sessions: set[str] = set()
+_reaper: threading.Thread | None = None
+_reaper_guard = threading.Lock()
+
+
+def _runtime() -> Any:
+    """The running Streamlit ``Runtime``, or None (AppTest, scripts, other servers)."""
+    try:
+        from streamlit.runtime import Runtime
+
+        return Runtime.instance() if Runtime.exists() else None
+    except Exception:  # noqa: BLE001 - an internal API: without it, nothing is reclaimed
+        return None
+
+
+def live_session_ids(runtime: Any) -> set[str]:
+    """Ids of the sessions the server still keeps: connected ones and disconnected ones kept for
+    a reconnection (``server.disconnectedSessionTTL``, 120 s by default). Expired ones are purged
+    from Streamlit's session storage first: its cache only drops them on its next write, so a
+    closed session's state (uploads, releases) would otherwise stay until another one closes."""
+    mgr = runtime._session_mgr
+    storage = getattr(getattr(mgr, "_session_storage", None), "_cache", None)
+    lock = getattr(mgr, "_storage_lock", None)
+    if storage is not None and hasattr(storage, "expire"):
+        if lock is not None:
+            with lock:
+                storage.expire()
+        else:
+            storage.expire()
+    return {info.session.id for info in mgr.list_sessions()}
+
+
+def reclaim_memory() -> None:
+    """Free what ended sessions left: cycle garbage, including objects :func:`tune_process` froze
+    while those sessions were alive (``gc.unfreeze``, collect, freeze again what is still alive),
+    then return freed heap pages to the OS (glibc ``malloc_trim``)."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    if _libc is not None:
+        _libc.malloc_trim(0)
+
+
+def _load_libc() -> Any:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+_libc = _load_libc()
+
+
+def reap_ended_sessions(runtime: Any) -> list[str]:
+    """Release the memory of the sessions that ended since the last call: their uploaded files
+    in Streamlit's upload manager (kept there for good when a disconnected session expires, as
+    such a session is dropped without ``shutdown()``), then :func:`reclaim_memory`.
+
+    Returns the ids of the sessions that ended (empty: nothing was done).
+    """
+    mgr = runtime.uploaded_file_mgr
+    with getattr(mgr, "_lock", threading.Lock()):  # before the live list: a session that connects
+        with_files = set(getattr(mgr, "file_storage", {}))  # meanwhile is not taken for ended
+    live = live_session_ids(runtime)
+    ended = (_seen_sessions | with_files) - live
+    for session_id in ended:
+        mgr.remove_session_files(session_id)
+    _seen_sessions.clear()
+    _seen_sessions.update(live)
+    if ended:
+        reclaim_memory()
+    return sorted(ended)
+
+
+def start_session_reaper(interval: float = REAP_INTERVAL_S) -> bool:
+    """Start, once per server process, a daemon thread that calls :func:`reap_ended_sessions`
+    every ``interval`` seconds. Returns whether a thread was started (False outside a server)."""
+    global _reaper
+    runtime = _runtime()
+    with _reaper_guard:
+        if runtime is None or (_reaper is not None and _reaper.is_alive()):
+            return False
+
+        def loop() -> None:
+            while True:
+                time.sleep(interval)
+                try:
+                    reap_ended_sessions(runtime)
+                except Exception:  # noqa: BLE001,S112 - Streamlit internals changed: try again later
+                    continue
+        _reaper = threading.Thread(target=loop, name="dp-explorer-session-reaper", daemon=True)
+        _reaper.start()
+        return True
 
 
 @st.cache_data(show_spinner="Loading the bundled dataset...")
@@ -114,6 +229,7 @@ def set_dataset(ds: Dataset, label: str) -> None:
     ss.dataset = ds
     ss.dataset_label = label
     ss._memo.clear()
+    ss.pop("_memo_bytes", None)
     ss.pop("pending_release", None)
 
 
@@ -125,16 +241,56 @@ def split() -> tuple[Dataset, Dataset]:
 
 
 def memo(key: tuple, compute: Callable[[], Any]) -> Any:
-    """Session-scoped LRU memo (uploaded data must not enter the shared ``st.cache_data``)."""
-    cache: OrderedDict = st.session_state._memo
+    """Session-scoped LRU memo (uploaded data must not enter the shared ``st.cache_data``).
+
+    At most :data:`MEMO_SIZE` entries and :data:`MEMO_MAX_BYTES` bytes (:func:`approx_nbytes`);
+    the least recently used go first, the newest entry is always kept.
+    """
+    ss = st.session_state
+    cache: OrderedDict = ss._memo
+    sizes: dict = ss.setdefault("_memo_bytes", {})
     if key in cache:
         cache.move_to_end(key)
         return cache[key]
     value = compute()
     cache[key] = value
-    while len(cache) > MEMO_SIZE:
-        cache.popitem(last=False)
+    sizes[key] = approx_nbytes(value)
+    for stale in [k for k in sizes if k not in cache]:  # entries cleared by set_dataset
+        del sizes[stale]
+    while len(cache) > 1 and (len(cache) > MEMO_SIZE or sum(sizes.get(k, 0) for k in cache) > MEMO_MAX_BYTES):
+        old, _ = cache.popitem(last=False)
+        sizes.pop(old, None)
     return value
+
+
+def approx_nbytes(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:
+    """Bytes held by the arrays and tables inside ``value`` (NumPy arrays, pandas objects, and
+    the lists, tuples, dicts and object attributes around them, 4 levels deep; each object
+    counted once). Small Python objects are not counted: they are not what fills a server."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen or _depth > 4:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        base = value.base if isinstance(value.base, np.ndarray) else None
+        return 0 if base is not None and id(base) in seen else int(value.nbytes)
+    if hasattr(value, "memory_usage") and hasattr(value, "shape"):  # pandas DataFrame / Series
+        try:
+            usage = value.memory_usage(index=True, deep=False)
+            return int(getattr(usage, "sum", lambda: usage)())
+        except (TypeError, ValueError):
+            return 0
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return len(value) if isinstance(value, bytes) else 0
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+    elif hasattr(value, "__dict__"):
+        items = list(vars(value).values())
+    else:
+        return 0
+    return sum(approx_nbytes(v, _depth + 1, seen) for v in items)
 
 
 def mechanism_names(task: str) -> list[str]:

@@ -34,10 +34,13 @@ Measured per N:
   (must be 0);
 - peak server RSS: ``VmHWM`` of the server process (/proc), plus its CPU time.
 
-``--hostile-uploads`` (browser mode): one more session uploads decompression bombs on the Data page
-the whole time (:func:`hostile_payloads`: a 1.5 MB gzip of 1 GiB, an ``.npz`` header declaring
-745 GiB, 8 million Parquet rows in 70 KB), so the slider latency of the others shows what a hostile
-upload costs them (issue 17); the refusals are counted and timed.
+``--hostile-uploads`` (either mode): one more session, in its own headless Chromium, uploads
+decompression bombs on the Data page the whole time (:func:`hostile_payloads`: a 1.5 MB gzip of
+1 GiB, an ``.npz`` header declaring 745 GiB, 8 million Parquet rows in 70 KB), so the slider
+latency of the others shows what a hostile upload costs them (issue 17); the refusals are counted
+and timed. With ``--settle S`` the server's memory is sampled again S seconds after every session
+has closed (Streamlit keeps a closed session ``server.disconnectedSessionTTL`` = 120 s for a
+reconnection; the app's reaper then frees it within 10 s).
 
 Usage::
 
@@ -45,6 +48,8 @@ Usage::
     python benchmarks/load_test.py --mode ws --sessions 5 20 50
     python benchmarks/load_test.py --mode both --sessions 5 --duration 20 --max-iterations 20
     python benchmarks/load_test.py --sessions 2 --duration 60 --hostile-uploads
+    python benchmarks/load_test.py --mode ws --sessions 2 --duration 60 --hostile-uploads --settle 140
+    python benchmarks/load_test.py --session-memory    # memory given back when a session ends
 
 Loopback only; it stops by itself (time and iteration bounds, per-move timeouts, a hard deadline)
 and always stops the server. The browser mode needs ``playwright`` (Python package) and Chromium at
@@ -208,6 +213,16 @@ def hostile_payloads() -> list[tuple[str, str, bytes]]:
             ("bomb.parquet", "application/octet-stream", pq.getvalue())]
 
 
+async def open_upload_box(page, url: str, timeout: float):
+    """Open the Data page (the default page), choose "Upload a file"; the table's file input."""
+    await page.goto(url + "/", timeout=timeout * 1000)
+    await page.wait_for_function(IDLE_JS, timeout=timeout * 1000)
+    await page.locator('[data-testid="stRadio"] label').filter(has_text="Upload a file").click()
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
+    await uploader.wait_for(state="attached", timeout=timeout * 1000)
+    return uploader
+
+
 async def run_hostile_uploader(browser, url: str, duration: float, move_timeout: float,
                                open_timeout: float) -> SessionResult:
     """One more session that uploads :func:`hostile_payloads` in turn on the Data page for
@@ -219,22 +234,17 @@ async def run_hostile_uploader(browser, url: str, duration: float, move_timeout:
     page = await context.new_page()
     tracker = RunTracker(page)
     try:
-        await page.goto(url + "/", timeout=open_timeout * 1000)  # the Data page is the default page
-        await page.wait_for_function(IDLE_JS, timeout=open_timeout * 1000)
-        await page.locator('[data-testid="stRadio"] label').filter(has_text="Upload a file").click()
-        await page.locator('input[type="file"]').wait_for(state="attached", timeout=open_timeout * 1000)
+        uploader = await open_upload_box(page, url, open_timeout)
         res.opened = True
         stop_at = time.monotonic() + duration
         i = 0
         while time.monotonic() < stop_at:
             base, mime, data = payloads[i % len(payloads)]
             name = f"{i}-{base}"  # a new file each time: the uploader never sees a repeat
-            before = tracker.finished_ok
             t0 = time.perf_counter()
-            await page.locator('input[type="file"]').set_input_files(
-                files=[{"name": name, "mimeType": mime, "buffer": data}])
-            await wait_for(lambda b=before: tracker.finished_ok > b and tracker.idle, move_timeout,
-                           f"the run after uploading {name}")
+            await uploader.set_input_files(files=[{"name": name, "mimeType": mime, "buffer": data}])
+            # the refusal naming this file is on screen (not "the page is idle": an upload can
+            # start two runs, the first cut short by the second without a script_finished)
             alert = page.locator('[data-testid="stAlert"]').filter(has_text=name)
             await alert.first.wait_for(timeout=move_timeout * 1000)
             res.latencies.append(time.perf_counter() - t0)
@@ -248,6 +258,59 @@ async def run_hostile_uploader(browser, url: str, duration: float, move_timeout:
     finally:
         await context.close()
     return res
+
+
+async def session_memory(args) -> dict:
+    """Server memory given back after a session that uploaded a large table closes (issue 17).
+
+    A fresh server with ``server.disconnectedSessionTTL`` = 5 s (Streamlit keeps a closed session
+    that long for a reconnection). One Chromium session uploads a 46 MB CSV (1.8 million rows) on
+    the Data page; its browser context is closed; 25 s later a second session opens (Streamlit's
+    runtime loop holds the last session it served until it serves another one). Server RSS (MB):
+    before the upload, after parsing, 25 s after the close, 30 s after the second session opened.
+    """
+    import tempfile
+
+    import numpy as np
+    from playwright.async_api import async_playwright
+
+    rows = np.random.default_rng(0).uniform(0, 1, (1_800_000, 3))
+    rss: dict[str, float] = {}
+    os.environ["STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL"] = "5"
+    try:
+        with tempfile.TemporaryDirectory() as tmp, \
+                serve(ROOT / "test-artifacts" / "load-session-memory.log") as srv:
+            big = Path(tmp) / "big.csv"
+            np.savetxt(big, rows, fmt="%.6f", delimiter=",", header="a,b,c", comments="")
+
+            def sample(key: str) -> None:
+                rss[key] = (proc_status_kb(srv.proc.pid, "VmRSS") or 0) / 1024
+            async with async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+                try:
+                    ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
+                    page = await ctx.new_page()
+                    uploader = await open_upload_box(page, srv.url, args.open_timeout)
+                    await asyncio.sleep(3)
+                    sample("before_upload")
+                    await uploader.set_input_files(str(big), timeout=args.open_timeout * 1000)
+                    await page.get_by_text("1,800,000 rows").first.wait_for(timeout=args.open_timeout * 1000)
+                    await page.wait_for_function(IDLE_JS, timeout=args.open_timeout * 1000)
+                    await asyncio.sleep(3)
+                    sample("after_parsing")
+                    await ctx.close()
+                    await asyncio.sleep(25)
+                    sample("closed_25s")
+                    page = await (await browser.new_context()).new_page()
+                    await page.goto(srv.url + "/", timeout=args.open_timeout * 1000)
+                    await page.wait_for_function(IDLE_JS, timeout=args.open_timeout * 1000)
+                    await asyncio.sleep(30)
+                    sample("other_session_30s")
+                finally:
+                    await browser.close()
+    finally:
+        os.environ.pop("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", None)
+    return rss
 
 
 # ----------------------------------------------------------------------- websocket sessions (ws)
@@ -412,10 +475,25 @@ async def session_starter(mode: str, url: str, args) -> AsyncIterator[Callable[[
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         try:
-            start = lambda: run_session(browser, url, *bounds)  # noqa: E731
-            start.hostile = lambda: run_hostile_uploader(  # type: ignore[attr-defined]
-                browser, url, args.duration, args.move_timeout, args.open_timeout)
-            yield start
+            yield lambda: run_session(browser, url, *bounds)
+        finally:
+            await browser.close()
+
+
+@asynccontextmanager
+async def hostile_starter(url: str, args) -> AsyncIterator[Callable[[], Awaitable[SessionResult]] | None]:
+    """For the ``with`` block: a function that runs the hostile uploader in its own Chromium, or
+    None without ``--hostile-uploads``."""
+    if not args.hostile_uploads:
+        yield None
+        return
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        try:
+            yield lambda: run_hostile_uploader(browser, url, args.duration, args.move_timeout,
+                                               args.open_timeout)
         finally:
             await browser.close()
 
@@ -426,11 +504,12 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
     with serve(ROOT / "test-artifacts" / f"load-{mode}-{n}.log") as srv:
         proc = srv.proc
         cpu0, client_cpu0 = proc_cpu_seconds(proc.pid) or 0.0, time.process_time()
-        async with session_starter(mode, srv.url, args) as start_session:
+        async with session_starter(mode, srv.url, args) as start_session, \
+                hostile_starter(srv.url, args) as start_hostile:
             t_start = time.monotonic()
             tasks = [asyncio.create_task(start_session()) for _ in range(n)]
-            if args.hostile_uploads and mode == "browser":
-                tasks.append(asyncio.create_task(start_session.hostile()))
+            if start_hostile is not None:
+                tasks.append(asyncio.create_task(start_hostile()))
             hard_deadline = t_start + args.open_timeout + args.duration + args.move_timeout + 60
             while not all(t.done() for t in tasks):
                 sampled_peak = max(sampled_peak, proc_status_kb(proc.pid, "VmRSS") or 0)
@@ -448,6 +527,10 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
             elapsed = time.monotonic() - t_start
         peak_kb = max(proc_status_kb(proc.pid, "VmHWM") or 0, sampled_peak)
         cpu = (proc_cpu_seconds(proc.pid) or 0.0) - cpu0
+        end_kb = proc_status_kb(proc.pid, "VmRSS") or 0
+        if args.settle:  # every session has closed: is their memory given back?
+            await asyncio.sleep(args.settle)
+        settled_kb = proc_status_kb(proc.pid, "VmRSS") or 0
     hostile = results[n:]  # the uploader, if any: its uploads are not slider moves
     results = results[:n]
     lat = sorted(x for r in results for x in r.latencies)
@@ -473,6 +556,9 @@ async def run_phase(n: int, args, mode: str = "browser") -> dict:
         "server_cpu_s": cpu,
         "client_cpu_s": time.process_time() - client_cpu0,  # this process: all of the ws clients
         "elapsed_s": elapsed,
+        "rss_end_mb": end_kb / 1024,
+        "rss_settled_mb": settled_kb / 1024,
+        "settle_s": args.settle,
         "hostile_uploads": len(refusals),
         "hostile_refusal_max_s": refusals[-1] if refusals else float("nan"),
     }
@@ -506,12 +592,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     ap.add_argument("--hostile-uploads", action="store_true",
-                    help="browser mode: one more session uploads decompression bombs meanwhile")
+                    help="one more session (in Chromium) uploads decompression bombs meanwhile")
+    ap.add_argument("--session-memory", action="store_true",
+                    help="instead: server memory before/after one session uploads 46 MB and closes")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds after the sessions closed before sampling the server memory again")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.session_memory:
+        rss = asyncio.run(session_memory(args))
+        print("Server RSS (MB): " + ", ".join(f"{k.replace('_', ' ')} {v:.0f}" for k, v in rss.items()))
+        return 0
     modes = MODES if args.mode == "both" else (args.mode,)
     if "browser" in modes:
         if not Path(args.chromium).exists():
@@ -542,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\nN = {r['sessions']}: meanwhile {r['hostile_uploads']} hostile uploads (gzip, "
                       f".npz and Parquet bombs) were refused, the slowest in "
                       f"{r['hostile_refusal_max_s']:.2f} s.")
+            if r.get("settle_s"):
+                print(f"N = {r['sessions']}: server RSS {r['rss_end_mb']:.0f} MB when the sessions closed, "
+                      f"{r['rss_settled_mb']:.0f} MB {r['settle_s']:.0f} s later.")
     if args.json:
         args.json.write_text(json.dumps([r for rows in tables.values() for r in rows], indent=2))
     return 1 if any(r["errors"] for rows in tables.values() for r in rows) else 0

@@ -18,8 +18,9 @@ refuses data-derived bounds unless ``--data-bounds`` is given (then the card rec
 ``bounds_source: "data"``).
 
 Outputs never destroy anything: an ``-o`` whose files would land on the input, a bounds or
-categories file, the ledger or its lock, a folder or a non-regular file (device, FIFO, socket) is
-refused before any work. With ``--ledger`` the release is checked against the budget under the
+categories file, the ledger or its lock, any ledger or lock file, a folder, a non-regular file
+(device, FIFO, socket) or a file another release in flight is writing (:func:`dpcore.release.output_lock`)
+is refused before any work. With ``--ledger`` the release is checked against the budget under the
 ledger's lock, recorded, and only then renamed into place (:func:`dpcore.ledger.ledger_transaction`).
 SIGINT and SIGTERM remove the temporary files of an unfinished release and end with one line
 (exit 130 for Ctrl-C, 143 for SIGTERM).
@@ -42,6 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import dpcore._interrupt  # noqa: F401 - first: Ctrl-C during the imports below ends with one line
 from dpcore.data import (
     Dataset,
     bundled_datasets,
@@ -54,7 +56,7 @@ from dpcore.decode import OUTPUT_SPACES, PublicSchema, with_output_space
 from dpcore.exceptions import DataValidationError, NotPrivateError
 from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction, lock_path
 from dpcore.mechanisms import MECHANISMS, get_mechanism
-from dpcore.release import Release, release_paths
+from dpcore.release import Release, output_lock, release_paths
 from dpcore.schema import Param
 from dpcore.validation import MISSING_POLICIES, TASKS
 
@@ -290,7 +292,7 @@ def _load_categories(path: str | None) -> dict[str, list[Any]] | None:
     except DataValidationError as exc:
         raise CLIError(str(exc).replace("categories file not found", "cannot read the categories "
                                         "file (not found)")) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CLIError(f"the categories file {path} is not valid JSON ({exc}); expected "
                        '{"column": ["cat1", "cat2", ...]}') from None
     if not isinstance(raw, dict) or not all(isinstance(v, list) and v for v in raw.values()):
@@ -318,7 +320,7 @@ def _load_classes(value: str | None) -> list[Any] | None:
             raw = json.loads(read_regular_file(path, "classes file").decode("utf-8"))
         except DataValidationError as exc:
             raise CLIError(f"cannot read the classes file {value}: {exc}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise CLIError(f"the classes file {value} is not valid JSON ({exc}); expected a list "
                            "such as [0, 1] or [\"no\", \"yes\"]") from None
         raw = raw.get("classes") if isinstance(raw, dict) else raw
@@ -429,6 +431,8 @@ def _check_output(args: argparse.Namespace) -> None:
     non-regular file (character device such as /dev/null, FIFO, socket).
     """
     output = args.output
+    if not Path(output).name:
+        raise CLIError(f"--output {output!r} names no file; give the path of the CSV to write")
     protected: list[tuple[str, Path]] = [
         (what, Path(p)) for what, p in (("input file", args.input), ("bounds file", args.bounds),
                                          ("categories file", args.categories),
@@ -442,6 +446,9 @@ def _check_output(args: argparse.Namespace) -> None:
             if _same_file(target, p):
                 raise CLIError(f"--output {output} would overwrite the {what} {p} (with the release's "
                                f"{role}); choose another output path")
+        if target.exists() and (lock_path(target).exists() or target.name.endswith(".lock")):
+            raise CLIError(f"--output {output}: {target} is a lock file or a ledger (its lock file "
+                           f"{lock_path(target).name} is beside it); choose another output path")
         if target.is_dir():
             hint = f", e.g. {target / 'release.csv'}" if role == "csv" else ""
             raise CLIError(f"--output {output}: {target} is a folder; give the path of the CSV to "
@@ -561,7 +568,6 @@ def _cmd_release(args: argparse.Namespace) -> None:
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
     if _use_dask(args):
         return _release_dask(args, cls, params)
-    _check_output(args)
     if args.ledger:
         Ledger.load(args.ledger)  # a bad path or file is refused before any work
     elif args.budget is not None or args.delta_budget is not None:
@@ -634,7 +640,13 @@ _QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 
 def _message(exc: BaseException | str) -> str:
     """A user-facing error or warning as one line: every line break and control character of
-    the message (which may quote column or file names) escaped by :func:`escape_controls`."""
+    the message (which may quote column or file names) escaped by :func:`escape_controls`.
+    Arithmetic overflows and JSON nested past Python's recursion limit get a sentence around
+    their bare text (``(34, 'Numerical result out of range')``)."""
+    if isinstance(exc, ArithmeticError | RecursionError):
+        what = "nested too deeply" if isinstance(exc, RecursionError) else \
+            "out of the range that can be computed"
+        exc = f"an input or parameter is {what} ({exc.args[-1] if exc.args else type(exc).__name__})"
     text = str(exc).strip()
     return escape_controls(text) if text else type(exc).__name__
 
@@ -673,7 +685,12 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "describe":
         _cmd_describe(args)
     elif args.command == "release":
-        _cmd_release(args)
+        if _use_dask(args):  # writes a folder of parts through a temporary folder (dpcore.dask_engine)
+            _cmd_release(args)
+            return
+        _check_output(args)
+        with output_lock(args.output):  # refuses, before any work, an output another run is writing
+            _cmd_release(args)
     else:
         _cmd_accounting(args)
 
@@ -730,7 +747,8 @@ def _main(argv: list[str] | None) -> int:
             status = (getattr(exc, "__notes__", None) or ["nothing was written"])[0]
             print(f"{PROG}: interrupted by {signal.Signals(signum).name}; {status}", file=sys.stderr)
             return 128 + signum
-        except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError) as exc:
+        except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError,
+                RecursionError) as exc:
             print(f"{PROG}: error: {cli_wording(_message(exc))}", file=sys.stderr)
             return 2
         except Exception as exc:

@@ -565,7 +565,7 @@ def parse_bounds(text: str, filename: str = "bounds.csv") -> dict[str, tuple[flo
     if filename.lower().endswith(".json"):
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise DataValidationError(
                 f"bounds file {filename} is not valid JSON ({exc}); it must map each column to [lo, hi]"
             ) from None

@@ -284,7 +284,7 @@ class Ledger:
                     raise TypeError(f"an entry must be an object, got {e!r}")
                 entries.append(LedgerEntry(**e))
             return cls(entries, budget.get("epsilon"), budget.get("delta"))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: deep nesting
             raise DataValidationError(f"{source} is not a dpcore ledger file: {exc}") from None
 
     # ------------------------------------------------------------------ files

@@ -104,7 +104,8 @@ def test_missing_file_is_an_empty_ledger(tmp_path):
     "content",
     ["", "{not json", "[]", '{"total_epsilon": 1}', '{"entries": "abc"}', '{"entries": [1, 2]}',
      '{"entries": [{"epsilon": 1.0}]}',
-     '{"entries": [{"mechanism": "x", "epsilon": 1, "delta": 0, "z": 1}]}'],
+     '{"entries": [{"mechanism": "x", "epsilon": 1, "delta": 0, "z": 1}]}',
+     '{"entries": ' + "[" * 5000],  # nested past the JSON parser's recursion limit
 )
 def test_corrupted_file_raises(tmp_path, content):
     path = tmp_path / "ledger.json"
@@ -460,6 +461,21 @@ _PATCHES = {
 }
 
 
+def _wait_for_go() -> None:
+    """Patch: announce the release is staged (``$DPCORE_TEST_READY``), then publish only once
+    ``$DPCORE_TEST_GO`` exists: a release held in flight while another process tries its output."""
+    def wait() -> None:
+        Path(os.environ["DPCORE_TEST_READY"]).write_text(str(os.getpid()))
+        deadline = time.monotonic() + 120
+        while not Path(os.environ["DPCORE_TEST_GO"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    _wrap(release_mod.StagedFiles, "publish", before=wait)
+
+
+_PATCHES["wait-before-publish"] = _wait_for_go
+_PATCHES["killed-in-flight"] = lambda: _wrap(release_mod.StagedFiles, "publish", before=_kill_self)
+
+
 def _spawn(argv: list[str], patch: str | None, stderr_file: Path) -> multiprocessing.Process:
     proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, patch, str(stderr_file)))
     proc.start()
@@ -516,7 +532,8 @@ def test_sigkill_at_every_step_leaves_a_valid_consistent_ledger(tmp_path, step):
     # nothing visible is left over: only hidden temporaries, which are never taken for outputs
     visible = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
     assert set(visible) <= {"L.json", "L.json.lock", "err", "r0.csv", "r0.card.json", "r1.csv"}
-    assert all(p.name.endswith(".tmp") for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert all(p.name.endswith((".tmp", release_mod.OUTPUT_LOCK_SUFFIX))
+               for p in tmp_path.iterdir() if p.name.startswith("."))
     # the lock died with the process: the next run goes through, and the budget still holds
     assert main([*BASE, "--epsilon", "0.5", "-o", str(tmp_path / "r2.csv"), "--ledger", str(ledger)]) == 0
     after = Ledger.load(ledger)
@@ -600,6 +617,30 @@ def test_cli_ledger_write_failure_leaves_every_previous_file(tmp_path, capsys, m
     assert _snapshot(tmp_path) == before  # the old release, its card and the ledger are untouched
 
 
+@pytest.mark.parametrize("with_ledger", [False, True])
+def test_a_failed_publish_puts_the_previous_release_back(tmp_path, capsys, monkeypatch, with_ledger):
+    """The card's rename fails after the CSV's succeeded: the previous CSV (replaced by then)
+    comes back from its hidden hard link, and the ledger entry is taken back."""
+    out = tmp_path / "r.csv"
+    ledger = ["--ledger", str(tmp_path / "L.json")] if with_ledger else []
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(out), *ledger]) == 0
+    before = _snapshot(tmp_path)
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append(Path(dst).name)
+        if Path(dst).name == "r.card.json" and len(calls) <= 3:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(release_mod.os, "replace", replace)
+    code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(out), *ledger)
+    assert code == 2 and "Input/output error" in err, err
+    expected = (["L.json"] if with_ledger else []) + ["r.csv", "r.card.json"]
+    assert calls[:len(expected)] == expected  # the CSV was replaced, then the card failed...
+    assert _snapshot(tmp_path) == before  # ...and put back: every file as it was, nothing hidden left
+
+
 def test_cli_budget_options(tmp_path, capsys):
     ledger = tmp_path / "L.json"
     for flag, value, needle in (("--budget", "nan", "epsilon budget must be a finite positive"),
@@ -616,3 +657,165 @@ def test_cli_budget_options(tmp_path, capsys):
     assert main([*ok, "-o", str(tmp_path / "r1.csv")]) == 0
     code, err = _cli(capsys, *ok, "-o", str(tmp_path / "r2.csv"))
     assert code == 2 and "over the delta budget" in err and not (tmp_path / "r2.csv").exists()
+
+
+# ------------------------------------------------------------------------- outputs in flight
+def _wait_file(path: Path, proc: multiprocessing.Process) -> None:
+    while not path.exists():
+        assert proc.is_alive(), "the first release ended before it was staged"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("second_output", ["r.csv", "r", "r.card.json"])
+def test_an_output_another_release_is_writing_is_refused_before_any_work(tmp_path, capsys, monkeypatch,
+                                                                          second_output):
+    """Process A is between staging and publishing ``r.csv``; B's ``-o`` shares one of A's files
+    (``-o r`` writes ``r.card.json`` too): B exits 2 at once, without reading its input, and A's
+    release is published intact."""
+    out = tmp_path / "r.csv"
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(out)]) == 0  # an earlier release at that path
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    monkeypatch.setenv("DPCORE_TEST_READY", str(ready))
+    monkeypatch.setenv("DPCORE_TEST_GO", str(go))
+    proc = _spawn([*BASE, "--epsilon", "0.5", "-o", str(out)], "wait-before-publish", tmp_path / "err")
+    try:
+        _wait_file(ready, proc)
+        before = _snapshot(tmp_path)
+
+        def no_work(*args, **kwargs):
+            raise AssertionError("the input was read although the output is in use")
+        monkeypatch.setattr("dpcore.cli.load_dataset", no_work)
+        code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(tmp_path / second_output))
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "is being written by another release in flight" in lines[0], err
+        assert f"(process {proc.pid})" in lines[0]
+        assert _snapshot(tmp_path) == before  # B touched nothing
+        go.write_text("")
+        proc.join(120)
+    finally:
+        go.write_text("")
+        proc.join(120)
+    assert proc.exitcode == 0, (tmp_path / "err").read_text()
+    card = json.loads((tmp_path / "r.card.json").read_text())
+    assert card["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()  # A's pair, intact
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # marker and temporaries gone
+    monkeypatch.undo()
+    assert main([*BASE, "--epsilon", "0.5", "-o", str(tmp_path / second_output)]) == 0  # free again
+
+
+def test_a_killed_release_leaves_a_marker_that_neither_blocks_nor_counts_as_an_output(tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    proc = _spawn([*BASE, "--epsilon", "0.5", "-o", str(out)], "killed-in-flight", tmp_path / "err")
+    proc.join(120)
+    assert proc.exitcode == -signal.SIGKILL
+    hidden = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert ".r.csv.release-lock" in hidden and len(hidden) >= 3  # marker(s) and staged temporaries
+    assert not out.exists() and not (tmp_path / "r.card.json").exists()
+    # the kernel dropped the dead process's lock: the next run is not blocked, and it clears the
+    # stale temporaries and markers of its files
+    code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(out))
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["err", "r.card.json", "r.csv"]
+    card = json.loads((tmp_path / "r.card.json").read_text())
+    assert card["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
+
+
+def test_output_lock_is_exclusive_between_threads_and_reentrant_in_one(tmp_path):
+    import threading
+
+    path = tmp_path / "r.csv"
+    with release_mod.output_lock(path) as targets:
+        assert set(targets) == {"csv", "card", "transform"}
+        with release_mod.output_lock(path):  # the same thread: re-entrant (the CLI, then save())
+            pass
+        assert release_mod.output_lock_path(path).exists()  # still held after the inner block
+        errors: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                with release_mod.output_lock(tmp_path / "r"):  # shares r.card.json
+                    pass
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(errors) == 1 and isinstance(errors[0], release_mod.OutputBusyError), errors
+    assert list(tmp_path.iterdir()) == []  # every marker removed
+    (tmp_path / ".r.csv.release-lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(release_mod.OutputBusyError, match="symbolic link"), release_mod.output_lock(path):
+        pass
+
+
+def _contend(path: str, inside: str, rounds: int, counts) -> None:
+    """Child: claim ``path`` ``rounds`` times; while holding it, create ``inside`` exclusively
+    (two holders at once would find it there). A pause between opening a marker and locking it
+    widens the window in which its holder removes it."""
+    code = 0
+    real_flock = release_mod.fcntl.flock
+
+    def slow_flock(fd, op):
+        time.sleep(0.002)
+        return real_flock(fd, op)
+    release_mod.fcntl.flock = slow_flock  # this child only
+    try:
+        for _ in range(rounds):
+            try:
+                with release_mod.output_lock(path):
+                    fd = os.open(inside, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                    os.close(fd)
+                    with counts.get_lock():
+                        counts[0] += 1
+                    time.sleep(0.001)
+                    os.unlink(inside)
+            except release_mod.OutputBusyError:
+                with counts.get_lock():
+                    counts[1] += 1
+    except FileExistsError:
+        code = 3  # two processes held the claim at once
+    finally:
+        os._exit(code)
+
+
+def test_output_lock_never_admits_two_processes(tmp_path):
+    """Four processes claim one path 150 times each while markers are created and removed; the
+    re-check after locking keeps the claim exclusive."""
+    ctx = multiprocessing.get_context("fork")
+    counts = ctx.Array("i", 2)
+    procs = [ctx.Process(target=_contend, args=(str(tmp_path / "r.csv"), str(tmp_path / "inside"), 150,
+                                                counts)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+    assert [proc.exitcode for proc in procs] == [0] * 4
+    assert counts[0] > 0 and counts[0] + counts[1] == 600, list(counts)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------- Ctrl-C at start
+def test_ctrl_c_while_the_command_starts_ends_with_one_line():
+    """A Ctrl-C during ``dpcore.cli``'s imports (seconds on a busy machine, before ``main`` runs)."""
+    import subprocess
+
+    code = ("import os, signal, sys; sys.argv = ['dpcore', 'datasets']; import dpcore._interrupt; "
+            "os.kill(os.getpid(), signal.SIGINT); import dpcore.cli; print('not reached')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 130 and proc.stdout == ""
+    assert proc.stderr == "dpcore: interrupted by SIGINT while starting; nothing was written\n"
+
+
+def test_only_the_command_process_gets_the_start_handlers(monkeypatch):
+    from types import SimpleNamespace
+
+    from dpcore import _interrupt
+
+    assert not _interrupt.is_cli_process()  # pytest: importing dpcore.cli left SIGINT alone
+    assert signal.getsignal(signal.SIGINT) is not _interrupt._exit_at_start
+    monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__spec__=SimpleNamespace(name="dpcore.cli")))
+    assert _interrupt.is_cli_process()  # python -m dpcore.cli
+    monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__spec__=None))
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/dpcore", "release"])
+    assert _interrupt.is_cli_process()  # the console script

@@ -252,3 +252,26 @@ def test_the_load_tests_hostile_uploads_are_refused_under_the_app_cap():
         finally:
             tracemalloc.stop()
         assert peak < 2 * cap, f"{name}: {peak / 2**20:.0f} MiB traced"  # ...that stay small
+
+
+def test_deeply_nested_json_and_overflowing_parameters_exit_2_with_a_sentence(tmp_path, capsys):
+    """JSON nested past Python's recursion limit (bounds, categories, classes files) and
+    parameters that overflow a computation are user errors: exit 2, one line that says so."""
+    good = tmp_path / "good.csv"
+    good.write_text("a,b,y\n" + "".join(f"{i % 7},{i % 5},{i % 2}\n" for i in range(20)))
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 100_000)
+    for flag in ("--bounds", "--categories", "--classes"):
+        capsys.readouterr()
+        code = main(["release", "local-gaussian", str(good), "--label", "y", "--task", "classification",
+                     flag, str(nested), "-o", str(tmp_path / "r.csv")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "is not valid JSON" in err[0] and "recursion" in err[0], \
+            (flag, err)
+    capsys.readouterr()
+    code = main(["calibrate", "dpmix", "--epsilon", "1e300", "--ell", "2", "--n", "10", "--T", "10",
+                 "--d-x", "2", "--d-y", "2", "--delta", "1e-5"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["dpcore: error: an input or parameter is out of the range that can be "
+                                 "computed (Numerical result out of range)"], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.csv", "nested.json"]

@@ -162,6 +162,7 @@ def build() -> dict[str, bytes]:
     f["bounds_duplicate_column.json"] = b'{"a": [0, 10], "b": [0, 10], "c": [0, 10], "a": [0, 1]}\n'
     f["bounds_extra_field.csv"] = b"column,lo,hi\na,0,10,99\nb,0,10\nc,0,10\n"
     f["bounds_text_number.csv"] = b"column,lo,hi\na,0,ten\nb,0,10\nc,0,10\n"
+    f["bounds_nested.json"] = b'{"a": ' + b"[" * 5000 + b"\n"  # past the JSON parser's recursion limit
 
     # issue 17: name collisions, complex values, typed columns, class and size limits
     rows = _rows(30)
