@@ -751,7 +751,7 @@ def _sha256(path: Path) -> str:
 
 
 def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "parquet",
-                  progress: bool = False) -> dict[str, Path]:
+                  progress: bool = False, diagnostics: dict[str, Any] | None = None) -> dict[str, Path]:
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
@@ -761,7 +761,9 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     Everything is written into a temporary directory beside ``output`` and renamed into place at
     the end: on any failure (a bad partition, a NaN in the release, a full disk) nothing is left.
     The card is :meth:`Release.card` with ``sha256`` the digest of the manifest (``name sha256``
-    lines of the part files, sorted) and ``files`` the digest of each part.
+    lines of the part files, sorted) and ``files`` the digest of each part. ``diagnostics`` (the
+    exploration facts of :meth:`Mechanism.explore`, never written): its lazy entries are computed in
+    the same pass as the write.
 
     Raises
     ------
@@ -796,13 +798,14 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         else:
             job = frame.to_parquet(tmp, write_index=False, compute=False,
                                    name_function=lambda i: f"part-{i:05d}.parquet")
-        lazy_diag = {k: v for k, v in release.diagnostics.items() if is_lazy(v)}
+        lazy_diag = {k: v for k, v in (diagnostics or {}).items() if is_lazy(v)}
         local = {"scheduler": "threads"} if release.mechanism in CLIENT_NOISED else {}
         with _progress(progress), warnings.catch_warnings():
             # lazy diagnostics (array expressions) are computed in the same pass as the write
             warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
             _, diag = dask.compute(job, lazy_diag, **local)
-        release.diagnostics.update({k: v.item() if hasattr(v, "item") else v for k, v in diag.items()})
+        if diagnostics is not None:
+            diagnostics.update({k: v.item() if hasattr(v, "item") else v for k, v in diag.items()})
         parts = sorted(p for p in tmp.iterdir() if p.name.startswith("part-"))
         files = {p.name: _sha256(p) for p in parts}
         manifest = "".join(f"{name} {digest}\n" for name, digest in files.items()).encode()
@@ -862,7 +865,7 @@ def connect(scheduler: str | None) -> Iterator[Any]:
 def release_table(
     mechanism: Any, source: Any, output: str | os.PathLike | None = None, *, n: int | None = None,
     n_samples: int | None = None, fmt: str = "parquet", scheduler: str | None = None,
-    progress: bool = False, **table_options: Any,
+    progress: bool = False, diagnostics: dict[str, Any] | None = None, **table_options: Any,
 ) -> tuple[Release, dict[str, Path]]:
     """Open ``source`` lazily, release it with ``mechanism`` and write the result to ``output``
     (the Python side of ``dpcore release ... --engine dask``).
@@ -881,6 +884,8 @@ def release_table(
         threaded scheduler, or the ``distributed`` client already active.
     progress : bool
         Show Dask's progress bar for each pass (local schedulers).
+    diagnostics : dict, optional
+        Filled with the exploration facts of :meth:`Mechanism.explore` (never written).
 
     Returns
     -------
@@ -889,8 +894,10 @@ def release_table(
     with connect(scheduler), _progress(progress):
         table = open_table(source, n=n, **table_options)
         with lazy_output(max(1, -(-table.n // table.n_partitions))):
-            rel = mechanism.release(table, n_samples=n_samples)
-        written = write_release(rel, output, fmt=fmt) if output is not None else {}
+            rel, diag = mechanism.explore(table, n_samples=n_samples)
+        written = write_release(rel, output, fmt=fmt, diagnostics=diag) if output is not None else {}
+        if diagnostics is not None:
+            diagnostics.update(diag)
     return rel, written
 
 

@@ -54,11 +54,11 @@ def test_same_statistics_and_card_as_in_memory(table, cls, params, keys):
     """Fixed seed (a preview): the same W, the same noise bits, so the noisy statistics agree to
     rounding, and the cards agree except for where n came from."""
     X, glob = table
-    lazy = cls(epsilon=1.0, random_state=7, **params).release(
+    lazy, lazy_diag = cls(epsilon=1.0, random_state=7, **params).explore(
         dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000))
-    memory = cls(epsilon=1.0, random_state=7, **params).release(_in_memory(X))
+    memory, memory_diag = cls(epsilon=1.0, random_state=7, **params).explore(_in_memory(X))
     for key in keys:
-        np.testing.assert_allclose(lazy.diagnostics[key], memory.diagnostics[key], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(lazy_diag[key], memory_diag[key], rtol=1e-9, atol=1e-12)
     card_lazy, card_memory = lazy.card(b""), memory.card(b"")
     assert card_lazy["public_facts"].pop("n_source") == "Parquet metadata"
     card_memory["public_facts"].pop("n_source")
@@ -195,13 +195,14 @@ def test_local_cluster_two_workers(table, tmp_path):
     """The same statistics on a distributed LocalCluster with two workers."""
     distributed = pytest.importorskip("distributed")
     X, glob = table
-    memory = RONGauss(epsilon=1.0, random_state=5).release(_in_memory(X))
+    memory, memory_diag = RONGauss(epsilon=1.0, random_state=5).explore(_in_memory(X))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster):
+        rel_diag: dict = {}
         rel, _ = dask_engine.release_table(RONGauss(epsilon=1.0, random_state=5), glob,
-                                           None, bounds=BOUNDS, blocksize=20_000)
+                                           None, bounds=BOUNDS, blocksize=20_000, diagnostics=rel_diag)
         drawn = np.asarray(rel.data)
-    np.testing.assert_allclose(rel.diagnostics["sigma_dp"], memory.diagnostics["sigma_dp"], rtol=1e-9)
+    np.testing.assert_allclose(rel_diag["sigma_dp"], memory_diag["sigma_dp"], rtol=1e-9)
     assert drawn.shape == memory.data.shape and np.isfinite(drawn).all()
 
 
@@ -272,9 +273,10 @@ def test_dask_collections_are_inputs(table):
     da = pytest.importorskip("dask.array")
     X, _ = table
     arr = da.from_array(X, chunks=(3_000, 6))
-    rel = RONGauss(epsilon=1.0, random_state=1).release(dask_engine.open_table(arr, bounds=(0.0, 1.0)))
-    memory = RONGauss(epsilon=1.0, random_state=1, bounds=(0.0, 1.0)).release(X)
-    np.testing.assert_allclose(rel.diagnostics["sigma_dp"], memory.diagnostics["sigma_dp"], rtol=1e-9)
+    rel, rel_diag = RONGauss(epsilon=1.0, random_state=1).explore(
+        dask_engine.open_table(arr, bounds=(0.0, 1.0)))
+    memory, memory_diag = RONGauss(epsilon=1.0, random_state=1, bounds=(0.0, 1.0)).explore(X)
+    np.testing.assert_allclose(rel_diag["sigma_dp"], memory_diag["sigma_dp"], rtol=1e-9)
     assert rel.public_facts["n"] == X.shape[0]
 
 
