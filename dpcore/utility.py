@@ -578,6 +578,14 @@ def evaluate_non_private(
     raise ValueError(f"task must be unsupervised, classification or regression, got {task!r}")
 
 
+def row_level_epsilon(release: Any) -> float:
+    """The release's row-level epsilon (replace-one, label included; ``Release.row_guarantee``),
+    ``inf`` when it has none (the papers' per-class modes with public class sizes) or is not
+    private. The one unit in which sweeps of different mechanisms are compared."""
+    g = release.row_guarantee()
+    return math.inf if g is None else float(g.epsilon)
+
+
 def utility_sweep(
     mechanism_factory: Callable[[Any], Any],
     dataset: Any,
@@ -629,7 +637,9 @@ def utility_sweep(
     -------
     pandas.DataFrame
         Tidy, one row per (value, metric): ``param, x, metric, mean, lo, hi, baseline, chance,
-        vs_chance, n_trials, higher_is_better``. ``baseline`` is the non-private value on the
+        vs_chance, n_trials, higher_is_better, epsilon_row``. ``epsilon_row`` is the largest row-level
+        epsilon (:func:`row_level_epsilon`) of the value's releases: the epsilon to compare
+        mechanisms at when ``x`` is under another relation. ``baseline`` is the non-private value on the
         same split; ``vs_chance`` is :func:`chance_comparison` of the interval. Every number is
         computed on the private data (:data:`NOT_DP_NOTICE`).
 
@@ -662,11 +672,13 @@ def utility_sweep(
     rows = []
     for i, value in enumerate(values):
         per_trial: dict[str, list[float]] = {}
+        row_eps: list[float] = []
         for t in range(trials):
             mech = mechanism_factory(value)
             seed = seeds[i * trials + t]
             mech.set_params(random_state=None if seed is None else int(seed))
             rel = mech.release(train, n_samples=n_samples)
+            row_eps.append(row_level_epsilon(rel))
             result = evaluate_release(rel, test.X, test.y, task, reference=reference, **common)
             for name, v in result.items():
                 per_trial.setdefault(name, []).append(v)
@@ -683,5 +695,6 @@ def utility_sweep(
                 "vs_chance": chance_comparison(name, lo, hi, chance),
                 "n_trials": int(np.sum(np.isfinite(vals))),
                 "higher_is_better": HIGHER_IS_BETTER.get(name, True),
+                "epsilon_row": max(row_eps),
             })
     return pd.DataFrame(rows)

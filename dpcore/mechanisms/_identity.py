@@ -19,7 +19,8 @@ enumerating the ``2^(k-1)`` sign vectors with ``t_1 = +1`` (``t`` and ``-t`` giv
 while that costs at most ``ENUMERATION_BUDGET`` multiply-adds; otherwise the smaller of two proven
 upper bounds is used: ``sum_l w_l ||M_l||_1`` (triangle inequality, the naive per-entry bound;
 ``sqrt(k) sum_l w_l`` for entries ``+-1/sqrt(k)``) and
-``sqrt(k) sigma_max(M) ||w||_2`` (``||u||_1 <= sqrt(k) ||u||_2``). See :func:`~dpcore.mechanisms._box.box_l1_sensitivity`.
+``sqrt(k) sigma_max(M) ||w||_2`` (``||u||_1 <= sqrt(k) ||u||_2``). See
+:func:`~dpcore.mechanisms._box.box_l1_sensitivity`.
 Adding i.i.d. ``Lap(S1/eps)`` to every released entry is pure eps-DP (Laplace mechanism, Dwork,
 McSherry, Nissim & Smith 2006; SPEC section 1).
 
@@ -51,6 +52,7 @@ from dpcore.mechanisms._box import (
     box_widths,
 )
 from dpcore.mechanisms._labels import (
+    LABEL_SPLIT,
     combine_with_labels,
     release_labels,
 )
@@ -82,10 +84,7 @@ _N_COMPONENTS_JL = Param(
     "min(10, d - 1)). The Laplace noise grows with k.", low=1, optional=True)
 
 
-_LABEL_SPLIT = Param(
-    "epsilon_split", "fraction_split", (0.9, 0.1), "Supervised tasks: budget fractions for the "
-    "projected features and the labels (they add up under replace-one).", privacy=True,
-    split_names=("features", "labels"))
+_LABEL_SPLIT = LABEL_SPLIT
 
 
 class _IdentityLaplaceBase(Mechanism):
