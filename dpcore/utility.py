@@ -24,7 +24,9 @@ Metrics (all computed with scikit-learn):
 * classification -- ``svm_accuracy`` (RBF SVC, the papers' classifier) and ``logreg_accuracy``
   (logistic regression), both after standardisation fitted on the training data; at most
   ``max_train`` training rows (default 5,000, a random sub-sample) to keep sweeps interactive.
-  ``chance`` is the majority-class accuracy on the test rows.
+  ``chance`` is the majority-class accuracy on the test rows. Releases with soft labels (DPMix's
+  noisy mixed one-hot columns ``label=c``) are trained on a class drawn from each row's soft label
+  (:func:`soft_label_draw`), never on their argmax, which is the mixture's majority class.
 * regression -- ``krr_rmse``: kernel ridge regression (RBF, ``alpha = 1``) on standardised
   features with a standardised target, at most ``max_train_krr`` rows (default 2,000; the fit is
   O(m^3)). ``random_guess_rmse`` is the expected RMSE of predictions drawn uniformly from the
@@ -81,6 +83,10 @@ __all__ = [
     "NOT_DP_NOTICE",
     "random_guess_rmse",
     "release_class_labels",
+    "release_training_labels",
+    "row_level_epsilon",
+    "soft_label_block",
+    "soft_label_draw",
     "real_reference",
     "regression_metrics",
     "utility_sweep",
@@ -469,6 +475,49 @@ def _release_labels(release: Any) -> np.ndarray | None:
     return labels
 
 
+def soft_label_block(release: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(soft (m, K), classes (K,))`` of a release carrying soft label columns (DPMix
+    classification: ``details["classes"]`` and one ``label=c`` column per class, first), else None."""
+    classes = release.details.get("classes") if isinstance(release.details, dict) else None
+    if release.labels is None or classes is None:
+        return None
+    labels = np.asarray(release.labels)
+    K = len(classes)
+    if labels.ndim != 2 or labels.shape[1] < K:
+        return None
+    return labels[:, :K].astype(float), np.asarray(classes)
+
+
+def soft_label_draw(soft: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One class index per row, drawn with probabilities ``max(t, 0) / sum max(t, 0)`` (uniform when
+    every entry is <= 0).
+
+    Why (issue 13): a DPMix soft label ``t`` is the mean of ``ell`` one-hot labels plus zero-mean
+    noise; its argmax is the majority class among the ``ell`` rows, so a 25% minority class is
+    the argmax of under 10% of the mixtures once ``ell >= 5`` and an argmax-trained classifier
+    predicts the majority class. A draw keeps the mixing proportions (for noise-free ``t``,
+    ``E[onehot(draw)] = t``), and the expected cross-entropy at the drawn class equals the
+    soft-target cross-entropy ``-sum_c p_c log q_c`` with the clipped, normalised targets: a
+    one-sample Monte Carlo of the soft-label loss that any classifier (SVM, logistic regression)
+    accepts, at the cost of hard labels. Post-processing: no privacy cost.
+    """
+    w = np.clip(np.asarray(soft, dtype=float), 0.0, None)
+    total = w.sum(axis=1, keepdims=True)
+    p = np.where(total > 0, w / np.where(total > 0, total, 1.0), 1.0 / w.shape[1])
+    u = rng.random(len(p))
+    return np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), w.shape[1] - 1)
+
+
+def release_training_labels(release: Any, rng: np.random.Generator) -> np.ndarray | None:
+    """The labels a classifier is trained on: :func:`soft_label_draw` for soft labels, the released
+    label column otherwise."""
+    block = soft_label_block(release)
+    if block is None:
+        return _release_labels(release)
+    soft, classes = block
+    return classes[soft_label_draw(soft, rng)]
+
+
 def release_class_labels(release: Any) -> np.ndarray | None:
     """One label per released row: soft or one-hot label columns decoded to their class."""
     return _release_labels(release)
@@ -529,7 +578,8 @@ def evaluate_release(
     if task == "unsupervised":
         return clustering_metrics(release.data, mapped, test_X, bounds=bounds, settings=settings,
                                   reference=reference)
-    labels = _release_labels(release)
+    labels = (release_training_labels(release, np.random.default_rng(settings.random_state))
+              if task == "classification" else _release_labels(release))
     if labels is None or test_y is None:
         raise ValueError(f"task {task!r} needs labels in the release and test_y")
     if mapped is None:
