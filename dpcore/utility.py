@@ -17,6 +17,12 @@ Metrics (all computed with scikit-learn):
     (scaled to [0, 1] by the public bounds when given);
   - ``ari_real``: adjusted Rand index between that partition and K-means fitted directly on the
     real held-out rows (original space, ``k`` by silhouette analysis);
+  - ``ari_null``: the same ARI for the null release, isotropic Gaussian noise of the release's
+    scale (its mean, and its average per-coordinate variance in every direction), clustered
+    with the same ``k``: what a release with no structure at all would score. Any partition of
+    the mapped real rows (K-means on a structureless blob cuts it along arbitrary directions)
+    agrees with the real clustering somewhat, so a release is only useful for clustering when
+    ``ari_real`` is clearly above ``ari_null`` (issue 13);
   - ``k``: the number of clusters chosen on the release.
 
   Silhouettes and the K-means fits use a random sub-sample of at most ``silhouette_sample`` rows
@@ -82,6 +88,8 @@ __all__ = [
     "exploration_filename",
     "NOT_DP_NOTICE",
     "random_guess_rmse",
+    "isotropic_null",
+    "null_verdict",
     "release_class_labels",
     "release_training_labels",
     "row_level_epsilon",
@@ -92,14 +100,14 @@ __all__ = [
     "utility_sweep",
 ]
 
-CLUSTERING_METRICS = ("silhouette_release", "silhouette_real", "ari_real", "k")
+CLUSTERING_METRICS = ("silhouette_release", "silhouette_real", "ari_real", "ari_null", "k")
 CLASSIFICATION_METRICS = ("svm_accuracy", "logreg_accuracy")
 REGRESSION_METRICS = ("krr_rmse",)
 #: The label of every output computed on the private data (tables, figures, downloaded files).
 NOT_DP_NOTICE = "NOT differentially private (computed on the private data)"
 #: Metrics that are proportions of correct test predictions (binomial counts).
 ACCURACY_METRICS = CLASSIFICATION_METRICS
-HIGHER_IS_BETTER = {"silhouette_release": True, "silhouette_real": True, "ari_real": True,
+HIGHER_IS_BETTER = {"silhouette_release": True, "silhouette_real": True, "ari_real": True, "ari_null": True,
                     "svm_accuracy": True, "logreg_accuracy": True, "krr_rmse": False, "k": True}
 
 
@@ -374,16 +382,29 @@ def clustering_metrics(
     rng = np.random.default_rng(settings.random_state)
     k, sil, km = choose_k(train_X, settings, rng)
     out = {"k": float(k), "silhouette_release": sil, "silhouette_real": math.nan,
-           "ari_real": math.nan}
+           "ari_real": math.nan, "ari_null": math.nan}
     if test_space_X is None:
         return out
     idx, ref_labels = reference or real_reference(test_real_X, bounds, settings)
+    mapped = np.asarray(test_space_X, dtype=float)[idx]
+    null = isotropic_null(train_X, min(len(train_X), settings.silhouette_sample), rng)
     with threadpool_limits(limits=1):
-        assigned = km.predict(np.asarray(test_space_X, dtype=float)[idx])
+        assigned = km.predict(mapped)
+        null_km = KMeans(n_clusters=k, n_init=3, random_state=_seed(rng)).fit(null)
+        null_assigned = null_km.predict(mapped)
     real = _bounds_scale(np.asarray(test_real_X, dtype=float)[idx], bounds)
     out["silhouette_real"] = _safe_silhouette(real, assigned, _seed(rng))
     out["ari_real"] = float(adjusted_rand_score(ref_labels, assigned))
+    out["ari_null"] = float(adjusted_rand_score(ref_labels, null_assigned))
     return out
+
+
+def isotropic_null(X: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` rows of ``N(mean(X), s^2 I)``, ``s^2 = trace(cov(X)) / n_columns``: isotropic noise of
+    the same location and scale as ``X`` (the null release of :func:`clustering_metrics`)."""
+    X = np.asarray(X, dtype=float)
+    s = math.sqrt(float(np.mean(np.var(X, axis=0))))
+    return X.mean(axis=0) + s * rng.standard_normal((int(size), X.shape[1]))
 
 
 def real_reference(
@@ -626,6 +647,25 @@ def evaluate_non_private(
     if task == "regression":
         return regression_metrics(Xtr, ytr, Xte, yte, label_bounds=label_bounds, settings=settings)
     raise ValueError(f"task must be unsupervised, classification or regression, got {task!r}")
+
+
+def null_verdict(frame: pd.DataFrame) -> str:
+    """One sentence per swept value: does the release's ARI beat the isotropic-noise null?
+
+    ``frame`` is a :func:`utility_sweep` frame of a clustering sweep (metrics ``ari_real`` and
+    ``ari_null``). A value "beats the null" when the lower end of ``ari_real``'s 95% interval is
+    above the upper end of ``ari_null``'s.
+    """
+    a = frame[frame["metric"] == "ari_real"].set_index("x")
+    b = frame[frame["metric"] == "ari_null"].set_index("x")
+    parts = []
+    for x in a.index.intersection(b.index):
+        beats = a.loc[x, "lo"] > b.loc[x, "hi"]
+        parts.append(f"{a.loc[x, 'param']} = {x:g}: ARI {a.loc[x, 'mean']:.3f} vs null "
+                     f"{b.loc[x, 'mean']:.3f} "
+                     + ("(beats the null)" if beats else "(not distinguishable from the null)"))
+    return ("Agreement with the real clustering against isotropic noise of the same scale: "
+            + "; ".join(parts) + ".") if parts else "No clustering agreement was computed."
 
 
 def row_level_epsilon(release: Any) -> float:
