@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,10 +19,14 @@ INTERNAL_ERROR = "Internal error in the mechanism, please report it"
 
 @dataclass
 class RunResult:
-    """A release or the error that prevented it (shown with ``st.error``, never a traceback)."""
+    """A release or the error that prevented it (shown with ``st.error``, never a traceback).
+
+    ``diagnostics`` are the exploration facts :meth:`Mechanism.explore` returns beside the release
+    (about the private rows: shown on exploration pages, never downloaded)."""
 
     release: Release | None
     error: str | None = None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
 def draw_release(name: str, params: dict[str, Any], ds: Dataset, seed: int | None,
@@ -32,7 +36,8 @@ def draw_release(name: str, params: dict[str, Any], ds: Dataset, seed: int | Non
         mech = get_mechanism(name)(**params, random_state=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # shown by the Data page instead
-            return RunResult(mech.release(ds, n_samples=n_samples))
+            release, diagnostics = mech.explore(ds, n_samples=n_samples)
+            return RunResult(release, diagnostics=diagnostics)
     except (ValueError, TypeError, np.linalg.LinAlgError) as exc:
         return RunResult(None, str(exc))
     except Exception as exc:  # noqa: BLE001 - a page must show an error, never a traceback

@@ -5,7 +5,8 @@ mechanism's OWN neighbouring relation (replace-one for local-gaussian, RON-Gauss
 DPMix and the baselines; one element changed for JL-Laplace and DPPro), draw many seeded runs of
 the real mechanism on both, reduce every run to ONE scalar statistic of what the mechanism
 perturbs (a projection of a released row, or the log-likelihood ratio of a noisy statistic read
-from ``release.diagnostics``), and threshold it. For an (epsilon, delta)-DP mechanism every test
+from the diagnostics of ``Mechanism.explore``), and threshold it. For an (epsilon, delta)-DP
+mechanism every test
 satisfies (Kairouz, Oh & Viswanath 2015; Jagielski, Ullman & Oprea 2020)::
 
     FPR + e^epsilon FNR >= 1 - delta     and     FNR + e^epsilon FPR >= 1 - delta,
@@ -443,8 +444,8 @@ def _modips(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     s0, s1 = [], []
     for r in range(math.ceil(runs / half)):
         with _patch("dpcore.mechanisms.modips", ("laplace_scale",), bad):
-            rel = cls(epsilon=EPS, random_state=seed * 100_003 + r, **kw).release(X, y, n_samples=2 * half)
-        dg = rel.diagnostics
+            rel, dg = cls(epsilon=EPS, random_state=seed * 100_003 + r, **kw).explore(
+                X, y, n_samples=2 * half)
         z = np.array([[dg["mean_dp"][c][0], dg["second_moment_dp"][c][0, 0]] for c in range(2 * half)])
         c0 = np.array([dg["mean"][0][0], dg["second_moment"][0][0, 0]])
         c1 = np.array([dg["mean"][half][0], dg["second_moment"][half][0, 0]])
@@ -482,17 +483,17 @@ def _ron_gauss(cls: type, runs: int, seed: int, bad: bool) -> Samples:
         after[0] = w
         X, y = _class_data(before, after, half)
         kw.update(classes=np.arange(2 * half), task="classification", label_privacy="within-class")
-        exact = cls(epsilon=math.inf, **kw).release(np.vstack([before, after]),
+        exact, exact_diag = cls(epsilon=math.inf, **kw).explore(np.vstack([before, after]),
                                                    np.repeat([0, half], n_c))
         with _patch("dpcore.mechanisms.ron_gauss", ("laplace_scale",), bad):
-            rel = cls(epsilon=EPS, **kw).release(X, y, n_samples=2 * half)
+            rel, rel_diag = cls(epsilon=EPS, **kw).explore(X, y, n_samples=2 * half)
         same_w &= bool(np.allclose(rel.transform_arrays["W"][:, 0], w))
 
         def stat(diag: dict[str, Any], c: int) -> np.ndarray:
             return np.concatenate([diag["mu_dp"][c], diag["sigma_dp"][c].ravel()])
 
-        z = np.array([stat(rel.diagnostics, c) for c in range(2 * half)])
-        c0, c1 = stat(exact.diagnostics, 0), stat(exact.diagnostics, half)
+        z = np.array([stat(rel_diag, c) for c in range(2 * half)])
+        c0, c1 = stat(exact_diag, 0), stat(exact_diag, half)
         scale = np.array([rel.noise[0].scale] * 2 + [rel.noise[1].scale])
         s = laplace_llr(z, c0, c1, scale)
         s0.append(s[:half])
@@ -512,14 +513,15 @@ def _pca_gauss(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     D0 = np.vstack([np.tile(x, (6, 1)), np.tile(xp, (4, 1))])
     D1 = np.vstack([np.tile(x, (5, 1)), np.tile(xp, (5, 1))])
     kw = dict(n_components=2, bounds=(-1.0, 1.0))
-    c0 = cls(epsilon=math.inf, random_state=0, **kw).release(D0, n_samples=1).diagnostics["eigenvalues_dp"]
-    c1 = cls(epsilon=math.inf, random_state=0, **kw).release(D1, n_samples=1).diagnostics["eigenvalues_dp"]
+    c0 = cls(epsilon=math.inf, random_state=0, **kw).explore(D0, n_samples=1).diagnostics["eigenvalues_dp"]
+    c1 = cls(epsilon=math.inf, random_state=0, **kw).explore(D1, n_samples=1).diagnostics["eigenvalues_dp"]
     out = []
     with _patch("dpcore.mechanisms.pca_gauss", ("laplace_scale",), bad):
         for b, D in enumerate((D0, D1)):
             mech = cls(epsilon=EPS, random_state=np.random.default_rng([seed, b]), **kw)
-            rels = [mech.release(D, n_samples=1) for _ in range(runs)]
-            out.append(np.array([r.diagnostics["eigenvalues_dp"] for r in rels]))
+            runs_b = [mech.explore(D, n_samples=1) for _ in range(runs)]
+            rels = [rel for rel, _ in runs_b]
+            out.append(np.array([dg["eigenvalues_dp"] for _, dg in runs_b]))
     rec = rels[-1].noise[0]
     s0, s1 = (laplace_llr(z, c0, c1, rec.scale) for z in out)
     return Samples(s0, s1, rels[-1].guarantee.epsilon, 0.0, rels[-1].guarantee.kind,

@@ -66,6 +66,7 @@ from scipy import stats
 
 from dpcore.data import Dataset
 from dpcore.exceptions import PrivacyLeakWarning
+from dpcore.mechanisms._projection import input_map
 from dpcore.mechanisms.base import Mechanism, get_mechanism
 from dpcore.release import Release
 
@@ -526,7 +527,10 @@ def membership_game(
     relation = first.guarantee.neighbouring
     relation = "element" if relation.startswith("element") else "row" if relation.startswith("row") \
         else "replace-one"
-    proj = first.diagnostics.get("projection_input")
+    proj = None
+    if "rescale" in first.parameters:  # JL-Laplace / DPPro: rows enter the projection rescaled
+        proj = dict(zip(("lo", "scale"), input_map(first.public_bounds(), bool(first.parameters["rescale"])),
+                        strict=False))
     pair = membership_pair(
         train, target, position=position, relation=relation,
         element_bound=first.details.get("element_bound"), row_bound=first.details.get("row_bound"),

@@ -6,9 +6,9 @@
     dpcore describe ron-gauss
     dpcore describe my.csv --label y      # check a data file: shape, task, bounds source
     dpcore release local-gaussian digits -o out.csv --epsilon 1 --delta 1e-6
-    dpcore epsilon dpmix --sigma-x 8 --sigma-y 8 --ell 16 --n 60000 --T 60000 --d-x 784 --d-y 10 \
+    dpcore epsilon dpmix --sigma-x 8 --sigma-y 8 --ell 16 --n 60000 --n-mixtures 60000 --d-x 784 --d-y 10 \
         --delta 1e-5
-    dpcore calibrate dpmix --epsilon 10 --ell 16 --n 60000 --T 60000 --d-x 784 --d-y 10 --delta 1e-5
+    dpcore calibrate dpmix --epsilon 10 --ell 16 --n 60000 --n-mixtures 60000 --d-x 784 --d-y 10 --delta 1e-5
 
 Bad input exits with status 2 and a one-line message on stderr, never a traceback, and writes
 nothing (warnings are printed only when the command succeeds; the files of a half-finished release
@@ -236,11 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
             dp.add_argument("--sigma-y", type=float, required=True)
         else:
             dp.add_argument("--epsilon", type=float, required=True)
-            dp.add_argument("--ratio", type=float, default=1.0, help="sigma_y / sigma_x")
+            dp.add_argument("--sigma-ratio", "--ratio", dest="sigma_ratio", type=float, default=1.0,
+                            help="sigma_y / sigma_x (--ratio is an older spelling)")
         dp.add_argument("--ell", type=int, required=True, help="mixture degree")
         dp.add_argument("--n", type=int, required=True, help="number of private rows")
-        dp.add_argument("--T", "--n-mixtures", dest="T", type=int, required=True,
-                        help="number of mixtures")
+        dp.add_argument("--n-mixtures", "--T", dest="n_mixtures", type=int, required=True,
+                        help="number of mixtures T (--T is the paper's name)")
         dp.add_argument("--d-x", type=int, required=True)
         dp.add_argument("--d-y", type=int, required=True)
         dp.add_argument("--delta", type=float, required=True)
@@ -545,15 +546,16 @@ def _cmd_release(args: argparse.Namespace) -> None:
 def _cmd_accounting(args: argparse.Namespace) -> None:
     from dpcore import accounting
 
-    common = dict(ell=args.ell, n=args.n, n_mixtures=args.T, d_x=args.d_x, d_y=args.d_y,
+    common = dict(ell=args.ell, n=args.n, n_mixtures=args.n_mixtures, d_x=args.d_x, d_y=args.d_y,
                   delta=args.delta, bound=args.bound)
     if args.command == "epsilon":
         res = accounting.dpmix_epsilon(sigma_x=args.sigma_x, sigma_y=args.sigma_y, **common)
         print(f"epsilon = {float(res.epsilon):.6g}  (alpha* = {int(res.alpha)}, delta = {args.delta:g}, "
               f"bound = {args.bound})")
     else:
-        sigma = accounting.dpmix_calibrate_sigma(epsilon=args.epsilon, ratio=args.ratio, **common)
-        print(f"sigma_x = {sigma:.6g}  sigma_y = {sigma * args.ratio:.6g}  (epsilon = {args.epsilon:g}, "
+        sigma = accounting.dpmix_calibrate_sigma(epsilon=args.epsilon, ratio=args.sigma_ratio, **common)
+        sigma_y = sigma * args.sigma_ratio
+        print(f"sigma_x = {sigma:.6g}  sigma_y = {sigma_y:.6g}  (epsilon = {args.epsilon:g}, "
               f"delta = {args.delta:g}, bound = {args.bound})")
 
 

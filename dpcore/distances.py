@@ -250,13 +250,14 @@ def projection_input(release: Any, X: np.ndarray) -> np.ndarray:
     ValueError
         The release does not carry the projection-input map (not a projection release).
     """
-    info = release.diagnostics.get("projection_input")
-    if info is None:
+    if "rescale" not in release.parameters:
         raise ValueError(f"the {release.mechanism} release has no projection input map "
                          "(only jl-laplace and dppro releases do)")
-    from dpcore.mechanisms._projection import scale_rows
+    from dpcore.mechanisms._projection import input_map, scale_rows
 
-    return scale_rows(X, info["lo"], info["scale"], info["bounds"])
+    bounds = release.public_bounds()
+    lo, scale, _ = input_map(bounds, bool(release.parameters["rescale"]))
+    return scale_rows(X, lo, scale, bounds)
 
 
 @dataclass(frozen=True)

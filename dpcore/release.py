@@ -3,8 +3,15 @@
 A release is what leaves the custodian: the sanitised table, its card (``OUT.card.json``) and,
 for releases living in a projected space, the public transform (``OUT.transform.npz``). The card
 keys are an interface (SPEC section 9). A release never contains the RNG seed, the RNG state or
-the noise itself (SPEC section 8). Column names and class labels are user strings: every CSV a user
-downloads is written by :func:`spreadsheet_safe_csv`, which neutralises spreadsheet formulas.
+the noise itself (SPEC section 8).
+
+The privacy boundary is a type. :class:`Release` is frozen and holds only what may be published;
+exploration facts computed from the private rows (clipping counts, the noisy statistics before
+sampling, ...) never live on it: :meth:`dpcore.mechanisms.Mechanism.explore` returns them beside
+the release as an :class:`Exploration`, which has no way to be saved.
+
+Column names and class labels are user strings: every CSV a user downloads is written by
+:func:`spreadsheet_safe_csv`, which neutralises spreadsheet formulas.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -146,7 +153,7 @@ class Guarantee:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Release:
     """A sanitised dataset and everything needed to describe it.
 
@@ -181,8 +188,6 @@ class Release:
     details : dict
         Extra JSON-able facts for the card (e.g. the nominal epsilon of a published calibration,
         assumptions such as public class sizes).
-    diagnostics : dict
-        Exploration-only facts (clipping counts...). Never written to the card.
     public_facts : dict
         What the guarantee assumes public: n, the task, every feature bound with the source of
         each side, the class list and its source (card key ``public_facts``).
@@ -209,7 +214,6 @@ class Release:
     transform_arrays: dict[str, np.ndarray] = field(default_factory=dict)
     transform_fn: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
     details: dict[str, Any] = field(default_factory=dict)
-    diagnostics: dict[str, Any] = field(default_factory=dict, repr=False)
     public_facts: dict[str, Any] = field(default_factory=dict)
     row_level: Guarantee | None = None
     created_utc: str = field(
@@ -273,6 +277,19 @@ class Release:
                 "text": g.plain_language()}
 
     # ------------------------------------------------------------------ mapping real data
+    def public_bounds(self) -> np.ndarray:
+        """The public feature bounds the release assumed, ``(n_features, 2)`` (from ``public_facts``).
+
+        Raises
+        ------
+        ValueError
+            The release carries no bounds.
+        """
+        bounds = self.public_facts.get("bounds")
+        if not bounds:
+            raise ValueError(f"the {self.mechanism} release carries no public bounds")
+        return np.array([[b["lo"], b["hi"]] for b in bounds.values()], dtype=float)
+
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Map real rows ``(m, n_features)`` into the release's space ``(m, n_columns)``.
 
@@ -407,6 +424,19 @@ class Release:
         if self.transform_arrays:
             files["transform"] = (targets["transform"], self.transform_npz_bytes())
         return _stage_all(files)
+
+
+class Exploration(NamedTuple):
+    """A release and the exploration facts computed beside it (:meth:`Mechanism.explore`).
+
+    ``diagnostics`` are facts about the PRIVATE rows and the mechanism's internals (clipping counts,
+    noisy statistics before sampling, DP class counts, ...): for the custodian's own exploration,
+    never for publication. Only ``release`` can be saved; this tuple has no ``save``.
+    Unpacks as ``release, diagnostics = mech.explore(X)``.
+    """
+
+    release: Release
+    diagnostics: dict[str, Any]
 
 
 def release_paths(path: str | Path) -> dict[str, Path]:

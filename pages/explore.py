@@ -71,7 +71,7 @@ with right:
         st.warning(md_escape(w))
     st.markdown("**Noise added** (sensitivity → scale)")
     st.dataframe(noise_table(release.noise), hide_index=True)
-    clipped = release.diagnostics.get("n_clipped_entries", 0)
+    clipped = result.diagnostics.get("n_clipped_entries", 0)
     if clipped:
         st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
                    "public bounds.")

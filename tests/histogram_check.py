@@ -15,8 +15,8 @@ def check_histogram_noise(mech, X: np.ndarray, y: np.ndarray, eps_h: float, rele
     sizes = np.bincount(y, minlength=len(mech.classes))
     noise = []
     for seed in range(releases):
-        rel = mech.set_params(random_state=seed).release(X, y, n_samples=1)
-        noise.append(rel.diagnostics["class_counts_dp"] - sizes)
+        rel, rel_diag = mech.set_params(random_state=seed).explore(X, y, n_samples=1)
+        noise.append(rel_diag["class_counts_dp"] - sizes)
     assert rel.details["epsilon_parts"]["histogram"] == pytest.approx(eps_h)
     (rec,) = [r for r in rel.noise if r.statistic.startswith("class histogram")]
     assert (rec.distribution, rec.sensitivity) == ("laplace", 2.0)

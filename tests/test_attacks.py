@@ -21,7 +21,7 @@ import pytest
 
 import dpcore.mechanisms._identity as identity_base
 from dpcore import attacks
-from dpcore.data import Dataset, load_dataset
+from dpcore.data import Dataset
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 
 
@@ -32,21 +32,6 @@ def box_dataset(n: int = 12, d: int = 2, seed: int = 0) -> Dataset:
     return Dataset(X=X, y=None, feature_names=[f"x{i}" for i in range(d)], label_name=None,
                    task="unsupervised", bounds=np.tile([0.0, 1.0], (d, 1)), bounds_source="user")
 
-
-@pytest.fixture(scope="module")
-def small_digits() -> Dataset:
-    """160 rows of the digits training split (public bounds from the bundled metadata)."""
-    train, _ = load_dataset("digits").split(0.25, random_state=0)
-    return train.subset(np.arange(160))
-
-
-@pytest.fixture(scope="module")
-def narrow_digits(small_digits) -> Dataset:
-    """``small_digits`` with its 16 middle pixels (rows 2-3 of the image): cheap for every mechanism."""
-    cols = np.arange(16, 32)
-    return replace(small_digits, X=small_digits.X[:, cols], bounds=small_digits.bounds[cols],
-                   feature_names=[small_digits.feature_names[c] for c in cols], image_shape=None,
-                   column_bounds_source=None)
 
 
 # ------------------------------------------------------------------------------------ estimator

@@ -73,14 +73,14 @@ def _class_change_scores(cls: type, mode: str, *, pairs: int, releases: int, bad
             with audit.miscalibrated(sys.modules["dpcore.mechanisms._labels"], ("laplace_scale",),
                                      MISCALIBRATION if bad else 1.0):
                 if mode == "protected":
-                    rel = mech.release(X, y, n_samples=1)
-                    z = rel.diagnostics["class_counts_dp"].reshape(pairs, 2)
+                    rel, rel_diag = mech.explore(X, y, n_samples=1)
+                    z = rel_diag["class_counts_dp"].reshape(pairs, 2)
                     rec = next(r for r in rel.noise if r.statistic.startswith("class histogram"))
                     scale = rec.scale
                     scores[b].append(audit.laplace_llr(z, c0, c1, scale))
                     ceiling = audit.laplace_ceiling(c0, c1, scale)
                 else:  # the papers' algorithm: the released class sizes themselves
-                    rel = mech.release(X, y)
+                    rel, rel_diag = mech.explore(X, y)
                     counts = np.bincount(np.searchsorted(np.arange(k), rel.labels), minlength=k)
                     scores[b].append(counts.reshape(pairs, 2)[:, 1].astype(float))
             claim, relation = rel.guarantee.epsilon, rel.guarantee.neighbouring
@@ -142,15 +142,15 @@ def _zero_norm_scores(*, classes: int, releases: int, bad: bool, seed: int = 1
     y = np.repeat(np.arange(classes), n_c)
     kw = dict(n_components=1, feature_scaling="none", bounds=(-100.0, 100.0), epsilon_split=(0.9, 0.1),
               label_privacy="within-class", classes=np.arange(classes), task="classification")
-    exact = RONGauss(epsilon=math.inf, random_state=0, **kw).release(X, y, n_samples=classes)
-    c0, c1 = exact.diagnostics["mu_dp"][0], exact.diagnostics["mu_dp"][half]
+    exact, exact_diag = RONGauss(epsilon=math.inf, random_state=0, **kw).explore(X, y, n_samples=classes)
+    c0, c1 = exact_diag["mu_dp"][0], exact_diag["mu_dp"][half]
     s0, s1 = [], []
     for r in range(releases):
         with audit.miscalibrated(sys.modules["dpcore.mechanisms.ron_gauss"], ("laplace_scale",),
                                  MISCALIBRATION if bad else 1.0):
-            rel = RONGauss(epsilon=1.0, random_state=np.random.default_rng([seed, r]), **kw).release(
-                X, y, n_samples=classes)
-        z = np.array([rel.diagnostics["mu_dp"][c] for c in range(classes)])
+            rel, rel_diag = RONGauss(epsilon=1.0, random_state=np.random.default_rng([seed, r]),
+                                     **kw).explore(X, y, n_samples=classes)
+        z = np.array([rel_diag["mu_dp"][c] for c in range(classes)])
         scale = rel.noise[0].scale
         s = audit.laplace_llr(z, c0, c1, scale)
         s0.append(s[:half])

@@ -188,9 +188,9 @@ def test_modips_noise_on_mean_and_second_moment_matches_the_formulas():
     mu_noise, m_noise = [], []
     iu = np.triu_indices(6)
     for seed in range(40):
-        rel = MODIPS(epsilon=eps, epsilon_split=split, bounds=(0, 4), random_state=seed).release(X)
+        rel, rel_diag = MODIPS(epsilon=eps, epsilon_split=split, bounds=(0, 4), random_state=seed).explore(X)
         assert [r.scale for r in rel.noise] == [pytest.approx(b_mu), pytest.approx(b_m)]
-        dg = rel.diagnostics
+        dg = rel_diag
         mu_noise.append(dg["mean_dp"][0] - dg["mean"][0])
         diff = dg["second_moment_dp"][0] - dg["second_moment"][0]
         np.testing.assert_allclose(diff, diff.T)  # mirrored upper triangle
@@ -296,8 +296,8 @@ def test_infinite_epsilon_releases_the_noiseless_projection(cls, tmp_path):
 
 def test_modips_infinite_epsilon_fits_the_exact_gaussian():
     X = box_data(n=500, d=5, seed=7)
-    rel = MODIPS(epsilon=math.inf, bounds=(0, 4), random_state=0).release(X, n_samples=40_000)
-    dg = rel.diagnostics
+    rel, rel_diag = MODIPS(epsilon=math.inf, bounds=(0, 4), random_state=0).explore(X, n_samples=40_000)
+    dg = rel_diag
     np.testing.assert_array_equal(dg["mean_dp"][0], dg["mean"][0])
     np.testing.assert_array_equal(dg["second_moment_dp"][0], dg["second_moment"][0])
     assert not rel.is_private and math.isinf(rel.guarantee.epsilon)
@@ -418,10 +418,10 @@ def test_modips_protected_class_sum_sensitivities_hold_with_a_class_change():
     iu = np.triu_indices(k)
 
     def sums(X, y):
-        rel = mech.release(X, y)
+        rel, rel_diag = mech.explore(X, y)
         s_mu = {r.sensitivity for r in rel.noise if r.statistic.startswith("mean of class")}
         s_m = {r.sensitivity for r in rel.noise if r.statistic.startswith("second moment")}
-        dg, counts = rel.diagnostics, rel.diagnostics["class_counts_dp"]
+        dg, counts = rel_diag, rel_diag["class_counts_dp"]
         return (np.concatenate([dg["mean_dp"][c] * counts[c] for c in classes]),
                 np.concatenate([(dg["second_moment_dp"][c] * counts[c])[iu] for c in classes]),
                 s_mu | s_m)

@@ -241,3 +241,16 @@ def test_dpmix_accounting_commands_round_trip(capsys):
     assert 2 * (1 - 1e-4) <= eps <= 2 * (1 + 1e-5)
     code, _, err = run(capsys, "epsilon", "dpmix", "--sigma-x", "-1", "--sigma-y", "1", *common)
     assert code == 2 and err.startswith("dpcore: error:") and "--sigma-x" in err
+
+
+def test_dpmix_accounting_flags_use_the_library_names_and_keep_the_paper_aliases(capsys):
+    common = ["--ell", "16", "--n", "5000", "--d-x", "20", "--d-y", "2", "--delta", "1e-5"]
+    outs = []
+    for t_flag, r_flag in (("--n-mixtures", "--sigma-ratio"), ("--T", "--ratio")):
+        code, out, err = run(capsys, "calibrate", "dpmix", "--epsilon", "3", t_flag, "2000", r_flag, "2",
+                             *common)
+        assert code == 0, err
+        outs.append(out)
+    assert outs[0] == outs[1]
+    sigma_x, sigma_y = (float(outs[0].split(f"{k} = ")[1].split()[0]) for k in ("sigma_x", "sigma_y"))
+    assert sigma_y == pytest.approx(2 * sigma_x, rel=1e-5)

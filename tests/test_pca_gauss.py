@@ -141,7 +141,7 @@ def test_alg1_eigenvalue_noise_spread_is_laplace():
     lam = np.sort(np.linalg.eigvalsh(X.T @ X / (n * d)))[::-1][:p]
     mech = PCAGauss(epsilon=eps, n_components=p, calibration="paper", bounds=(-1, 1))
     noise = np.concatenate([
-        mech.set_params(random_state=s).release(X).diagnostics["eigenvalues_dp"] - lam
+        mech.set_params(random_state=s).explore(X).diagnostics["eigenvalues_dp"] - lam
         for s in range(600)
     ])
     b = p / (n * eps)
@@ -202,9 +202,9 @@ def test_gmm_class_mean_noise_spread_is_laplace():
     Xs = scale_to_box(X, np.tile([-1.0, 1.0], (10, 1)))
     noise = []
     for s in range(250):
-        rel = mech.set_params(random_state=s).release(X, y)
+        rel, rel_diag = mech.set_params(random_state=s).explore(X, y)
         Xh = Xs @ rel.transform_arrays["W"] / math.sqrt(10)
-        noise += [rel.diagnostics["mu_dp"][c] - Xh[y == c].mean(axis=0) for c in (0, 1)]
+        noise += [rel_diag["mu_dp"][c] - Xh[y == c].mean(axis=0) for c in (0, 1)]
         assert np.allclose(rel.transform(X), Xh)
     noise = np.concatenate(noise)
     b = 2 * math.sqrt(p) / (300 * 0.5 * 0.1 * eps)
@@ -337,10 +337,10 @@ def test_protected_class_sum_sensitivities_hold_with_a_class_change(cal):
     mask = np.triu(np.ones((p, p), bool)) if cal == "tight" else np.ones((p, p), bool)
 
     def sums(X, y):
-        rel = mech.release(X, y)
+        rel, rel_diag = mech.explore(X, y)
         assert {r.sensitivity for r in rel.noise if r.statistic.startswith("sum of PCA")} == {s_mu}
         assert {r.sensitivity for r in rel.noise if r.statistic.startswith("second moment")} == {s_m}
-        dg, counts = rel.diagnostics, rel.diagnostics["class_counts_dp"]
+        dg, counts = rel_diag, rel_diag["class_counts_dp"]
         return (np.concatenate([dg["mu_dp"][c] * counts[c] for c in classes]),
                 np.concatenate([(dg["second_moment_dp"][c] * counts[c])[mask] for c in classes]),
                 rel.transform_arrays["W"])

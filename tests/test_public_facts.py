@@ -143,9 +143,9 @@ def test_ron_gauss_mean_moves_at_most_its_sensitivity_when_the_largest_row_is_re
     X2[-1] = (0.0, 0.0, 1e-6)
     mus = []
     for data in (X, X2):
-        rel = RONGauss(epsilon=np.inf, n_components=1, feature_scaling="none", bounds=(0, 100),
-                       random_state=0).release(data)
-        mus.append(rel.diagnostics["mu_dp"])
+        rel, rel_diag = RONGauss(epsilon=np.inf, n_components=1, feature_scaling="none", bounds=(0, 100),
+                       random_state=0).explore(data)
+        mus.append(rel_diag["mu_dp"])
     assert np.abs(mus[0] - mus[1]).sum() <= mean_sensitivity(d, n) * (1 + 1e-9)
 
 

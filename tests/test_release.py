@@ -46,11 +46,11 @@ def _private_release(**kw):
 def test_mechanism_sees_data_clipped_to_public_bounds():
     X = _data()
     bounds = np.array([[0.0, 1.0], [0.2, 0.8], [-1.0, 2.0]])
-    rel = LocalGaussian(epsilon=math.inf, bounds=bounds, random_state=1).release(X)
+    rel, rel_diag = LocalGaussian(epsilon=math.inf, bounds=bounds, random_state=1).explore(X)
     expected = np.clip(X, bounds[:, 0], bounds[:, 1])
     np.testing.assert_array_equal(rel.data, expected)
-    assert rel.diagnostics["n_clipped_entries"] == int(np.count_nonzero(expected != X))
-    assert rel.diagnostics["n_clipped_entries"] > 0
+    assert rel_diag["n_clipped_entries"] == int(np.count_nonzero(expected != X))
+    assert rel_diag["n_clipped_entries"] > 0
 
 
 def test_dataset_bounds_are_used_for_clipping():

@@ -143,11 +143,11 @@ def test_empirical_noise_spread_matches_laplace_scale():
     iu = np.triu_indices(p)
     true_mean = (X / np.linalg.norm(X, axis=1, keepdims=True)).mean(axis=0)
     for seed in range(150):
-        rel = mech.set_params(random_state=seed).release(X)
-        mu, W = rel.diagnostics["mu_dp"], rel.transform_arrays["W"]
+        rel, rel_diag = mech.set_params(random_state=seed).explore(X)
+        mu, W = rel_diag["mu_dp"], rel.transform_arrays["W"]
         mean_noise.append(mu - true_mean)
         Z = _true_preprocessed(X, mu) @ W
-        noisy = rel.diagnostics["sigma_dp"]
+        noisy = rel_diag["sigma_dp"]
         assert np.allclose(noisy, noisy.T)
         cov_noise.append((noisy - Z.T @ Z / n)[iu])
     b_mu, b_cov = rel.noise[0].scale, rel.noise[1].scale
@@ -161,8 +161,8 @@ def test_published_mode_reports_larger_guaranteed_epsilon():
     X = _data(300, 20)
     y = X[:, 1]
     for p in (2, 4, 9):
-        rel = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
-                       bounds=(-1, 1)).release(X)
+        rel, rel_diag = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
+                       bounds=(-1, 1)).explore(X)
         expected = 0.3 + 0.7 * math.sqrt(p)  # S1_sound,full / S1_published = 2p / (2 sqrt p)
         assert rel.guarantee.epsilon == pytest.approx(expected)
         assert rel.guarantee.epsilon > rel.details["nominal_epsilon"] == 1.0
@@ -170,11 +170,11 @@ def test_published_mode_reports_larger_guaranteed_epsilon():
         assert rel.noise[1].scale == pytest.approx(2 * math.sqrt(p) / (300 * 0.7))
         assert rel.noise[1].epsilon == pytest.approx(0.7 * math.sqrt(p))
         # published noise is i.i.d. on every entry (the paper's mechanism): not symmetric
-        assert not np.allclose(rel.diagnostics["sigma_dp"], rel.diagnostics["sigma_dp"].T)
-        assert np.allclose(rel.diagnostics["sigma_dp_repaired"], rel.diagnostics["sigma_dp_repaired"].T)
+        assert not np.allclose(rel_diag["sigma_dp"], rel_diag["sigma_dp"].T)
+        assert np.allclose(rel_diag["sigma_dp_repaired"], rel_diag["sigma_dp_repaired"].T)
     a, p = 1.0, 4
-    rel = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
-                   bounds=(-1, 1), label_bounds=(-1, 1)).release(X, y)
+    rel, rel_diag = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
+                   bounds=(-1, 1), label_bounds=(-1, 1)).explore(X, y)
     ratio = (2 * p + 4 * a * 2 + a * a) / (2 * 2 + 4 * a * 2 + a * a)
     assert rel.guarantee.epsilon == pytest.approx(0.3 + 0.7 * ratio)
     split = EpsilonSplit.from_fractions(1.0, {"mean": 0.3, "covariance": 0.7})
@@ -275,9 +275,9 @@ def test_reconstruct_output_and_transform():
 def test_zero_norm_rows_are_counted_and_harmless():
     X = _data(100, 8)
     X[:7] = 0.0
-    rel = RONGauss(epsilon=1.0, n_components=2, random_state=0, bounds=(-1, 1),
-                   feature_scaling="none").release(X)
-    assert rel.diagnostics["n_zero_norm_rows"] == 7
+    rel, rel_diag = RONGauss(epsilon=1.0, n_components=2, random_state=0, bounds=(-1, 1),
+                   feature_scaling="none").explore(X)
+    assert rel_diag["n_zero_norm_rows"] == 7
     assert np.all(np.isfinite(rel.data))
     assert np.all(np.isfinite(rel.transform(X)))
 
@@ -340,11 +340,11 @@ def test_protected_class_histogram_noise_is_laplace_with_scale_2_over_eps_histog
     check_histogram_noise(mech, X, y, h * eps)
 
 
-def _stacked_unit_sums(rel, classes):
-    """Per-class sums of the unit rows, all classes stacked, read back from an epsilon = inf
-    release (no noise: mu_DP = sum / exact count)."""
-    counts = rel.diagnostics["class_counts_dp"]
-    return np.concatenate([rel.diagnostics["mu_dp"][c] * counts[i] for i, c in enumerate(classes)])
+def _stacked_unit_sums(diagnostics, classes):
+    """Per-class sums of the unit rows, all classes stacked, read back from the diagnostics of an
+    epsilon = inf release (no noise: mu_DP = sum / exact count)."""
+    counts = diagnostics["class_counts_dp"]
+    return np.concatenate([diagnostics["mu_dp"][c] * counts[i] for i, c in enumerate(classes)])
 
 
 @pytest.mark.parametrize("scaling", ["bounds", "none"])
@@ -358,9 +358,9 @@ def test_protected_unit_row_sums_sensitivity_holds_with_a_class_change(scaling):
                     feature_scaling=scaling, random_state=0)
 
     def sums(X, y):
-        rel = mech.release(X, y)
+        rel, rel_diag = mech.explore(X, y)
         (s1,) = {r.sensitivity for r in rel.noise if r.statistic.startswith("sum of unit rows")}
-        return _stacked_unit_sums(rel, classes), s1
+        return _stacked_unit_sums(rel_diag, classes), s1
 
     corner = np.ones(d)  # "bounds": scaled to (1, ..., 1); "none": the unit row (1, ..., 1)/sqrt(d)
     worst, stated = 0.0, set()
@@ -393,13 +393,13 @@ def test_protected_second_moment_sums_are_over_unit_rows_and_their_sensitivity_h
     moving class attains it."""
     X, y = _blobs(n=60, d=8, k=3, seed=12)
     p, classes = 3, [0, 1, 2]
-    rel = RONGauss(epsilon=INF, n_components=p, bounds=(-2, 2), feature_scaling="none",
-                   classes=classes, random_state=0).release(X, y)
-    W, counts = rel.transform_arrays["W"], rel.diagnostics["class_counts_dp"]
+    rel, rel_diag = RONGauss(epsilon=INF, n_components=p, bounds=(-2, 2), feature_scaling="none",
+                   classes=classes, random_state=0).explore(X, y)
+    W, counts = rel.transform_arrays["W"], rel_diag["class_counts_dp"]
     for c in classes:
-        Z = _true_preprocessed(X[y == c], rel.diagnostics["mu_dp"][c]) @ W
+        Z = _true_preprocessed(X[y == c], rel_diag["mu_dp"][c]) @ W
         assert np.linalg.norm(Z, axis=1).max() <= 1 + 1e-12
-        np.testing.assert_allclose(rel.diagnostics["sigma_dp"][c] * counts[c], Z.T @ Z, atol=1e-10)
+        np.testing.assert_allclose(rel_diag["sigma_dp"][c] * counts[c], Z.T @ Z, atol=1e-10)
     (s1,) = {r.sensitivity for r in rel.noise if r.statistic.startswith("second moment Sigma")}
     assert s1 == pytest.approx(p + 1)
 

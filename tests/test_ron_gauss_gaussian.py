@@ -147,12 +147,12 @@ def test_gaussian_noise_spread_matches_the_stated_sigmas():
     iu = np.triu_indices(p)
     mean_noise, cov_noise = [], []
     for seed in range(150):
-        rel = mech.set_params(random_state=seed).release(X)
-        mu, W = rel.diagnostics["mu_dp"], rel.transform_arrays["W"]
+        rel, rel_diag = mech.set_params(random_state=seed).explore(X)
+        mu, W = rel_diag["mu_dp"], rel.transform_arrays["W"]
         mean_noise.append(mu - true_mean)
         C = Xn - mu
         Z = (C / np.linalg.norm(C, axis=1, keepdims=True)) @ W
-        cov_noise.append((rel.diagnostics["sigma_dp"] - Z.T @ Z / n)[iu])
+        cov_noise.append((rel_diag["sigma_dp"] - Z.T @ Z / n)[iu])
     rec_mu, rec_cov = rel.noise
     assert rec_mu.sensitivity == pytest.approx(2 / n)
     assert rec_cov.sensitivity == pytest.approx(math.sqrt(2) / n)

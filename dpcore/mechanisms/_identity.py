@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -99,9 +100,20 @@ class _IdentityLaplaceBase(Mechanism):
     space = "projected"
     baseline = True
 
+    #: name of the public matrix in the saved arrays ("B" or "W")
+    matrix_name: ClassVar[str] = "M"
+
+    @classmethod
+    def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+                              ) -> Callable[[np.ndarray], np.ndarray]:
+        """``(scale_to_box(clip(x)) - center) @ M`` (:func:`~dpcore.mechanisms._box.box_projection`)."""
+        return partial(box_projection, bounds=np.array(arrays["bounds"], dtype=float),
+                       center=np.array(arrays["center"], dtype=float),
+                       M=np.array(arrays[cls.matrix_name], dtype=float))
+
     def _identity_release(
         self, data: PreparedInput, params: dict[str, Any], bits: BitSource, *,
-        M: np.ndarray, center: np.ndarray, rows: np.ndarray | None, matrix_name: str,
+        M: np.ndarray, center: np.ndarray, rows: np.ndarray | None,
         statistic: str, source: str, details: dict[str, Any],
     ) -> Release:
         """Release ``(scale(x_i) - center) M + Lap(S1/eps_features)`` for the private ``rows``
@@ -127,8 +139,8 @@ class _IdentityLaplaceBase(Mechanism):
         noise = [NoiseRecord(
             statistic=f"{statistic} ({n} x {k})", sensitivity=s1, scale=b, distribution="laplace",
             norm="L1", epsilon=eps_f, delta=0.0, **dpnoise.record_fields(draw),
-            formula=f"S1 = sup over the public box of ||(x - x') {matrix_name}||_1 = max_t sum_l w_l "
-                    f"|({matrix_name} t)_l| ({method}); b = S1 / eps_features",
+            formula=f"S1 = sup over the public box of ||(x - x') {self.matrix_name}||_1 = max_t sum_l w_l "
+                    f"|({self.matrix_name} t)_l| ({method}); b = S1 / eps_features",
             source=f"{source}; {LAPLACE_SOURCE}; sensitivity derived in dpcore.mechanisms._identity",
         )]
         if labels.noise is not None:
@@ -146,13 +158,13 @@ class _IdentityLaplaceBase(Mechanism):
         }
         details.setdefault("assumptions", []).insert(
             0, "n is public (bounded DP, replace-one neighbours)")
-        arrays = {matrix_name: M, "center": center, "bounds": data.bounds}
+        arrays = {self.matrix_name: M, "center": center, "bounds": data.bounds}
         return self._new_release(
             data, params, values=Z, columns=projected_columns(k),
             guarantee=Guarantee(epsilon=total, delta=0.0, neighbouring="replace-one", kind="pure"),
             noise=noise, calibration="exact" if method.startswith("exact") else "bound",
             labels=labels.labels, label_columns=labels.columns, details=details,
             transform_arrays=arrays,
-            transform_fn=partial(box_projection, bounds=data.bounds.copy(), center=center, M=M),
+            transform_fn=self.transform_from_arrays(arrays, params),
         )
 

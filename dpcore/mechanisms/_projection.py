@@ -26,6 +26,7 @@ __all__ = [
     "check_one_row_per_input",
     "element_sensitivity",
     "gaussian_projection",
+    "input_map",
     "projected_columns",
     "projection_setup",
     "resolve_n_components",
@@ -147,19 +148,24 @@ class ProjectionInput:
     @classmethod
     def from_prepared(cls, data: PreparedInput, rescale: bool) -> ProjectionInput:
         bounds = np.asarray(data.bounds, dtype=float)
-        raw_w = bounds[:, 1] - bounds[:, 0]
-        if rescale:
-            lo = bounds[:, 0].copy()
-            scale = np.where(raw_w > 0, raw_w, 1.0)
-            widths = (raw_w > 0).astype(float)
-        else:
-            lo, scale, widths = np.zeros(raw_w.size), np.ones(raw_w.size), raw_w
+        lo, scale, widths = input_map(bounds, rescale)
         return cls(raw=data.X, widths=widths, lo=lo, scale=scale, bounds=bounds,
                    rescaled=bool(rescale))
 
-    def as_diagnostics(self) -> dict[str, Any]:
-        """Public facts needed to map real rows for distance experiments (exploration only)."""
-        return {"projection_input": {"lo": self.lo, "scale": self.scale, "bounds": self.bounds}}
+
+def input_map(bounds: np.ndarray, rescale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The public map of :class:`ProjectionInput`: ``(lo, scale, widths)``, each ``(d,)``.
+
+    Rows enter the projection as ``(clip(x, bounds) - lo) / scale``: with ``rescale`` each column is
+    mapped onto ``[0, 1]`` by its public bounds (``(d, 2)``; a constant column keeps scale 1), the
+    largest change of an entry, ``widths``, is then 1 (0 for a constant column); without it
+    ``lo = 0``, ``scale = 1`` and ``widths = hi - lo``. Depends on public facts only.
+    """
+    bounds = np.asarray(bounds, dtype=float)
+    raw_w = bounds[:, 1] - bounds[:, 0]
+    if rescale:
+        return bounds[:, 0].copy(), np.where(raw_w > 0, raw_w, 1.0), (raw_w > 0).astype(float)
+    return np.zeros(raw_w.size), np.ones(raw_w.size), raw_w
 
 
 def scale_rows(X: np.ndarray, lo: np.ndarray, scale: np.ndarray, bounds: np.ndarray) -> np.ndarray:

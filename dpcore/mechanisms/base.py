@@ -8,6 +8,8 @@ discover them through :data:`MECHANISMS`, so adding one never touches a page.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,7 +19,7 @@ from dpcore.exceptions import NonFiniteNoiseError
 from dpcore.limits import check_memory
 from dpcore.noise import BitSource, noise_source
 from dpcore.preprocessing import PreparedInput, prepare_input
-from dpcore.release import Guarantee, NoiseRecord, Release
+from dpcore.release import Exploration, Guarantee, NoiseRecord, Release
 from dpcore.schema import Param, validate_params
 
 MECHANISMS: dict[str, type[Mechanism]] = {}
@@ -140,6 +142,21 @@ class Mechanism:
                 return p
         raise KeyError(name)
 
+    @classmethod
+    def transform_from_arrays(
+        cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+    ) -> Callable[[np.ndarray], np.ndarray] | None:
+        """The public map of real rows into a release's space, rebuilt from public facts only.
+
+        ``arrays`` are the release's public arrays (:attr:`Release.transform_arrays`, saved as
+        ``OUT.transform.npz``) and ``parameters`` its card parameters. Mechanisms with a public
+        transform override this and build their releases' transform with it, so the map loaded by
+        :func:`dpcore.transform.load_transform` runs the same code as the release's own
+        :meth:`Release.transform`. ``None`` (the default): no public map (a release in the input's
+        feature space maps rows to themselves; a secret projection has none).
+        """
+        return None
+
     # ------------------------------------------------------------------ release
     def release(self, X: Any, y: Any = None, *, n_samples: int | None = None) -> Release:
         """Draw a differentially private release.
@@ -163,6 +180,21 @@ class Mechanism:
         ValueError
             Invalid parameters (named), bad input (see :func:`dpcore.preprocessing.prepare_input`)
             or parameters incompatible with the data (e.g. ``n_components >= n_features``).
+        """
+        return self.explore(X, y, n_samples=n_samples).release
+
+    def explore(self, X: Any, y: Any = None, *, n_samples: int | None = None) -> Exploration:
+        """Draw a release as :meth:`release` does, and return the exploration facts beside it.
+
+        Same parameters, errors and release as :meth:`release`. The diagnostics (clipping counts,
+        the noisy statistics before sampling, DP class counts, ...) describe the PRIVATE rows and
+        the mechanism's internals: they are for the custodian's exploration pages and tests, and
+        cannot reach a saved file (:class:`~dpcore.release.Release` has no place for them).
+
+        Returns
+        -------
+        Exploration
+            ``(release, diagnostics)``.
         """
         values = validate_params(self.params, {p.name: getattr(self, p.name) for p in self.params})
         data = prepare_input(
@@ -191,10 +223,9 @@ class Mechanism:
                 f"({type(exc).__name__}: {first}); nothing is released: use a larger epsilon"
             ) from None
         check_finite_release(rel, values)
-        rel.seeded = self.random_state is not None
-        rel.details.setdefault("warnings", []).extend(data.warnings)
-        rel.diagnostics.update(data.diagnostics)
-        return rel
+        details = {**rel.details, "warnings": [*rel.details.get("warnings", []), *data.warnings]}
+        rel = dataclasses.replace(rel, seeded=self.random_state is not None, details=details)
+        return Exploration(rel, dict(data.diagnostics))
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
@@ -202,7 +233,8 @@ class Mechanism:
     ) -> Release:
         """The mechanism's work. ``rng`` draws public randomness (projection matrices, synthetic rows
         from released statistics, index sets); every noise draw uses ``bits`` through
-        :mod:`dpcore.noise`."""
+        :mod:`dpcore.noise`. Exploration facts go into ``data.diagnostics`` (returned by
+        :meth:`explore`, never part of the release)."""
         raise NotImplementedError
 
     @classmethod

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -547,6 +549,14 @@ class DPMix(Mechanism):
     capabilities = frozenset({"rdp", "images"})
     peak_row_copies = 6  # scaled rows Z, mixture blocks, noise blocks (measured)
 
+    @classmethod
+    def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+                              ) -> Callable[[np.ndarray], np.ndarray]:
+        """Clip to the public bounds and scale to ``[0, 1]`` (:func:`scale_to_unit`) from the saved
+        ``lo`` and ``hi``."""
+        bounds = np.column_stack([np.array(arrays["lo"], dtype=float), np.array(arrays["hi"], dtype=float)])
+        return partial(scale_to_unit, bounds=bounds)
+
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None, *, bits: BitSource,
@@ -622,7 +632,7 @@ class DPMix(Mechanism):
             noise=records,
             calibration=bound, n_samples=n_samples, labels=labels, label_columns=label_columns,
             details=details,
-            transform_arrays=public, transform_fn=lambda X: scale_to_unit(X, bounds),
+            transform_arrays=public, transform_fn=self.transform_from_arrays(public, params),
         )
 
 

@@ -30,7 +30,7 @@ Calibration of ``sigma`` (element relation; under replace-one the box sensitivit
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -165,6 +165,12 @@ class DPPro(Mechanism):
     capabilities = frozenset({"distances"})
     peak_row_copies = 8  # rescaled rows, projection, noise, per-class work (measured)
 
+    @classmethod
+    def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+                              ) -> Callable[[np.ndarray], np.ndarray]:
+        """``x -> ((clip(x, bounds) - lo) / scale) @ R`` from the saved public arrays."""
+        return _public_transform(*(np.array(arrays[k], dtype=float) for k in ("lo", "scale", "bounds", "R")))
+
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None, *, bits: BitSource,
@@ -294,9 +300,10 @@ class DPPro(Mechanism):
             calibration=calibration, labels=labels.labels, label_columns=labels.columns,
             details=details, transform_arrays={"R": R, "bounds": inp.bounds, "lo": inp.lo,
                                                "scale": inp.scale},
-            transform_fn=_public_transform(inp.lo, inp.scale, inp.bounds, R), row_level=row_level,
+            transform_fn=self.transform_from_arrays({"R": R, "bounds": inp.bounds, "lo": inp.lo,
+                                                     "scale": inp.scale}, params),
+            row_level=row_level,
         )
-        rel.diagnostics.update(inp.as_diagnostics())
         return rel
 
 

@@ -78,6 +78,7 @@ class IdentityLaplace(_IdentityLaplaceBase):
     """
 
     name = "identity-laplace"
+    matrix_name = "B"
     title = "Bernoulli projection + Laplace (Li et al. baseline)"
     summary = ("Baseline: project every row with a random +-1/sqrt(k) matrix and add Laplace noise "
                "calibrated to the exact L1 sensitivity of one replaced row.")
@@ -93,7 +94,7 @@ class IdentityLaplace(_IdentityLaplaceBase):
         k = resolve_n_components(params["n_components"], d)
         B = bernoulli_projection(d, k, rng)
         return self._identity_release(
-            data, params, bits, M=B, center=np.zeros(d), rows=None, matrix_name="B",
+            data, params, bits, M=B, center=np.zeros(d), rows=None,
             statistic="projected rows Z = scale(X) B", source=LI_CITATION,
             details={"projection": "Bernoulli +-1/sqrt(k), public, data-independent",
                      "assumptions": ["B is drawn independently of the data and released"]},

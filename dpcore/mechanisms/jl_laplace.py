@@ -387,7 +387,6 @@ class JLLaplace(Mechanism):
             calibration=calibration, labels=labels.labels, label_columns=labels.columns,
             details=details, row_level=row_level,
         )
-        rel.diagnostics.update(inp.as_diagnostics())
         return rel
 
 

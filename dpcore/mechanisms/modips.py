@@ -229,7 +229,7 @@ class MODIPS(Mechanism):
             noise=noise, calibration="sound", n_samples=n_samples, labels=out_labels,
             label_columns=label_columns, details=details,
         )
-        rel.diagnostics.update(diag)
+        data.diagnostics.update(diag)
         return rel
 
 

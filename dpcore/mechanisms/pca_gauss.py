@@ -59,6 +59,7 @@ and ``X^T X`` and the projection ``X W`` are accumulated over the blocks, so no 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -202,7 +203,8 @@ class PCAGauss(Mechanism):
         Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
         release a single noisy statistic and spend the whole model budget on it.
     n_components : int, optional
-        ``p``, ``1 <= p < n_features``; default :func:`~dpcore.mechanisms._gaussian_model.default_n_components`.
+        ``p``, ``1 <= p < n_features``; default
+        :func:`~dpcore.mechanisms._gaussian_model.default_n_components`.
         Sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
     pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
@@ -260,6 +262,14 @@ class PCAGauss(Mechanism):
     peak_square_matrices = 4  # covariance, its noise, eigenvectors, repair (d x d)
     extra_args = ("public_data",)
 
+    @classmethod
+    def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+                              ) -> Callable[[np.ndarray], np.ndarray]:
+        """Real rows -> ``W^T x / sqrt(d)`` of the box-scaled rows (:func:`_pca_transform`) from the
+        saved ``W`` and ``bounds``."""
+        return partial(_pca_transform, W=np.array(arrays["W"], dtype=float),
+                       bounds=np.array(arrays["bounds"], dtype=float))
+
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None, *, bits: BitSource,
@@ -312,7 +322,7 @@ class PCAGauss(Mechanism):
             guarantee=Guarantee(epsilon=eps, delta=0.0, neighbouring="replace-one", kind="pure"),
             noise=noise, calibration=cal, n_samples=n_samples, details=details,
         )
-        rel.diagnostics.update({"eigenvalues_dp": lam_dp, "n_negative_eigenvalues_clipped":
+        data.diagnostics.update({"eigenvalues_dp": lam_dp, "n_negative_eigenvalues_clipped":
                                 int(np.sum(lam_dp < 0))})
         return rel
 
@@ -456,9 +466,9 @@ class PCAGauss(Mechanism):
                                 neighbouring=WITHIN_CLASS if gmm and not protected else "replace-one"),
             noise=noise, calibration=cal, n_samples=n_samples, labels=labels,
             label_columns=label_columns, transform_arrays=transform_arrays,
-            transform_fn=partial(_pca_transform, W=W, bounds=data.bounds.copy()), details=details,
+            transform_fn=self.transform_from_arrays(transform_arrays, params), details=details,
         )
-        rel.diagnostics.update(diag)
+        data.diagnostics.update(diag)
         return rel
 
     @staticmethod

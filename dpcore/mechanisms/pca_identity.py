@@ -81,6 +81,7 @@ class PCAIdentity(_IdentityLaplaceBase):
     """
 
     name = "pca-identity"
+    matrix_name = "W"
     title = "Public PCA + Laplace (Jiang et al. baseline)"
     summary = ("Baseline: PCA basis from a separate public table, then every private row's PCA "
                "coordinates released with Laplace noise (the identity query).")
@@ -106,7 +107,7 @@ class PCAIdentity(_IdentityLaplaceBase):
         center = Xpub.mean(axis=0)
         W = top_eigvecs((Xpub - center).T @ (Xpub - center), p)
         return self._identity_release(
-            data, params, bits, M=W, center=center, rows=None, matrix_name="W",
+            data, params, bits, M=W, center=center, rows=None,
             statistic="PCA coordinates Z = (scale(X) - c) W of the private rows",
             source=JIANG_CITATION,
             details={

@@ -76,6 +76,7 @@ memory: one block plus the ``(n, p)`` projection, never a copy of ``X``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -629,6 +630,19 @@ class RONGauss(Mechanism):
     capabilities = frozenset({"images"})
 
     # ------------------------------------------------------------------------------ release
+    @classmethod
+    def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+                              ) -> Callable[[np.ndarray], np.ndarray]:
+        """Clip, [scale], normalise, [centre with ``mean``, normalise], project with ``W``,
+        [reconstruct]: :func:`_ron_transform` with the saved arrays (``W``, ``bounds``, optional
+        ``mean``, ``scale_lo``, ``scale_width``) and the card's ``reconstruct``."""
+        def arr(key: str) -> np.ndarray | None:
+            return None if key not in arrays else np.array(arrays[key], dtype=float)
+
+        return partial(_ron_transform, W=arr("W"), mean=arr("mean"), bounds=arr("bounds"),
+                       lo=arr("scale_lo"), width=arr("scale_width"),
+                       reconstruct=bool(parameters["reconstruct"]))
+
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None, *, bits: BitSource,
@@ -734,10 +748,7 @@ class RONGauss(Mechanism):
             transform_arrays["class_means"] = out.class_means
         if lo is not None:
             transform_arrays["scale_lo"], transform_arrays["scale_width"] = lo, wd
-        transform_fn = partial(
-            _ron_transform, W=W, mean=out.center, bounds=data.bounds.copy(), lo=lo, width=wd,
-            reconstruct=params["reconstruct"],
-        )
+        transform_fn = self.transform_from_arrays(transform_arrays, params)
         values = out.samples
         if params["reconstruct"]:
             values = values @ W.T + (out.center if out.center is not None else 0.0)
@@ -751,7 +762,7 @@ class RONGauss(Mechanism):
             label_columns=label_columns, transform_arrays=transform_arrays,
             transform_fn=transform_fn, details=details,
         )
-        rel.diagnostics.update(out.diagnostics)
+        data.diagnostics.update(out.diagnostics)
         return rel
 
     # ------------------------------------------------------------------------------ Alg. 3 / 4

@@ -14,6 +14,7 @@ clipped to their public bounds and mapped onto ``[-1, 1]``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -145,6 +146,13 @@ class RPGaussian(Mechanism):
     space = "projected"
     baseline = True
 
+    @classmethod
+    def transform_from_arrays(cls, arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any]
+                              ) -> Callable[[np.ndarray], np.ndarray]:
+        """``(scale_to_box(clip(x)) - center) @ R`` (:func:`~dpcore.mechanisms._box.box_projection`)."""
+        return partial(box_projection, bounds=np.array(arrays["bounds"], dtype=float),
+                       center=np.array(arrays["center"], dtype=float), M=np.array(arrays["R"], dtype=float))
+
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
         n_samples: int | None, *, bits: BitSource,
@@ -251,7 +259,8 @@ class RPGaussian(Mechanism):
             data, params, values=block[:, :k], columns=projected_columns(k), guarantee=guarantee,
             noise=noise, calibration=calibration, labels=labels, label_columns=label_columns,
             details=details, transform_arrays={"R": R, "center": np.zeros(d), "bounds": data.bounds},
-            transform_fn=partial(box_projection, bounds=data.bounds.copy(), center=np.zeros(d), M=R),
+            transform_fn=self.transform_from_arrays({"R": R, "center": np.zeros(d), "bounds": data.bounds},
+                                                    params),
         )
 
 
