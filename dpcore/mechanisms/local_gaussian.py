@@ -13,6 +13,16 @@ feature against the same noise), which adds ``2 c^2`` under the root; a regressi
 Gaussian mechanism (Balle & Wang, ICML 2018, Theorem 8 / Alg. 1) — exact (epsilon, delta)-DP for
 every epsilon — or the classic bound ``S2 sqrt(2 ln(1.25/delta))/epsilon`` (Dwork & Roth 2014,
 Thm A.1, epsilon < 1). Guarantee: (epsilon, delta)-DP.
+
+Labels (``label_release``). By default (``"separate"``) labels are released on their own, by k-ary
+randomized response over the public class list or the Laplace mechanism on the clipped
+regression label (:func:`~dpcore.mechanisms._labels.release_labels`), with the label part of
+``epsilon_split`` (half by default, :func:`~dpcore.mechanisms._labels.label_budget_share`); the
+features get ``(eps_features, delta)`` and a replaced row moves both, so the guarantee is
+``(eps_features + eps_labels, delta)``. ``"appended"`` encodes the label into the noisy row as
+above: the noise is then set by the box diameter, about ``sqrt(d)`` times the label's height, so at
+epsilon = 1 the decoded labels are nearly uniform and a classifier trained on them falls below the
+majority rate (issue 13).
 """
 
 from __future__ import annotations
@@ -23,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from dpcore import noise as dpnoise
-from dpcore.calibration import analytic_gaussian_sigma, classic_gaussian_sigma
+from dpcore.calibration import EpsilonSplit, analytic_gaussian_sigma, classic_gaussian_sigma
+from dpcore.mechanisms._labels import LABEL_SPLIT, release_labels
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
@@ -31,8 +42,8 @@ from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import DELTA, EPSILON, Param
 
 
-def local_gaussian_sensitivity(data: PreparedInput) -> float:
-    """L2 sensitivity of releasing one row (features and, if any, the encoded label).
+def local_gaussian_sensitivity(data: PreparedInput, include_label: bool = True) -> float:
+    """L2 sensitivity of releasing one row (features and, if ``include_label``, the encoded label).
 
     Returns ``sqrt(sum_j (hi_j - lo_j)^2 + label_term)``, ``label_term`` = ``2 c^2`` for a class
     label one-hot encoded with height ``c`` = :func:`label_height` (two entries change by ``c``),
@@ -40,6 +51,8 @@ def local_gaussian_sensitivity(data: PreparedInput) -> float:
     """
     widths = data.bounds[:, 1] - data.bounds[:, 0]
     total = float(np.sum(widths**2))
+    if not include_label:
+        return math.sqrt(total)
     if data.task == "classification":
         total += 2.0 * label_height(data) ** 2
     elif data.task == "regression" and data.label_bounds is not None:
@@ -64,12 +77,17 @@ class LocalGaussian(Mechanism):
         In (0, 1).
     calibration : {"analytic", "classic"}, default "analytic"
         Analytic Gaussian mechanism (Balle & Wang 2018) or the classic bound (epsilon < 1 only).
+    label_release : {"separate", "appended"}, default "separate"
+        Supervised tasks: labels by randomized response / Laplace with ``epsilon_split``'s label
+        part, or encoded into the noisy row (module docstring).
+    epsilon_split : (float, float), default (0.5, 0.5)
+        ``label_release="separate"``: fractions for the features and the labels.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
-    Released table: ``n`` rows ``x_i + N(0, sigma^2 I)`` in the input's feature space; for
-    classification the noisy one-hot label is decoded by argmax (post-processing), for regression
-    the noisy label is released as is. Noise is unbiased, so column means of the release estimate
+    Released table: ``n`` rows ``x_i + N(0, sigma^2 I)`` in the input's feature space, plus the
+    privately released labels (``"appended"``: the noisy one-hot decoded by argmax, or the noisy
+    regression label). Noise is unbiased, so column means of the release estimate
     the clipped data's means with variance ``sigma^2 / n``.
     """
 
@@ -85,6 +103,11 @@ class LocalGaussian(Mechanism):
         Param("calibration", "choice", "analytic", "analytic Gaussian mechanism (exact, any "
               "epsilon) or the classic bound (epsilon < 1).", choices=("analytic", "classic"),
               privacy=True),
+        Param("label_release", "choice", "separate", "Supervised tasks: labels released on their own "
+              "(randomized response / Laplace, with epsilon_split's label part) or appended to the "
+              "noisy row (whose noise, set by the box diameter, drowns them).",
+              choices=("separate", "appended"), privacy=True),
+        LABEL_SPLIT,
     )
     neighbouring = "replace-one"
     guarantee_kind = "approx"
@@ -100,17 +123,23 @@ class LocalGaussian(Mechanism):
                 f"n_samples must be None or {data.n_samples}, got {n_samples}"
             )
         eps, delta = params["epsilon"], params["delta"]
-        s2 = local_gaussian_sensitivity(data)
+        separate = params["label_release"] == "separate" and data.task != "unsupervised"
+        eps_l = None
+        if separate:  # features (eps_f, delta) + labels eps_l, pure: basic composition
+            split = EpsilonSplit.from_fractions(
+                eps, dict(zip(("features", "labels"), params["epsilon_split"], strict=True)))
+            eps, eps_l = split["features"], split["labels"]
+        s2 = local_gaussian_sensitivity(data, include_label=not separate)
 
         n, d = data.X.shape
         # one row and its encoded label is the statistic: all its coordinates can change
         blocks = [data.X]
-        if data.task == "classification":
+        if not separate and data.task == "classification":
             assert data.classes is not None and data.y is not None
             onehot = np.zeros((n, data.classes.size))
             onehot[np.arange(n), data.y] = label_height(data)
             blocks.append(onehot)
-        elif data.task == "regression":
+        elif not separate and data.task == "regression":
             assert data.y is not None
             blocks.append(data.y[:, None].astype(float))
         stacked = np.hstack(blocks) if len(blocks) > 1 else data.X
@@ -131,7 +160,10 @@ class LocalGaussian(Mechanism):
         values = draw.values[:, :d]
         labels = None
         label_columns: list[str] = []
-        if data.task == "classification":
+        released = release_labels(data, eps_l, bits) if separate and eps_l is not None else None
+        if released is not None:
+            labels, label_columns = released.labels, released.columns
+        elif data.task == "classification":
             labels = data.classes[np.argmax(draw.values[:, d:], axis=1)]
             label_columns = [data.label_name or "label"]
         elif data.task == "regression":
@@ -141,7 +173,8 @@ class LocalGaussian(Mechanism):
                    if params["calibration"] == "analytic"
                    else "sigma = S2 sqrt(2 ln(1.25/delta)) / epsilon")
         noise = [NoiseRecord(
-            statistic="each row (features" + (" + encoded label" if labels is not None else "")
+            statistic="each row (features" + (" + encoded label" if labels is not None and not separate
+                                              else "")
             + ")",
             sensitivity=s2, scale=sigma, distribution="gaussian", norm="L2", epsilon=eps,
             delta=delta,
@@ -152,10 +185,14 @@ class LocalGaussian(Mechanism):
             **dpnoise.record_fields(draw),
         )]
         eps_total, delta_total, slack = dpnoise.reserved_guarantee([draw], eps, delta, eps_i, delta_i)
+        if released is not None and released.noise is not None and eps_l is not None:
+            noise.append(released.noise)
+            eps_total += eps_l
         guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
                               kind="approx")
         return self._new_release(
             data, params, values=values, columns=list(data.feature_names), guarantee=guarantee,
             noise=noise, calibration=params["calibration"], labels=labels,
-            label_columns=label_columns, details={"noise_slack": slack},
+            label_columns=label_columns,
+            details={"noise_slack": slack, "epsilon_features": eps, "epsilon_labels": eps_l},
         )
