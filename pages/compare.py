@@ -105,10 +105,12 @@ if not frames:
 else:
     df = pd.concat(frames, ignore_index=True)
     # one unit: every curve is drawn at its row-level epsilon (replace-one, label included)
+    # (a difference below 1e-6 relative is the rounding-down of budget splits, not another unit)
     nominal = df["x"].astype(float)
-    moved = sorted(df.loc[(df["epsilon_row"] - nominal).abs() > 1e-9 * nominal, "mechanism"].unique())
-    none = sorted(df.loc[~np.isfinite(df["epsilon_row"]), "mechanism"].unique())
-    df = df.assign(epsilon_nominal=nominal, x=df["epsilon_row"])
+    other_unit = (df["epsilon_row"] - nominal).abs() > 1e-6 * nominal
+    moved = sorted(df.loc[other_unit, "mechanism"].unique())
+    none = sorted(df.loc[~np.isfinite(df["epsilon_row"]) & np.isfinite(nominal), "mechanism"].unique())
+    df = df.assign(epsilon_nominal=nominal, x=np.where(other_unit, df["epsilon_row"], nominal))
     if moved:
         st.caption(md_escape(
             "Drawn at their row-level ε (replace-one, label included, for the drawn projection), not "
