@@ -515,7 +515,7 @@ def soft_label_draw(soft: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
     Why (issue 13): a DPMix soft label ``t`` is the mean of ``ell`` one-hot labels plus zero-mean
     noise; its argmax is the majority class among the ``ell`` rows, so a 25% minority class is
-    the argmax of under 10% of the mixtures once ``ell >= 5`` and an argmax-trained classifier
+    the argmax of under 10% of the mixtures once ``ell >= 6`` and an argmax-trained classifier
     predicts the majority class. A draw keeps the mixing proportions (for noise-free ``t``,
     ``E[onehot(draw)] = t``), and the expected cross-entropy at the drawn class equals the
     soft-target cross-entropy ``-sum_c p_c log q_c`` with the clipped, normalised targets: a

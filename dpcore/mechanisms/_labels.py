@@ -44,6 +44,7 @@ __all__ = [
     "dp_class_histogram",
     "label_budget_share",
     "label_privacy_assumption",
+    "reserve_part_slack",
     "proportional_counts",
     "synthetic_counts",
 ]
@@ -114,6 +115,26 @@ LABEL_SPLIT = Param(
     "Supervised tasks: budget fractions for the features and the labels (a replaced row changes "
     "both, so they add up; default 1/2 each, derived in dpcore.mechanisms._labels.label_budget_share).",
     privacy=True, split_names=("features", "labels"))
+
+
+def reserve_part_slack(epsilon: float, epsilon_part: float, delta: float, n_changed: int
+                       ) -> tuple[float, float]:
+    """:func:`dpcore.noise.reserve_slack` for the features' part of a split budget, whose error
+    names the epsilon the user gave (``epsilon``), not only its part.
+
+    Raises
+    ------
+    ValueError
+        The discrete Gaussian's slack does not fit into ``(epsilon_part, delta)``.
+    """
+    try:
+        return dpnoise.reserve_slack(epsilon_part, delta, n_changed)
+    except ValueError as exc:
+        if epsilon_part == epsilon:
+            raise
+        raise ValueError(f"epsilon = {epsilon:g} is too small for a finite noise scale (an infinite "
+                         f"noise scale in practice): its features' part {epsilon_part:g} fails: {exc}"
+                         ) from None
 
 
 def dp_class_histogram(

@@ -37,7 +37,7 @@ import numpy as np
 
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit, analytic_gaussian_sigma, gaussian_epsilon
-from dpcore.mechanisms._labels import LABEL_SPLIT, combine_with_labels, release_labels
+from dpcore.mechanisms._labels import LABEL_SPLIT, combine_with_labels, release_labels, reserve_part_slack
 from dpcore.mechanisms._projection import (
     box_sensitivity,
     element_sensitivity,
@@ -223,7 +223,7 @@ class DPPro(Mechanism):
         # one changed entry (or row) moves the k outputs of its row: n_changed = k. The exact
         # calibration is redone at the rounding-inflated sensitivity; the published sigma is kept
         # and its achieved epsilon recomputed at that sensitivity.
-        eps_i, delta_i = dpnoise.reserve_slack(eps_f, delta, k)
+        eps_i, delta_i = reserve_part_slack(eps, eps_f, delta, k)
         if sigma > 0 and calibration == "exact":  # the sampler's slack reserved from (eps, delta)
             plan = dpnoise.calibrated_gaussian_plan(
                 s2, lambda s: analytic_gaussian_sigma(s, eps_i, delta_i), n_changed=k, bits=bits)

@@ -34,7 +34,7 @@ import numpy as np
 
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit, analytic_gaussian_sigma, classic_gaussian_sigma
-from dpcore.mechanisms._labels import LABEL_SPLIT, release_labels
+from dpcore.mechanisms._labels import LABEL_SPLIT, release_labels, reserve_part_slack
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
@@ -146,7 +146,7 @@ class LocalGaussian(Mechanism):
         if params["calibration"] == "classic" and math.isfinite(eps):
             classic_gaussian_sigma(s2, eps, delta)  # its validity conditions apply to the nominal epsilon
         # the discrete Gaussian's slack is reserved from (eps, delta): the card states (eps, delta)
-        eps_i, delta_i = dpnoise.reserve_slack(eps, delta, stacked.shape[1])
+        eps_i, delta_i = reserve_part_slack(params["epsilon"], eps, delta, stacked.shape[1])
 
         def calibrate(sensitivity: float) -> float:
             if math.isinf(eps):

@@ -38,7 +38,7 @@ from dpcore.mechanisms._gaussian_model import (
     unit_to_label,
 )
 from dpcore.mechanisms._identity import _N_COMPONENTS_JL
-from dpcore.mechanisms._labels import LABEL_SPLIT, release_labels
+from dpcore.mechanisms._labels import LABEL_SPLIT, release_labels, reserve_part_slack
 from dpcore.mechanisms._projection import (
     check_one_row_per_input,
     gaussian_projection,
@@ -198,7 +198,7 @@ class RPGaussian(Mechanism):
             g, s2_rounded = dpnoise.gaussian_grid(s2, n_changed, sigma)
             plan = dpnoise.gaussian_plan(sigma, grid=g, l2_sensitivity=s2, n_changed=n_changed, bits=bits)
         elif sigma > 0:  # recalibrated at the rounding-inflated sensitivity, the sampler's slack reserved
-            eps_i, delta_i = dpnoise.reserve_slack(eps, delta, n_changed)
+            eps_i, delta_i = reserve_part_slack(params["epsilon"], eps, delta, n_changed)
             plan = dpnoise.calibrated_gaussian_plan(s2, lambda s: analytic_gaussian_sigma(s, eps_i, delta_i),
                                                     n_changed=n_changed, bits=bits)
             sigma, s2_rounded = plan.scale, plan.sensitivity_used
