@@ -307,7 +307,7 @@ def _local_gaussian(cls: type, runs: int, seed: int, bad: bool) -> Samples:
 def _jl_laplace(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     # element relation, Delta = 1 on [0, 1]^3: entry j* (largest row L1 norm of P) goes 0 -> 1.
     d, k = 3, 2
-    kw = dict(n_components=k, bounds=(0.0, 1.0), random_state=seed)
+    kw = dict(n_components=k, relation="element", bounds=(0.0, 1.0), random_state=seed)
     # P is secret; a noise-free run on {0, e_1..e_d} with the same seed (P is drawn first) shows it
     probe = cls(epsilon=math.inf, **kw).release(np.vstack([np.zeros(d), np.eye(d)])).data
     moves = probe[1:] - probe[0]
@@ -350,7 +350,7 @@ def _jl_laplace_row(cls: type, runs: int, seed: int, bad: bool) -> Samples:
 def _dppro(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     # element relation, Delta = 1 on [0, 1]^3: entry j* (largest row L2 norm of R) goes 0 -> 1.
     d, k = 3, 2
-    kw = dict(n_components=k, delta=DELTA, bounds=(0.0, 1.0), random_state=seed)
+    kw = dict(n_components=k, relation="element", delta=DELTA, bounds=(0.0, 1.0), random_state=seed)
     probe = cls(epsilon=math.inf, **kw).release(np.vstack([np.zeros(d), np.eye(d)]))
     R = probe.transform_arrays["R"]
     j = int(np.argmax(np.linalg.norm(R, axis=1)))

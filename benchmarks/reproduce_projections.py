@@ -179,7 +179,8 @@ def figure5(name: str, Xtr, ytr, Xte, yte, bounds, k: int, trials: int, n_fit: i
     proj, fixed = [], {0.1: [], 0.2: []}
     fixed_eps: dict[float, list[float]] = {0.1: [], 0.2: []}
     for t in range(trials):
-        clean = DPPro(epsilon=np.inf, n_components=k, bounds=bounds, random_state=t).release(Xtr, ytr)
+        clean = DPPro(epsilon=np.inf, n_components=k, relation="element", bounds=bounds,
+                      random_state=t).release(Xtr, ytr)
         Zte = clean.transform(Xte)
         proj.append(svm_error(clean.data, ytr, Zte, yte, n_fit, t))
         theta2 = clean.noise[0].sensitivity
@@ -194,7 +195,8 @@ def figure5(name: str, Xtr, ytr, Xte, yte, bounds, k: int, trials: int, n_fit: i
         for cal in ("exact", "published"):
             errs, achieved, sig = [], [], []
             for t in range(trials):
-                rel = DPPro(epsilon=eps, delta=delta, n_components=k, calibration=cal, bounds=bounds,
+                rel = DPPro(epsilon=eps, delta=delta, n_components=k, calibration=cal, relation="element",
+                            bounds=bounds,
                             random_state=100 * t + 1).release(Xtr, ytr)
                 errs.append(svm_error(rel.data, rel.labels, rel.transform(Xte), yte, n_fit, t))
                 achieved.append(rel.guarantee.epsilon)

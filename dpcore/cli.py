@@ -490,7 +490,7 @@ def _save_recorded(release: Release, output: str, ledger_file: str, dataset: str
     """Check, write, record and publish ``release`` under the ledger's lock (reserve, write the
     temporaries, commit, rename into place); on any failure nothing new is left and the ledger is
     as before. Returns the files written and the ledger after the commit."""
-    g = release.guarantee
+    g = release.row_guarantee() or release.guarantee  # the row-level unit, as LedgerEntry.from_card
     with ledger_transaction(ledger_file, budget=budget, delta_budget=delta_budget) as tx:
         tx.check(LedgerEntry(release.mechanism, g.epsilon, g.delta or 0.0, g.neighbouring, dataset))
         with release.stage(output) as staged:  # temporaries, removed on any failure

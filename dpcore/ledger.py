@@ -3,6 +3,12 @@
 Totals use **basic (sequential) composition**: epsilons add up and deltas add up (Dwork & Roth
 2014, Thm 3.16), valid for any mix of mechanisms but loose.
 
+**One unit.** An entry made from a release card records its row-level guarantee (the card's
+``row_level``: replace-one, label included), which every mechanism reports, also those released in
+the papers' element or row-l2 modes (whose row-level equivalent is computed for the drawn
+projection); only releases without one (the papers' per-class modes with public class sizes) keep
+their own relation.
+
 **Totals are kept per neighbouring relation** (``replace-one``, ``element``, ``row-l2``, ...) and
 each is checked against the budget on its own: an epsilon under one relation is not an epsilon
 under another, and no conversion between them is stated for this project's mechanisms (turning an
@@ -112,7 +118,16 @@ class LedgerEntry:
 
     @classmethod
     def from_card(cls, card: dict[str, Any], dataset: str = "") -> LedgerEntry:
+        """The entry of a release card, at the card's row-level guarantee (``row_level``: replace-one,
+        label included) whenever it has a finite one, so that releases made in the papers'
+        element / row-l2 modes are counted in the same unit as every other release; otherwise
+        (cards without ``row_level``, or the papers' per-class modes, which have none) at the
+        card's own guarantee and relation."""
         g = card["guarantee"]
+        row = card.get("row_level")
+        if isinstance(row, dict) and isinstance(row.get("epsilon"), (int, float)) \
+                and not isinstance(row.get("epsilon"), bool):
+            g = row
         return cls(
             mechanism=card["mechanism"], epsilon=float(g["epsilon"]), delta=float(g["delta"] or 0.0),
             neighbouring=g["neighbouring"], dataset=dataset, created_utc=card["created_utc"],

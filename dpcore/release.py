@@ -204,6 +204,11 @@ class Release:
         and the card's ``columns`` follow it; ``data`` stays the mechanism's output.
     output_space : {"released", "original"}
         Which space the file is in (card key ``output_space``); ``output_note`` says it in words.
+    row_level : Guarantee, optional
+        For a release whose ``guarantee`` is under another relation (the papers' ``element`` or
+        ``row-l2`` modes): the row-level equivalent for the drawn randomness, i.e. the guarantee
+        under ``replace-one`` with the label included (card key ``row_level``, see
+        :meth:`row_guarantee`).
     """
 
     data: np.ndarray
@@ -223,6 +228,7 @@ class Release:
     transform_fn: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
     details: dict[str, Any] = field(default_factory=dict)
     public_facts: dict[str, Any] = field(default_factory=dict)
+    row_level: Guarantee | None = None
     created_utc: str = field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds")
     )
@@ -256,6 +262,35 @@ class Release:
                 "anyone with the seed can regenerate its noise. Draw it again with "
                 "random_state=None to publish it"
             )
+
+    def row_guarantee(self) -> Guarantee | None:
+        """The row-level guarantee: replace-one (one row, label included, replaced by any row of
+        the public domain; ``n`` public), the one unit every release is compared in.
+
+        The release's own guarantee when it is already replace-one; the row-level equivalent the
+        mechanism computed for the drawn randomness (``row_level``) for the papers' element and
+        row-l2 modes; ``None`` when there is none (the papers' per-class algorithms with public
+        class sizes, ``replace-one-within-class``: one record's label is not protected at all).
+        """
+        if self.guarantee.neighbouring == "replace-one":
+            return self.guarantee
+        if self.row_level is not None:
+            holds = self.row_level.holds and self.guarantee.holds
+            return Guarantee(**{**self.row_level.__dict__, "holds": holds})
+        return None
+
+    def row_level_card(self) -> dict[str, Any]:
+        """The card's ``row_level`` entry: :meth:`row_guarantee` with ``same_as_guarantee`` and a
+        sentence, or ``epsilon = "inf"`` with the reason when no row-level guarantee exists."""
+        g = self.row_guarantee()
+        if g is None:
+            return {"epsilon": "inf", "delta": None, "neighbouring": "replace-one", "kind": None,
+                    "beta": None, "holds": False, "same_as_guarantee": False,
+                    "text": f"no row-level guarantee: under the {self.guarantee.neighbouring} relation "
+                            "the class sizes and each record's label are public, so replacing one "
+                            "row together with its label is not covered by any epsilon"}
+        return {**g.as_card(), "same_as_guarantee": g.neighbouring == self.guarantee.neighbouring,
+                "text": g.plain_language()}
 
     # ------------------------------------------------------------------ mapping real data
     def public_bounds(self) -> np.ndarray:
@@ -356,6 +391,7 @@ class Release:
             "parameters": {k: _jsonable(v) for k, v in self.parameters.items()},
             "guarantee": self.guarantee.as_card(),
             "guarantee_text": self.guarantee.plain_language(),
+            "row_level": self.row_level_card(),
             "private": self.is_private,
             "noise": [rec.as_card() for rec in self.noise],
             "calibration": self.calibration,

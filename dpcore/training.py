@@ -346,6 +346,13 @@ def train_on_release(release: Release, model: str = "softmax", *, noise_correcti
                      random_state: Any = None, **params: Any) -> TrainedOnRelease:
     """Fit ``model`` on a release's rows and soft labels (post-processing: no privacy cost).
 
+    Soft labels by default (issue 13): the default ``softmax`` model minimises the cross-entropy
+    with the soft targets ``t`` (DPMix's noisy mixed one-hot columns; the ``<label>_argmax`` column
+    is ignored). Its logit gradient ``softmax(x W + b) - t`` is linear in ``t``, so zero-mean label
+    noise leaves it unbiased and the mixing proportions are kept, whereas the argmax of a mixture's
+    labels is its majority class (for ``ell >= 6`` and a 25% minority, the minority is the argmax of
+    under 10% of the mixtures), which teaches a classifier to predict the majority class.
+
     Parameters
     ----------
     release : Release

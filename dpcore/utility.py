@@ -17,6 +17,12 @@ Metrics (all computed with scikit-learn):
     (scaled to [0, 1] by the public bounds when given);
   - ``ari_real``: adjusted Rand index between that partition and K-means fitted directly on the
     real held-out rows (original space, ``k`` by silhouette analysis);
+  - ``ari_null``: the same ARI for the null release, isotropic Gaussian noise of the release's
+    scale (its mean, and its average per-coordinate variance in every direction), clustered
+    with the same ``k``: what a release with no structure at all would score. Any partition of
+    the mapped real rows (K-means on a structureless blob cuts it along arbitrary directions)
+    agrees with the real clustering somewhat, so a release is only useful for clustering when
+    ``ari_real`` is clearly above ``ari_null`` (issue 13);
   - ``k``: the number of clusters chosen on the release.
 
   Silhouettes and the K-means fits use a random sub-sample of at most ``silhouette_sample`` rows
@@ -24,7 +30,9 @@ Metrics (all computed with scikit-learn):
 * classification -- ``svm_accuracy`` (RBF SVC, the papers' classifier) and ``logreg_accuracy``
   (logistic regression), both after standardisation fitted on the training data; at most
   ``max_train`` training rows (default 5,000, a random sub-sample) to keep sweeps interactive.
-  ``chance`` is the majority-class accuracy on the test rows.
+  ``chance`` is the majority-class accuracy on the test rows. Releases with soft labels (DPMix's
+  noisy mixed one-hot columns ``label=c``) are trained on a class drawn from each row's soft label
+  (:func:`soft_label_draw`), never on their argmax, which is the mixture's majority class.
 * regression -- ``krr_rmse``: kernel ridge regression (RBF, ``alpha = 1``) on standardised
   features with a standardised target, at most ``max_train_krr`` rows (default 2,000; the fit is
   O(m^3)). ``random_guess_rmse`` is the expected RMSE of predictions drawn uniformly from the
@@ -80,20 +88,26 @@ __all__ = [
     "exploration_filename",
     "NOT_DP_NOTICE",
     "random_guess_rmse",
+    "isotropic_null",
+    "null_verdict",
     "release_class_labels",
+    "release_training_labels",
+    "row_level_epsilon",
+    "soft_label_block",
+    "soft_label_draw",
     "real_reference",
     "regression_metrics",
     "utility_sweep",
 ]
 
-CLUSTERING_METRICS = ("silhouette_release", "silhouette_real", "ari_real", "k")
+CLUSTERING_METRICS = ("silhouette_release", "silhouette_real", "ari_real", "ari_null", "k")
 CLASSIFICATION_METRICS = ("svm_accuracy", "logreg_accuracy")
 REGRESSION_METRICS = ("krr_rmse",)
 #: The label of every output computed on the private data (tables, figures, downloaded files).
 NOT_DP_NOTICE = "NOT differentially private (computed on the private data)"
 #: Metrics that are proportions of correct test predictions (binomial counts).
 ACCURACY_METRICS = CLASSIFICATION_METRICS
-HIGHER_IS_BETTER = {"silhouette_release": True, "silhouette_real": True, "ari_real": True,
+HIGHER_IS_BETTER = {"silhouette_release": True, "silhouette_real": True, "ari_real": True, "ari_null": True,
                     "svm_accuracy": True, "logreg_accuracy": True, "krr_rmse": False, "k": True}
 
 
@@ -367,16 +381,29 @@ def clustering_metrics(
     rng = np.random.default_rng(settings.random_state)
     k, sil, km = choose_k(train_X, settings, rng)
     out = {"k": float(k), "silhouette_release": sil, "silhouette_real": math.nan,
-           "ari_real": math.nan}
+           "ari_real": math.nan, "ari_null": math.nan}
     if test_space_X is None:
         return out
     idx, ref_labels = reference or real_reference(test_real_X, bounds, settings)
+    mapped = np.asarray(test_space_X, dtype=float)[idx]
+    null = isotropic_null(train_X, min(len(train_X), settings.silhouette_sample), rng)
     with threadpool_limits(limits=1):
-        assigned = km.predict(np.asarray(test_space_X, dtype=float)[idx])
+        assigned = km.predict(mapped)
+        null_km = KMeans(n_clusters=k, n_init=3, random_state=_seed(rng)).fit(null)
+        null_assigned = null_km.predict(mapped)
     real = _bounds_scale(np.asarray(test_real_X, dtype=float)[idx], bounds)
     out["silhouette_real"] = _safe_silhouette(real, assigned, _seed(rng))
     out["ari_real"] = float(adjusted_rand_score(ref_labels, assigned))
+    out["ari_null"] = float(adjusted_rand_score(ref_labels, null_assigned))
     return out
+
+
+def isotropic_null(X: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` rows of ``N(mean(X), s^2 I)``, ``s^2 = trace(cov(X)) / n_columns``: isotropic noise of
+    the same location and scale as ``X`` (the null release of :func:`clustering_metrics`)."""
+    X = np.asarray(X, dtype=float)
+    s = math.sqrt(float(np.mean(np.var(X, axis=0))))
+    return X.mean(axis=0) + s * rng.standard_normal((int(size), X.shape[1]))
 
 
 def real_reference(
@@ -468,6 +495,49 @@ def _release_labels(release: Any) -> np.ndarray | None:
     return labels
 
 
+def soft_label_block(release: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(soft (m, K), classes (K,))`` of a release carrying soft label columns (DPMix
+    classification: ``details["classes"]`` and one ``label=c`` column per class, first), else None."""
+    classes = release.details.get("classes") if isinstance(release.details, dict) else None
+    if release.labels is None or classes is None:
+        return None
+    labels = np.asarray(release.labels)
+    K = len(classes)
+    if labels.ndim != 2 or labels.shape[1] < K:
+        return None
+    return labels[:, :K].astype(float), np.asarray(classes)
+
+
+def soft_label_draw(soft: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One class index per row, drawn with probabilities ``max(t, 0) / sum max(t, 0)`` (uniform when
+    every entry is <= 0).
+
+    Why (issue 13): a DPMix soft label ``t`` is the mean of ``ell`` one-hot labels plus zero-mean
+    noise; its argmax is the majority class among the ``ell`` rows, so a 25% minority class is
+    the argmax of under 10% of the mixtures once ``ell >= 6`` and an argmax-trained classifier
+    predicts the majority class. A draw keeps the mixing proportions (for noise-free ``t``,
+    ``E[onehot(draw)] = t``), and the expected cross-entropy at the drawn class equals the
+    soft-target cross-entropy ``-sum_c p_c log q_c`` with the clipped, normalised targets: a
+    one-sample Monte Carlo of the soft-label loss that any classifier (SVM, logistic regression)
+    accepts, at the cost of hard labels. Post-processing: no privacy cost.
+    """
+    w = np.clip(np.asarray(soft, dtype=float), 0.0, None)
+    total = w.sum(axis=1, keepdims=True)
+    p = np.where(total > 0, w / np.where(total > 0, total, 1.0), 1.0 / w.shape[1])
+    u = rng.random(len(p))
+    return np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), w.shape[1] - 1)
+
+
+def release_training_labels(release: Any, rng: np.random.Generator) -> np.ndarray | None:
+    """The labels a classifier is trained on: :func:`soft_label_draw` for soft labels, the released
+    label column otherwise."""
+    block = soft_label_block(release)
+    if block is None:
+        return _release_labels(release)
+    soft, classes = block
+    return classes[soft_label_draw(soft, rng)]
+
+
 def release_class_labels(release: Any) -> np.ndarray | None:
     """One label per released row: soft or one-hot label columns decoded to their class."""
     return _release_labels(release)
@@ -528,7 +598,8 @@ def evaluate_release(
     if task == "unsupervised":
         return clustering_metrics(release.data, mapped, test_X, bounds=bounds, settings=settings,
                                   reference=reference)
-    labels = _release_labels(release)
+    labels = (release_training_labels(release, np.random.default_rng(settings.random_state))
+              if task == "classification" else _release_labels(release))
     if labels is None or test_y is None:
         raise ValueError(f"task {task!r} needs labels in the release and test_y")
     if mapped is None:
@@ -575,6 +646,33 @@ def evaluate_non_private(
     if task == "regression":
         return regression_metrics(Xtr, ytr, Xte, yte, label_bounds=label_bounds, settings=settings)
     raise ValueError(f"task must be unsupervised, classification or regression, got {task!r}")
+
+
+def null_verdict(frame: pd.DataFrame) -> str:
+    """One sentence per swept value: does the release's ARI beat the isotropic-noise null?
+
+    ``frame`` is a :func:`utility_sweep` frame of a clustering sweep (metrics ``ari_real`` and
+    ``ari_null``). A value "beats the null" when the lower end of ``ari_real``'s 95% interval is
+    above the upper end of ``ari_null``'s.
+    """
+    a = frame[frame["metric"] == "ari_real"].set_index("x")
+    b = frame[frame["metric"] == "ari_null"].set_index("x")
+    parts = []
+    for x in a.index.intersection(b.index):
+        beats = a.loc[x, "lo"] > b.loc[x, "hi"]
+        parts.append(f"{a.loc[x, 'param']} = {x:g}: ARI {a.loc[x, 'mean']:.3f} vs null "
+                     f"{b.loc[x, 'mean']:.3f} "
+                     + ("(beats the null)" if beats else "(not distinguishable from the null)"))
+    return ("Agreement with the real clustering against isotropic noise of the same scale: "
+            + "; ".join(parts) + ".") if parts else "No clustering agreement was computed."
+
+
+def row_level_epsilon(release: Any) -> float:
+    """The release's row-level epsilon (replace-one, label included; ``Release.row_guarantee``),
+    ``inf`` when it has none (the papers' per-class modes with public class sizes) or is not
+    private. The one unit in which sweeps of different mechanisms are compared."""
+    g = release.row_guarantee()
+    return math.inf if g is None else float(g.epsilon)
 
 
 def utility_sweep(
@@ -628,7 +726,9 @@ def utility_sweep(
     -------
     pandas.DataFrame
         Tidy, one row per (value, metric): ``param, x, metric, mean, lo, hi, baseline, chance,
-        vs_chance, n_trials, higher_is_better``. ``baseline`` is the non-private value on the
+        vs_chance, n_trials, higher_is_better, epsilon_row``. ``epsilon_row`` is the largest row-level
+        epsilon (:func:`row_level_epsilon`) of the value's releases: the epsilon to compare
+        mechanisms at when ``x`` is under another relation. ``baseline`` is the non-private value on the
         same split; ``vs_chance`` is :func:`chance_comparison` of the interval. Every number is
         computed on the private data (:data:`NOT_DP_NOTICE`).
 
@@ -661,11 +761,13 @@ def utility_sweep(
     rows = []
     for i, value in enumerate(values):
         per_trial: dict[str, list[float]] = {}
+        row_eps: list[float] = []
         for t in range(trials):
             mech = mechanism_factory(value)
             seed = seeds[i * trials + t]
             mech.set_params(random_state=None if seed is None else int(seed))
             rel = mech.release(train, n_samples=n_samples)
+            row_eps.append(row_level_epsilon(rel))
             result = evaluate_release(rel, test.X, test.y, task, reference=reference, **common)
             for name, v in result.items():
                 per_trial.setdefault(name, []).append(v)
@@ -682,5 +784,6 @@ def utility_sweep(
                 "vs_chance": chance_comparison(name, lo, hi, chance),
                 "n_trials": int(np.sum(np.isfinite(vals))),
                 "higher_is_better": HIGHER_IS_BETTER.get(name, True),
+                "epsilon_row": max(row_eps),
             })
     return pd.DataFrame(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -103,6 +104,21 @@ if not frames:
     st.info("Pick mechanisms and an ε grid, then press **Run sweep**.")
 else:
     df = pd.concat(frames, ignore_index=True)
+    # one unit: every curve is drawn at its row-level epsilon (replace-one, label included)
+    # (a difference below 1e-6 relative is the rounding-down of budget splits, not another unit)
+    nominal = df["x"].astype(float)
+    other_unit = (df["epsilon_row"] - nominal).abs() > 1e-6 * nominal
+    moved = sorted(df.loc[other_unit, "mechanism"].unique())
+    none = sorted(df.loc[~np.isfinite(df["epsilon_row"]) & np.isfinite(nominal), "mechanism"].unique())
+    df = df.assign(epsilon_nominal=nominal, x=np.where(other_unit, df["epsilon_row"], nominal))
+    if moved:
+        st.caption(md_escape(
+            "Drawn at their row-level ε (replace-one, label included, for the drawn projection), not "
+            f"at the ε they were asked for: {', '.join(moved)} (their settings use another "
+            "neighbouring relation; the table keeps the asked-for value as epsilon_nominal)."))
+    if none:
+        st.warning(md_escape(f"No row-level guarantee, so not drawn: {', '.join(none)} (class sizes and "
+                             "labels are public in that mode)."), icon=":material/warning:")
     metrics = [m for m in dict.fromkeys(df["metric"]) if m != "k"]
     metric = st.selectbox("Metric", metrics, format_func=lambda m: METRIC_LABELS.get(m, m),
                           key="p:compare_metric", **initial("p:compare_metric"))
@@ -131,7 +147,10 @@ st.dataframe(pd.DataFrame([
     for n in chosen or names
 ]), hide_index=True)
 st.caption(
-    "Epsilons under different neighbouring relations or guarantee kinds are not directly comparable: "
+    "The curves are drawn at each release's row-level ε (replace-one, label included), which every "
+    "release card states; the papers' element and row-l2 epsilons are converted for the drawn "
+    "projection. Epsilons under different neighbouring relations or guarantee kinds are not directly "
+    "comparable: "
     + " ".join(f"**{k}**: {v}." for k, v in NEIGHBOURING_TEXT.items())
     + " A probabilistic guarantee holds only for all but a fraction β of projection draws."
 )

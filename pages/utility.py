@@ -14,6 +14,7 @@ from dpcore.utility import (
     evaluation_problem,
     exploration_csv,
     exploration_filename,
+    null_verdict,
     utility_sweep,
 )
 
@@ -25,7 +26,9 @@ metric_text = {
     "classification": "SVM and logistic-regression accuracy on real held-out rows",
     "regression": "kernel ridge RMSE on real held-out rows (with the random-guess RMSE)",
     "unsupervised": "clustering: silhouette of the release (the papers' metric), silhouette of the "
-                    "real rows under the release's K-means, and ARI against K-means on real data",
+                    "real rows under the release's K-means, and ARI against K-means on real data, "
+                    "next to the ARI of isotropic noise of the release's scale (the null: a release "
+                    "with no structure; only an ARI clearly above it means the release kept clusters)",
 }[ds.task]
 st.markdown(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*: {metric_text}. "
             "Each point is "
@@ -85,13 +88,17 @@ df = cache.get(key)
 if df is None:
     st.info("Choose a grid and press **Run sweep** (results are kept for this session).")
 else:
-    metrics = [m for m in dict.fromkeys(df["metric"]) if m != "k"]
+    metrics = [m for m in dict.fromkeys(df["metric"]) if m not in ("k", "ari_null")]
     cols = st.columns(min(2, len(metrics)))
     for i, metric in enumerate(metrics):
+        shown = [metric, "ari_null"] if metric == "ari_real" and "ari_null" in set(df["metric"]) else metric
         cols[i % len(cols)].plotly_chart(
-            utility_curve_figure(df, metric, title=METRIC_LABELS.get(metric, metric),
+            utility_curve_figure(df, shown, title=METRIC_LABELS.get(metric, metric)
+                                 + (" against the null (isotropic noise)" if shown != metric else ""),
                                  subtitle=NOT_DP_NOTICE),
             key=f"utility_{metric}")
+    if "ari_null" in set(df["metric"]):
+        st.markdown(md_escape(null_verdict(df)))
     st.warning(f"The table and its download are **{NOT_DP_NOTICE}**.",
                icon=":material/science:")
     st.dataframe(df, hide_index=True)

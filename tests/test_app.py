@@ -342,3 +342,21 @@ def test_tune_process_limits_blas_threads_and_freezes_only_after_new_imports(mon
         assert state.tune_process()  # a page imported something: tune again
     finally:
         gc.unfreeze()
+
+
+def test_utility_page_reports_clustering_against_the_isotropic_null():
+    from dataclasses import replace
+
+    at = new_app()
+    ds = at.session_state.dataset
+    at.session_state.dataset = replace(ds, task="unsupervised", y=None, classes=None, name="digits-unsup")
+    goto(at, "utility")
+    at.multiselect(key="p:utility_eps").set_value([1.0]).run()
+    at.slider(key="p:utility_trials").set_value(1).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    verdict = [m.value for m in at.markdown if "isotropic noise of the same scale" in m.value]
+    assert verdict and "epsilon = 1" in verdict[0] and "null" in verdict[0]
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    names = {t.get("name", "") for spec in charts for t in spec["data"]}
+    assert any("null" in n for n in names)

@@ -226,7 +226,7 @@ def test_rp_gaussian_sigma_is_the_analytic_gaussian_of_the_full_sensitivity(task
     kw = {"regression": {"label_bounds": (-5, 5)}, "classification": {"classes": [0, 1, 2]},
           "unsupervised": {}}[task]
     rel = RPGaussian(epsilon=eps, delta=delta, n_components=5, bounds=(0, 4), random_state=1,
-                     task=task, **kw).release(X, y)
+                     task=task, label_release="appended", **kw).release(X, y)
     R = rel.transform_arrays["R"]
     w = np.full(8, 2.0)
     s_r = min(np.linalg.norm(R, 2) * np.linalg.norm(w), np.sum(w * np.linalg.norm(R, axis=1)))
@@ -241,6 +241,25 @@ def test_rp_gaussian_sigma_is_the_analytic_gaussian_of_the_full_sensitivity(task
     assert np.var(z) == pytest.approx(1.0, rel=0.06)  # 6,000 draws: s.e. ~1.8%
     g = rel.guarantee
     assert (g.epsilon, g.delta, g.kind) == (pytest.approx(eps), delta, "approx")
+
+
+def test_rp_gaussian_default_releases_labels_by_randomized_response_with_half_the_budget():
+    X = box_data(n=6000, d=8, seed=4)
+    y = np.arange(6000) % 3
+    eps, delta = 2.0, 1e-6
+    rel = RPGaussian(epsilon=eps, delta=delta, n_components=5, bounds=(0, 4), classes=[0, 1, 2],
+                     random_state=1).release(X, y)
+    R = rel.transform_arrays["R"]
+    w = np.full(8, 2.0)
+    s_r = min(np.linalg.norm(R, 2) * np.linalg.norm(w), np.sum(w * np.linalg.norm(R, axis=1)))
+    feat, lab = rel.noise
+    assert feat.sensitivity == pytest.approx(s_r, rel=1e-12)  # no label in the Gaussian block
+    assert feat.scale == pytest.approx(analytic_gaussian_sigma(s_r, eps / 2, delta), rel=1e-9)
+    assert lab.distribution == "randomized-response" and lab.epsilon == pytest.approx(eps / 2)
+    flip = 2 / (math.exp(eps / 2) + 2)
+    assert np.mean(rel.labels != y) == pytest.approx(flip, abs=4 * math.sqrt(flip * (1 - flip) / 6000))
+    g = rel.guarantee
+    assert (g.epsilon, g.delta, g.neighbouring) == (pytest.approx(eps), delta, "replace-one")
 
 
 def test_rp_gaussian_paper_calibration_and_the_epsilon_it_achieves():

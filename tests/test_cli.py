@@ -171,9 +171,10 @@ def test_bounds_file(capsys, tmp_path, kind):
     assert "warning" not in err
     card = _card(out)
     assert card["bounds_source"] == "user" and card["guarantee"]["holds"] is True
-    # the sensitivity reflects the bounds file: box diameter + the one-hot label of height 10
-    # (the widest feature range): 2 * 10^2 under the root
-    assert card["noise"][0]["sensitivity"] == pytest.approx(np.sqrt(1 + 16 + 100 + 2 * 10**2))
+    # the sensitivity reflects the bounds file: the box diameter (labels are released on their own
+    # by randomized response, the card's second noise record)
+    assert card["noise"][0]["sensitivity"] == pytest.approx(np.sqrt(1 + 16 + 100))
+    assert card["noise"][1]["distribution"] == "randomized-response"
 
 
 def test_ledger_and_budget(capsys, tmp_path):

@@ -339,7 +339,8 @@ def test_regression_label_scaled_with_public_label_bounds():
 def test_classification_columns_soft_labels_and_argmax(digits):
     X, y = digits
     rel = _release(X, y, ell=1, sigma_x=0.0)
-    assert rel.label_columns == [f"label={c}" for c in range(10)] + ["label"]
+    # the argmax column is named for what it is (issue 13): one trains on the soft labels
+    assert rel.label_columns == [f"label={c}" for c in range(10)] + ["label_argmax"]
     soft = rel.labels[:, :10]
     assert np.all(np.isin(soft, [0.0, 1.0])) and np.all(soft.sum(axis=1) == 1)
     np.testing.assert_array_equal(rel.labels[:, 10], np.argmax(soft, axis=1))
@@ -368,7 +369,7 @@ def test_denoise_is_a_gaussian_filter_of_the_same_release(digits):
     expect = ndimage.gaussian_filter(raw.data.reshape(-1, 8, 8), sigma=(0, 1.0, 1.0)).reshape(-1, 64)
     np.testing.assert_allclose(den.data, expect, atol=1e-12)
     np.testing.assert_array_equal(den.labels, raw.labels)  # labels untouched
-    assert den.guarantee == raw.guarantee and den.label_columns[-1] == "digit"
+    assert den.guarantee == raw.guarantee and den.label_columns[-1] == "digit_argmax"
     # denoising removes noise: closer to the noiseless mixtures
     clean = DPMix(ell=4, sigma_x=0.0, random_state=3).release(ds)
     assert np.mean((den.data - clean.data) ** 2) < 0.5 * np.mean((raw.data - clean.data) ** 2)

@@ -30,7 +30,7 @@ def test_registered_under_its_cli_name():
 
 @pytest.mark.parametrize(("eps", "delta"), [(0.2, 1e-5), (1.0, 1e-6), (8.0, 1e-3)])
 def test_exact_sigma_is_the_analytic_gaussian_of_the_released_matrix(eps, delta):
-    rel = DPPro(epsilon=eps, delta=delta, n_components=5, bounds=(0, 1),
+    rel = DPPro(relation="element", epsilon=eps, delta=delta, n_components=5, bounds=(0, 1),
                 random_state=3).release(unit_data())
     R = rel.transform_arrays["R"]
     theta2 = np.max(np.linalg.norm(R, axis=1))
@@ -49,7 +49,8 @@ def test_exact_sigma_is_the_analytic_gaussian_of_the_released_matrix(eps, delta)
 def test_element_bound_scales_the_sensitivity_up_to_the_column_width():
     X = unit_data() * 3
     for bound, factor in ((2.0, 2.0), (7.0, 3.0)):
-        rel = DPPro(epsilon=1.0, n_components=4, element_bound=bound, rescale=False, bounds=(0, 3),
+        rel = DPPro(relation="element", epsilon=1.0, n_components=4, element_bound=bound, rescale=False,
+                    bounds=(0, 3),
                     random_state=0).release(X)
         theta2 = np.max(np.linalg.norm(rel.transform_arrays["R"], axis=1))
         assert rel.noise[0].sensitivity == pytest.approx(factor * theta2)
@@ -98,7 +99,7 @@ def test_published_sigma_with_violated_conditions_is_reported():
 def test_published_sigma_when_lemma4_holds():
     d, k = 200, 60  # k > 2(ln 200 + ln 2e5) = 35.0
     X = unit_data(n=100, d=d, binary=True)
-    rel = DPPro(epsilon=1.0, n_components=k, calibration="published", bounds=(0, 1),
+    rel = DPPro(relation="element", epsilon=1.0, n_components=k, calibration="published", bounds=(0, 1),
                 random_state=0).release(X)
     assert not [w for w in rel.card()["warnings"] if "Lemma 4" in w]
     assert rel.details["lemma4_conditions_hold"] is True
@@ -140,7 +141,7 @@ def test_gaussian_epsilon_inverts_the_privacy_curve(sens, delta):
 def test_labels_are_released_with_the_whole_epsilon():
     n = 6000
     y = np.arange(n) % 2
-    rel = DPPro(epsilon=1.0, delta=1e-6, n_components=3, bounds=(0, 1), classes=[0, 1],
+    rel = DPPro(relation="element", epsilon=1.0, delta=1e-6, n_components=3, bounds=(0, 1), classes=[0, 1],
                 random_state=0).release(unit_data(n=n), y)
     flip = 1 / (math.e + 1)
     assert abs(np.mean(rel.labels != y) - flip) < 4 * math.sqrt(flip * (1 - flip) / n)
@@ -182,7 +183,7 @@ def test_svm_trained_on_the_release_beats_the_majority_class():
     for eps in (np.inf, 10.0):
         scores = []
         for seed in range(6):
-            rel = DPPro(epsilon=eps, n_components=10, bounds=bounds, classes=[0, 1],
+            rel = DPPro(relation="element", epsilon=eps, n_components=10, bounds=bounds, classes=[0, 1],
                         random_state=seed).release(Xtr, ytr)
             clf = LinearSVC().fit(rel.data, rel.labels)
             scores.append(clf.score(rel.transform(Xte), yte))

@@ -42,7 +42,8 @@ def test_registered_under_its_cli_name():
                                                                (3.0, 5.0, 3.0)])
 def test_exact_element_calibration_equals_row_l1_norms(upper, element_bound, factor):
     X = unit_data() * upper
-    rel = JLLaplace(epsilon=0.5, n_components=4, element_bound=element_bound, rescale=False,
+    rel = JLLaplace(relation="element", epsilon=0.5, n_components=4, element_bound=element_bound,
+                    rescale=False,
                     bounds=(0, upper), random_state=7).release(X)
     P = drawn_projection(7, 8, 4)
     # c = min(Delta, column width) * max_i ||P_i||_1; default Delta = widest column range
@@ -58,7 +59,8 @@ def test_exact_element_calibration_equals_row_l1_norms(upper, element_bound, fac
 def test_rescale_maps_columns_to_unit_range():
     X = unit_data() * np.arange(1, 9) + 5
     bounds = np.column_stack([np.full(8, 5.0), 5.0 + np.arange(1, 9)])
-    rel = JLLaplace(epsilon=np.inf, n_components=3, bounds=bounds, random_state=1).release(X)
+    rel = JLLaplace(relation="element", epsilon=np.inf, n_components=3, bounds=bounds,
+                    random_state=1).release(X)
     P = drawn_projection(1, 8, 3)
     np.testing.assert_allclose(rel.data, ((X - bounds[:, 0]) / np.arange(1, 9)) @ P)
     assert rel.noise[0].sensitivity == pytest.approx(np.max(np.abs(P).sum(axis=1)))
@@ -105,7 +107,7 @@ def test_laplace_noise_spread_matches_the_scale():
     X = np.zeros((200, 6))
     pooled = []
     for seed in range(20):
-        rel = JLLaplace(epsilon=1.5, n_components=5, rescale=False, bounds=(0, 1),
+        rel = JLLaplace(relation="element", epsilon=1.5, n_components=5, rescale=False, bounds=(0, 1),
                         random_state=seed).release(X)
         b = rel.noise[0].scale
         assert b == pytest.approx(np.max(np.abs(drawn_projection(seed, 6, 5)).sum(axis=1)) / 1.5)
@@ -118,7 +120,7 @@ def test_laplace_noise_spread_matches_the_scale():
 
 def test_published_element_reports_the_failure_probability():
     X = unit_data(d=50)
-    rel = JLLaplace(epsilon=4.0, n_components=10, calibration="published", rescale=False,
+    rel = JLLaplace(relation="element", epsilon=4.0, n_components=10, calibration="published", rescale=False,
                     bounds=(0, 1), random_state=2).release(X)
     beta = 50 * math.exp(-10 / 2)
     assert rel.noise[0].sensitivity == pytest.approx(2 * math.sqrt(10))
@@ -135,7 +137,7 @@ def test_published_element_reports_the_failure_probability():
 
 def test_published_element_with_vacuous_beta_falls_back_to_the_drawn_projection():
     # Table 1's first setting: d = 3, k = 2 gives beta = 3 e^-1 > 1 (the theorem says nothing)
-    rel = JLLaplace(epsilon=4.0, n_components=2, calibration="published", rescale=False,
+    rel = JLLaplace(relation="element", epsilon=4.0, n_components=2, calibration="published", rescale=False,
                     bounds=(0, 1), random_state=0).release(unit_data(d=3))
     assert published_element_constant(2, 3)[1] > 1
     assert rel.guarantee.kind == "pure" and rel.guarantee.beta is None
@@ -197,7 +199,8 @@ def test_the_projection_is_secret():
 def test_labels_randomized_response_flip_rate(n_classes):
     n, eps = 6000, 1.0
     y = np.arange(n) % n_classes
-    rel = JLLaplace(epsilon=eps, n_components=3, bounds=(0, 1), classes=np.arange(n_classes),
+    rel = JLLaplace(relation="element", epsilon=eps, n_components=3, bounds=(0, 1),
+                    classes=np.arange(n_classes),
                     random_state=0).release(unit_data(n=n), y)
     flip = (n_classes - 1) / (math.exp(eps) + n_classes - 1)
     observed = np.mean(rel.labels != y)
@@ -224,7 +227,7 @@ def test_row_relation_splits_the_budget_with_labels():
 def test_regression_label_gets_laplace_noise_of_its_range():
     n = 20_000
     y = np.random.default_rng(1).uniform(0, 10, n)
-    rel = JLLaplace(epsilon=2.0, n_components=3, bounds=(0, 1), label_bounds=(0, 10),
+    rel = JLLaplace(relation="element", epsilon=2.0, n_components=3, bounds=(0, 1), label_bounds=(0, 10),
                     task="regression", random_state=1).release(unit_data(n=n), y)
     assert rel.noise[1].scale == pytest.approx(10 / 2.0)
     assert np.mean(np.abs(rel.labels - y)) == pytest.approx(5.0, rel=0.03)  # E|Lap(b)| = b
@@ -286,8 +289,8 @@ def test_kmeans_utility_close_to_the_noiseless_projection():
     for seed in range(6):
         common = dict(n_components=2, element_bound=1.0, rescale=False, bounds=(-10, 10),
                       random_state=seed)
-        clean = JLLaplace(epsilon=np.inf, **common).release(X)
-        noisy = JLLaplace(epsilon=4.0, **common).release(X)
+        clean = JLLaplace(relation="element", epsilon=np.inf, **common).release(X)
+        noisy = JLLaplace(relation="element", epsilon=4.0, **common).release(X)
         gaps.append(_kmeans_accuracy(clean.data, y) - _kmeans_accuracy(noisy.data, y))
         ratios.append(noisy.details["noise_scale_exact"] / noisy.details["noise_scale_published"])
     assert np.mean(gaps) < 0.08

@@ -47,7 +47,7 @@ def test_sensitivity_adds_one_hot_label_of_height_max_width():
     X = _uniform_in(b, 30, 1)
     y = np.arange(30) % 4
     rel = LocalGaussian(epsilon=1.0, bounds=b, task="classification", classes=np.arange(4),
-                        column_noise="equal").release(X, y)
+                        column_noise="equal", label_release="appended").release(X, y)
     widths2 = float(np.sum((b[:, 1] - b[:, 0]) ** 2))
     c = float(np.max(b[:, 1] - b[:, 0]))  # the one-hot label has the widest feature's height
     assert rel.noise[0].sensitivity == pytest.approx(math.sqrt(widths2 + 2 * c**2), rel=1e-12)
@@ -60,9 +60,26 @@ def test_sensitivity_adds_label_range_for_regression():
     X = _uniform_in(b, 30, 2)
     y = np.linspace(0, 50, 30)
     rel = LocalGaussian(epsilon=1.0, bounds=b, label_bounds=(-10, 40), task="regression",
-                        column_noise="equal").release(X, y)
+                        column_noise="equal", label_release="appended").release(X, y)
     widths2 = float(np.sum((b[:, 1] - b[:, 0]) ** 2))
     assert rel.noise[0].sensitivity == pytest.approx(math.sqrt(widths2 + 50**2), rel=1e-12)
+
+
+def test_default_labels_by_randomized_response_with_half_the_budget():
+    b = _box(5)
+    n = 6000
+    X = _uniform_in(b, n, 1)
+    y = np.arange(n) % 4
+    rel = LocalGaussian(epsilon=2.0, delta=1e-6, bounds=b, task="classification",
+                        classes=np.arange(4)).release(X, y)
+    feat, lab = rel.noise
+    assert feat.sensitivity == pytest.approx(float(np.linalg.norm(b[:, 1] - b[:, 0])), rel=1e-12)
+    assert feat.epsilon == pytest.approx(1.0) and lab.epsilon == pytest.approx(1.0)
+    assert lab.distribution == "randomized-response"
+    flip = 3 / (math.exp(1.0) + 3)
+    assert np.mean(rel.labels != y) == pytest.approx(flip, abs=4 * math.sqrt(flip * (1 - flip) / n))
+    g = rel.guarantee
+    assert (g.epsilon, g.delta) == (pytest.approx(2.0), 1e-6)
 
 
 @pytest.mark.parametrize(("eps", "delta"), [(0.3, 1e-5), (1.0, 1e-8), (8.0, 1e-3)])
@@ -134,7 +151,7 @@ def test_regression_label_noise_has_the_same_sigma():
     X = _uniform_in(b, n, 8)
     y = rng.uniform(0, 10, n)
     rel = LocalGaussian(epsilon=2.0, bounds=b, label_bounds=(0, 10), task="regression",
-                        random_state=3, column_noise="equal").release(X, y)
+                        random_state=3, column_noise="equal", label_release="appended").release(X, y)
     sigma = rel.noise[0].scale
     stat = float(np.sum((rel.labels - y) ** 2)) / sigma**2
     assert stats.chi2.ppf(LEVEL / 2, n) < stat < stats.chi2.isf(LEVEL / 2, n)

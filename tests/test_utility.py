@@ -149,3 +149,20 @@ def test_image_grid_figure():
     assert [a.text for a in fig.layout.annotations] == list("abcde")
     with pytest.raises(ValueError, match="64"):
         image_grid_figure(np.zeros((2, 63)), (8, 8))
+
+
+def test_isotropic_null_matches_location_and_scale_and_blobs_beat_it():
+    from dpcore.utility import clustering_metrics, isotropic_null
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 3)) * [3.0, 1.0, 0.5] + 2.0
+    Z = isotropic_null(X, 20_000, np.random.default_rng(1))
+    np.testing.assert_allclose(Z.mean(axis=0), X.mean(axis=0), atol=0.05)
+    np.testing.assert_allclose(Z.var(axis=0), np.mean(X.var(axis=0)), rtol=0.05)  # same in every direction
+    # four well-separated blobs on a line, released as they are: the null (one round blob of the same
+    # scale, cut into k cells around its centre) cannot recover them, the release does
+    centres = np.array([[0, 0], [6, 0], [12, 0], [18, 0]], dtype=float)
+    lab = rng.integers(0, 4, 2000)
+    blobs = centres[lab] + rng.normal(scale=0.5, size=(2000, 2))
+    out = clustering_metrics(blobs[:1000], blobs[1000:], blobs[1000:])
+    assert out["ari_real"] > 0.95 and out["ari_null"] < out["ari_real"] - 0.3

@@ -26,6 +26,7 @@ METRIC_LABELS = {
     "silhouette_release": "silhouette (release)",
     "silhouette_real": "silhouette (real rows)",
     "ari_real": "ARI vs real clustering",
+    "ari_null": "ARI of isotropic noise (null)",
     "k": "clusters chosen",
 }
 

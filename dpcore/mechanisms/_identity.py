@@ -53,6 +53,7 @@ from dpcore.mechanisms._box import (
     box_widths,
 )
 from dpcore.mechanisms._labels import (
+    LABEL_SPLIT,
     combine_with_labels,
     release_labels,
 )
@@ -84,10 +85,7 @@ _N_COMPONENTS_JL = Param(
     "min(10, d - 1)). The Laplace noise grows with k.", low=1, optional=True)
 
 
-_LABEL_SPLIT = Param(
-    "epsilon_split", "fraction_split", (0.9, 0.1), "Supervised tasks: budget fractions for the "
-    "projected features and the labels (they add up under replace-one).", privacy=True,
-    split_names=("features", "labels"))
+_LABEL_SPLIT = LABEL_SPLIT
 
 
 class _IdentityLaplaceBase(Mechanism):

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 
 from dpcore import dask_engine
+from dpcore.mechanisms._box import ENUMERATION_BUDGET, box_l1_sensitivity, box_l2_sensitivity
 from dpcore.noise import GridNoise
 from dpcore.preprocessing import PreparedInput, row_blocks
 
 __all__ = [
     "ProjectionInput",
     "ProjectionSetup",
+    "box_sensitivity",
     "check_one_row_per_input",
     "element_sensitivity",
     "gaussian_projection",
@@ -190,6 +192,63 @@ def element_sensitivity(P: np.ndarray, widths: np.ndarray, element_bound: float,
     eff = np.minimum(float(element_bound), np.asarray(widths, dtype=float))
     norms = np.linalg.norm(P, ord=ord, axis=1)
     return float(np.max(eff * norms))
+
+
+def _max_vertex_l2(Rw: np.ndarray, chunk: int = 1 << 12) -> float:
+    """``max_{t in {-1,1}^d} ||t^T Rw||_2`` over the ``2^(d-1)`` sign vectors with ``t_1 = 1``."""
+    d, k = Rw.shape
+    if d == 1:
+        return float(np.linalg.norm(Rw))
+    total = 1 << (d - 1)
+    bits = np.arange(d - 1)
+    best = 0.0
+    for start in range(0, total, chunk):
+        idx = np.arange(start, min(total, start + chunk))
+        T = np.ones((idx.size, d))
+        T[:, 1:] = 1.0 - 2.0 * ((idx[:, None] >> bits) & 1)
+        best = max(best, float(np.linalg.norm(T @ Rw, axis=1).max()))
+    return best
+
+
+def box_sensitivity(P: np.ndarray, widths: np.ndarray, ord: int = 1,
+                    budget: int = ENUMERATION_BUDGET) -> tuple[float, str]:
+    """Row-level (replace-one) sensitivity of ``X -> X P``: one row moves anywhere in the public box.
+
+    A replaced row changes its output row by ``v P`` with ``|v_i| <= w_i`` (``widths``, the side
+    lengths of the box in the units ``X`` is projected in); every such ``v`` is reachable.
+
+    * ``ord=1`` (Laplace): ``sup_v ||v P||_1 = max_{s in {-1,1}^k} sum_i w_i |(P s)_i|`` — exact by
+      enumeration of the ``2^(k-1)`` sign vectors, else the smaller of two proven upper bounds
+      (:func:`~dpcore.mechanisms._box.box_l1_sensitivity`, derivation in
+      :mod:`dpcore.mechanisms._identity`).
+    * ``ord=2`` (Gaussian): ``v -> ||v P||_2`` is convex, so its supremum over the box is attained
+      at a vertex ``v = w * t``, ``t in {-1,1}^d``: exact by enumerating the ``2^(d-1)`` vertices
+      (``t`` and ``-t`` give the same norm) while ``2^(d-1) d k <= budget``; otherwise
+      ``min(sigma_max(P) ||w||_2, sum_i w_i ||P_i||_2)``
+      (:func:`~dpcore.mechanisms._box.box_l2_sensitivity`, both proven upper bounds).
+
+    This is the sensitivity of the DRAWN matrix: ``P`` is data-independent, so calibrating to it
+    is exact (SPEC section 4, "exact calibration"). Compare with the element relation, where one
+    entry changes: ``max_i min(Delta, w_i) ||P_i||`` (:func:`element_sensitivity`), about
+    ``sqrt(d)`` (L2) to ``d`` (L1) times smaller.
+
+    Returns
+    -------
+    (float, str)
+        The sensitivity and how it was obtained (``"exact: ..."`` or ``"bound: ..."``).
+    """
+    P = np.asarray(P, dtype=float)
+    w = np.asarray(widths, dtype=float)
+    if ord == 1:
+        return box_l1_sensitivity(P, w, budget)
+    if ord != 2:
+        raise ValueError(f"ord must be 1 or 2, got {ord}")
+    d, k = P.shape
+    if (1 << max(d - 1, 0)) * d * k <= budget:
+        return _max_vertex_l2(P * w[:, None]), f"exact: max over 2^{d - 1} box vertices of ||v P||_2"
+    sound, spectral = box_l2_sensitivity(P, w)
+    how = "sigma_max(P) ||w||_2" if sound == spectral else "sum_i w_i ||P_i||_2 (triangle inequality)"
+    return sound, f"bound: {how}"
 
 
 def check_one_row_per_input(n_samples: int | None, n: int, what: str) -> None:

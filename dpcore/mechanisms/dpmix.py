@@ -498,8 +498,10 @@ class DPMix(Mechanism):
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
     Released table: ``T`` rows. Feature columns (the input's names) in ``[0, 1]``-scaled units plus
-    noise; for classification the soft labels ``label=c`` (noisy mixed one-hot) and ``label`` =
-    the argmax class (post-processing); for regression ``label`` in scaled units. The public
+    noise; for classification the soft labels ``label=c`` (noisy mixed one-hot: what one trains
+    on, :func:`dpcore.training.train_on_release`) and ``label_argmax`` = their argmax class
+    (post-processing; the majority class among the mixed rows, almost always the overall majority
+    class for moderate ``ell``, so not a training label); for regression ``label`` in scaled units. The public
     bounds are released as the transform (``lo``, ``hi``).
 
     Raises
@@ -703,8 +705,11 @@ def _details(data: PreparedInput, params: dict[str, Any], acct: dict[str, Any], 
     if data.task == "classification":
         assert data.classes is not None
         details["classes"] = data.classes.tolist()
-        details["label_units"] = ("soft labels: mixed one-hot plus noise (may be negative or above "
-                                  "1); the 'label' column is their argmax")
+        details["label_units"] = (
+            "soft labels: mixed one-hot plus noise (may be negative or above 1), the columns to train "
+            f"on; '{data.label_name or 'label'}_argmax' is their argmax, the most frequent class among "
+            f"the ell = {ell} mixed rows (almost always the majority class for moderate ell: do not "
+            "train on it)")
     elif data.task == "regression":
         details["label_units"] = (f"label scaled to [0, 1] by the public label bounds "
                                   f"{data.label_bounds}: y = lo + z (hi - lo)")
@@ -713,7 +718,13 @@ def _details(data: PreparedInput, params: dict[str, Any], acct: dict[str, Any], 
 
 def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
                     names: list[str]) -> tuple[np.ndarray | None, list[str]]:
-    """Soft label columns plus, for classification, the argmax class as ``label``."""
+    """Soft label columns plus, for classification, their argmax class as ``<label>_argmax``.
+
+    The soft labels (mixed one-hot plus noise) are what one trains on (:mod:`dpcore.training`,
+    :mod:`dpcore.utility`). The argmax column is named for what it is: the most frequent class
+    among the ``ell`` mixed rows (plus noise), i.e. almost always the majority class once ``ell``
+    is moderate (issue 13), kept only as a display convenience.
+    """
     if data.task == "unsupervised":
         return None, []
     if data.task == "regression":
@@ -727,4 +738,4 @@ def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
         labels = np.empty((len(soft), soft.shape[1] + 1), dtype=object)
         labels[:, :-1] = soft
         labels[:, -1] = hard
-    return labels, [*names, data.label_name or "label"]
+    return labels, [*names, f"{data.label_name or 'label'}_argmax"]

@@ -56,7 +56,7 @@ class IdentityLaplace(_IdentityLaplaceBase):
         Total budget (> 0; ``inf`` = NOT PRIVATE: zero noise, explore only).
     n_components : int, optional
         ``k``, ``1 <= k < n_features``; default ``min(10, d - 1)``.
-    epsilon_split : (float, float), default (0.9, 0.1)
+    epsilon_split : (float, float), default (0.5, 0.5)
         Supervised tasks: fractions for the features and the labels (basic composition).
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.

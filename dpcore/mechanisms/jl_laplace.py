@@ -13,7 +13,11 @@ sensitivity of ``X -> X P``, the mapping of rows into the projected space's inpu
 
 Calibration of ``c`` (the L1 sensitivity of ``X -> X P``):
 
-* ``relation="element"`` (one entry changes by at most ``Delta``):
+* ``relation="replace-one"`` (default; one row, label included, replaced by any row of the public
+  box, the row-level unit of every card): ``c = max_{s in {-1,1}^k} sum_i w_i |(P s)_i|``, the exact
+  L1 sensitivity of the drawn ``P`` over the box (enumerated; a proven bound for large ``k``).
+  ``published``: Thm 5 with ``alpha`` = the box's squared diameter.
+* ``relation="element"`` (the paper's; one entry changes by at most ``Delta``):
   ``exact``: ``c = max_i min(Delta, w_i) ||P_i||_1`` (row L1 norm of the drawn ``P``; ``w_i`` the
   public width of column ``i``, which no change inside the public box can exceed) - the exact
   sensitivity, pure epsilon-DP, no failure probability. ``published`` (Thm 3, with Lemma 1 and
@@ -41,8 +45,13 @@ import numpy as np
 
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit, laplace_scale
-from dpcore.mechanisms._labels import combine_with_labels, release_labels
-from dpcore.mechanisms._projection import element_sensitivity, projected_columns, projection_setup
+from dpcore.mechanisms._labels import LABEL_SPLIT, combine_with_labels, release_labels
+from dpcore.mechanisms._projection import (
+    box_sensitivity,
+    element_sensitivity,
+    projected_columns,
+    projection_setup,
+)
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
@@ -182,9 +191,15 @@ class JLLaplace(Mechanism):
     n_components : int, optional
         Projected dimension ``k``, ``1 <= k < n_features`` (default ``min(10, d - 1)``). The noise
         grows with ``k`` (``c`` is about ``0.8 sqrt(k)`` element-wise), the JL distortion shrinks.
-    relation : {"element", "row"}, default "element"
-        Neighbouring relation the guarantee is about: one entry changes by at most
-        ``element_bound``, or one row by at most ``row_bound`` in squared L2 norm.
+    relation : {"replace-one", "element", "row"}, default "replace-one"
+        Neighbouring relation the guarantee is about. ``replace-one`` (default): one row, label
+        included, is replaced by any row of the public box; ``c`` is the exact L1 sensitivity of
+        the drawn ``P`` over the box (:func:`~dpcore.mechanisms._projection.box_sensitivity`).
+        The paper's modes: ``element`` (one entry changes by at most ``element_bound``) and ``row``
+        (one row by at most ``row_bound`` in squared L2 norm); their cards also report the
+        row-level equivalent for the drawn ``P`` (``Release.row_level``, card key ``row_level``):
+        ``epsilon_row = c_box / b`` plus the labels' epsilon. At the paper's element epsilon = 1,
+        that is epsilon_row of about ``d`` (c_box / c_element grows like ``d / max_i ||P_i||_1``).
     calibration : {"exact", "published"}, default "exact"
         ``exact``: ``c`` is the sensitivity of the drawn ``P`` (pure epsilon-DP, no failure
         probability). ``published``: the paper's constants (Thm 3 / Thm 5), reported with their
@@ -197,10 +212,11 @@ class JLLaplace(Mechanism):
         the public box, i.e. ``d`` after rescaling).
     beta : float, default 1e-3
         Published row-wise calibration only: the failure probability over ``P`` of Thm 5.
-    epsilon_split : (float, float), default (0.9, 0.1)
-        Row relation with labels only: budget fractions for the features and the labels (a row
-        change moves both, so their epsilons add up). Under the element relation the changed entry
-        is either a feature or the label, so both get the whole epsilon.
+    epsilon_split : (float, float), default (0.5, 0.5)
+        Replace-one and row relations with labels: budget fractions for the features and the
+        labels (a row change moves both, so their epsilons add up; the default share is derived in
+        :func:`~dpcore.mechanisms._labels.label_budget_share`). Under the element relation the
+        changed entry is either a feature or the label, so both get the whole epsilon.
     rescale : bool, default True
         Map each column to ``[0, 1]`` with its public bounds before projecting (public, no privacy
         cost), so that bounds are comparable across columns.
@@ -232,9 +248,11 @@ class JLLaplace(Mechanism):
         EPSILON,
         Param("n_components", "int", None, "Projected dimension k (1 <= k < number of features; "
               "default min(10, d - 1)). Noise grows with k.", low=1, optional=True),
-        Param("relation", "choice", "element", "Neighbouring relation: one entry changes by at most "
-              "element_bound, or one row by at most row_bound in squared L2 norm.",
-              choices=("element", "row"), privacy=True),
+        Param("relation", "choice", "replace-one", "Neighbouring relation: replace-one (one row, label "
+              "included, replaced by any row of the public box: the row-level unit every mechanism "
+              "reports); the paper's element (one entry changes by at most element_bound) or row (one "
+              "row moves by at most row_bound in squared L2 norm).",
+              choices=("replace-one", "element", "row"), privacy=True),
         Param("calibration", "choice", "exact", "exact: calibrated to the drawn projection (pure "
               "epsilon-DP); published: the paper's constants with their failure probability beta.",
               choices=("exact", "published"), privacy=True),
@@ -247,12 +265,11 @@ class JLLaplace(Mechanism):
         Param("beta", "float", 1e-3, "Published row-wise calibration: failure probability over the "
               "projection (Thm 5).", low=0.0, high=1.0, low_open=True, high_open=True, log=True,
               privacy=True),
-        Param("epsilon_split", "fraction_split", (0.9, 0.1), "Row relation with labels: budget "
-              "fractions for features and labels.", privacy=True, split_names=("features", "labels")),
+        LABEL_SPLIT,
         Param("rescale", "bool", True, "Map each column to [0, 1] with its public bounds before "
               "projecting."),
     )
-    neighbouring = "element"
+    neighbouring = "replace-one"
     guarantee_kind = "pure"
     space = "projected"
     capabilities = frozenset({"distances"})
@@ -267,7 +284,7 @@ class JLLaplace(Mechanism):
         eps, relation, calibration = params["epsilon"], params["relation"], params["calibration"]
 
         has_labels = data.task != "unsupervised" and data.y is not None
-        if has_labels and relation == "row":
+        if has_labels and relation != "element":
             split = EpsilonSplit.from_fractions(eps, dict(zip(("features", "labels"),
                                                               params["epsilon_split"], strict=True)))
             eps_f, eps_l = split["features"], split["labels"]
@@ -275,6 +292,9 @@ class JLLaplace(Mechanism):
             eps_f, eps_l = eps, (eps if has_labels else None)
 
         details: dict[str, Any] = {"relation": relation, "rescaled": inp.rescaled}
+        # the row-level (replace-one) sensitivity of the drawn P over the public box: the
+        # calibration of relation="replace-one" and the row-level equivalent of the paper's modes
+        c_box, box_method = box_sensitivity(P, inp.widths, ord=1)
         if relation == "element":
             bound = params["element_bound"] or float(np.max(inp.widths)) or 1.0
             c_exact = element_sensitivity(P, inp.widths, bound, ord=1)
@@ -283,7 +303,7 @@ class JLLaplace(Mechanism):
                            "||P_i||_1 (row L1 norms of the drawn P)")
             pub_formula, pub_source = "c = 2 sqrt(k) Delta", "JL paper Thm 3 (Lemmas 1, 2)"
             neighbouring = "element"
-        else:
+        elif relation == "row":
             bound = params["row_bound"] or float(np.sum(inp.widths**2)) or 1.0
             c_exact, method, spectral = row_sensitivity(P, bound)
             beta_pub = params["beta"]
@@ -293,12 +313,25 @@ class JLLaplace(Mechanism):
             pub_formula = "c = k t, t = sqrt(2 alpha ln(2k/beta) / k)"
             pub_source = "JL paper Thm 5 (Lemma 4), with sqrt(alpha) for the paper's alpha (a typo)"
             neighbouring = "row-l2"
+        else:  # replace-one: one row (label included) replaced by any row of the public box
+            c_exact = c_box
+            beta_pub = params["beta"]
+            alpha_box = float(np.sum(inp.widths**2)) or 1.0
+            c_pub = published_row_constant(k, alpha_box, beta_pub)
+            details.update(row_bound=alpha_box, sensitivity_method=box_method)
+            pub_formula = ("c = k t, t = sqrt(2 alpha ln(2k/beta) / k), alpha = squared diameter of "
+                           "the public box")
+            pub_source = ("JL paper Thm 5 (Lemma 4) with alpha = the box's squared diameter, which "
+                          "bounds every replaced row")
+            neighbouring = "replace-one"
 
         if calibration == "exact":
             c = c_exact
             feat = FeatureGuarantee(eps_f, "pure", None, eps_f, ())
-            formula = ("c = " + ("max_i min(Delta, w_i) ||P_i||_1" if relation == "element"
-                                 else "sqrt(alpha) max_s ||P s||_2 (<= sqrt(k alpha) sigma_max(P))")
+            formula = ("c = " + {"element": "max_i min(Delta, w_i) ||P_i||_1",
+                                 "row": "sqrt(alpha) max_s ||P s||_2 (<= sqrt(k alpha) sigma_max(P))",
+                                 "replace-one": "sup over the public box of ||(x - x') P||_1 = max_s "
+                                                "sum_i w_i |(P s)_i|"}[relation]
                        + "; b = c / epsilon")
             source = ("exact calibration to the drawn P (P is data-independent); JL paper Lemma 1 / "
                       "Thm 5 proof")
@@ -319,9 +352,15 @@ class JLLaplace(Mechanism):
         )]
         if labels.noise is not None:
             noise.append(labels.noise)
-        total = combine_with_labels(relation, feat.epsilon, eps_l)
+        total = combine_with_labels("element" if relation == "element" else "row", feat.epsilon, eps_l)
         guarantee = Guarantee(epsilon=total, delta=0.0, neighbouring=neighbouring, kind=feat.kind,
                               beta=feat.beta)
+        # row-level equivalent for the drawn P: the grid Laplace mechanism with scale b = t g is
+        # (c' / b)-DP for any query of L1 sensitivity c, c' = c + k g with the rounding (dpcore.noise)
+        eps_row_f = math.inf if b == 0 else (c_box + k * (plan.grid or 0.0)) / b
+        row_level = None if neighbouring == "replace-one" else Guarantee(
+            epsilon=combine_with_labels("row", eps_row_f, eps_l), delta=0.0, neighbouring="replace-one",
+            kind="pure")
         details.update(
             n_components=k,
             noise_distribution="laplace",
@@ -338,12 +377,15 @@ class JLLaplace(Mechanism):
             transform="none: the projection matrix P is secret (JL paper section 3.1), so real data "
                       "cannot be mapped into this space",
             labels=_labels_note(data, relation),
+            row_level_sensitivity=c_box,
+            row_level_sensitivity_method=box_method,
+            row_level_epsilon_features=eps_row_f,
         )
         details["warnings"] = list(feat.warnings)
         rel = self._new_release(
             data, params, values=Z, columns=projected_columns(k), guarantee=guarantee, noise=noise,
             calibration=calibration, labels=labels.labels, label_columns=labels.columns,
-            details=details,
+            details=details, row_level=row_level,
         )
         return rel
 

@@ -32,6 +32,16 @@ warning is recorded when one column's range dominates (relative noise differing 
 for ``S2`` — exact (epsilon, delta)-DP for every epsilon — or the classic bound
 ``S2 sqrt(2 ln(1.25/delta))/epsilon`` (Dwork & Roth 2014, Thm A.1, epsilon < 1). Neighbouring
 relation: replace-one (``n`` public). Guarantee: (epsilon, delta)-DP.
+
+Labels (``label_release``). By default (``"separate"``) labels are released on their own, by k-ary
+randomized response over the public class list or the Laplace mechanism on the clipped
+regression label (:func:`~dpcore.mechanisms._labels.release_labels`), with the label part of
+``epsilon_split`` (half by default, :func:`~dpcore.mechanisms._labels.label_budget_share`); the
+features get ``(eps_features, delta)`` and a replaced row moves both, so the guarantee is
+``(eps_features + eps_labels, delta)``. ``"appended"`` encodes the label into the noisy row as
+above: the noise is then set by the box diameter, about ``sqrt(d)`` times the label's height, so at
+epsilon = 1 the decoded labels are nearly uniform and a classifier trained on them falls below the
+majority rate (issue 13).
 """
 
 from __future__ import annotations
@@ -43,7 +53,8 @@ import numpy as np
 
 from dpcore import dask_engine
 from dpcore import noise as dpnoise
-from dpcore.calibration import analytic_gaussian_sigma, classic_gaussian_sigma
+from dpcore.calibration import EpsilonSplit, analytic_gaussian_sigma, classic_gaussian_sigma
+from dpcore.mechanisms._labels import LABEL_SPLIT, release_labels, reserve_part_slack
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput
@@ -123,18 +134,20 @@ def column_shares(data: PreparedInput, column_noise: str = "relative",
 
 
 def local_gaussian_sensitivity(data: PreparedInput, shares: np.ndarray | None = None,
-                               label_share: float = 1.0) -> float:
+                               label_share: float = 1.0, include_label: bool = True) -> float:
     """L2 sensitivity of releasing one row divided by its public noise shares ``t`` (module docstring).
 
     Returns ``sqrt(sum_j (w_j / t_j)^2 + label_term)`` with ``w_j = hi_j - lo_j`` (``t = 1`` when
     ``shares`` is None: the L2 diameter of the box); ``label_term`` = ``2 (c / t_label)^2`` for a
     class label one-hot encoded with height ``c`` = :func:`label_height` (two entries change by
-    ``c``), ``((hi - lo) / t_label)^2`` for a regression label, 0 without labels. Units: those of a
-    column with share 1.
+    ``c``), ``((hi - lo) / t_label)^2`` for a regression label, 0 without labels or when
+    ``include_label`` is False (labels released on their own). Units: those of a column with share 1.
     """
     widths = data.bounds[:, 1] - data.bounds[:, 0]
     t = np.ones_like(widths) if shares is None else shares
     total = float(np.sum((widths / t) ** 2))
+    if not include_label:
+        return math.sqrt(total)
     label_w = _label_width(data) / label_share
     if data.task == "classification":
         total += 2.0 * label_w**2
@@ -178,12 +191,17 @@ class LocalGaussian(Mechanism):
         or one noise scale for every column.
     noise_shares : dict {column: share} or sequence of d positive floats, optional
         Public shares set by hand (relative scale of each column's noise); overrides ``column_noise``.
+    label_release : {"separate", "appended"}, default "separate"
+        Supervised tasks: labels by randomized response / Laplace with ``epsilon_split``'s label
+        part, or encoded into the noisy row (module docstring).
+    epsilon_split : (float, float), default (0.5, 0.5)
+        ``label_release="separate"``: fractions for the features and the labels.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
-    Released table: ``n`` rows ``x_i + N(0, diag(sigma_j^2))`` in the input's feature space; for
-    classification the noisy one-hot label is decoded by argmax (post-processing), for regression
-    the noisy label is released as is. Noise is unbiased, so column means of the release estimate
+    Released table: ``n`` rows ``x_i + N(0, diag(sigma_j^2))`` in the input's feature space, plus
+    the privately released labels (``"appended"``: the noisy one-hot decoded by argmax, or the noisy
+    regression label). Noise is unbiased, so column means of the release estimate
     the clipped data's means with variance ``sigma_j^2 / n``. ``details["noise_per_column"]`` gives
     every ``sigma_j`` (``details["noise_shares"]`` the shares ``t_j``).
     """
@@ -203,6 +221,11 @@ class LocalGaussian(Mechanism):
         Param("column_noise", "choice", "relative", "Noise per column: in proportion to each "
               "column's public range (relative) or one scale for all columns (equal, set by the "
               "widest range).", choices=("relative", "equal"), privacy=True),
+        Param("label_release", "choice", "separate", "Supervised tasks: labels released on their own "
+              "(randomized response / Laplace, with epsilon_split's label part) or appended to the "
+              "noisy row (whose noise, set by the box diameter, drowns them).",
+              choices=("separate", "appended"), privacy=True),
+        LABEL_SPLIT,
     )
     extra_args = ("noise_shares",)
     neighbouring = "replace-one"
@@ -219,18 +242,24 @@ class LocalGaussian(Mechanism):
                 f"n_samples must be None or {data.n_samples}, got {n_samples}"
             )
         eps, delta = params["epsilon"], params["delta"]
+        separate = params["label_release"] == "separate" and data.task != "unsupervised"
+        eps_l = None
+        if separate:  # features (eps_f, delta) + labels eps_l, pure: basic composition
+            split = EpsilonSplit.from_fractions(
+                eps, dict(zip(("features", "labels"), params["epsilon_split"], strict=True)))
+            eps, eps_l = split["features"], split["labels"]
         shares, label_share = column_shares(data, params["column_noise"], self.noise_shares)
-        s2 = local_gaussian_sensitivity(data, shares, label_share)
+        s2 = local_gaussian_sensitivity(data, shares, label_share, include_label=not separate)
 
         n, d = data.X.shape
         # one row and its encoded label is the statistic: all its coordinates can change
         blocks = [data.X]
-        if data.task == "classification":
+        if not separate and data.task == "classification":
             assert data.classes is not None and data.y is not None
             onehot = np.zeros((n, data.classes.size))
             onehot[np.arange(n), data.y] = label_height(data)
             blocks.append(onehot)
-        elif data.task == "regression":
+        elif not separate and data.task == "regression":
             assert data.y is not None
             blocks.append(data.y[:, None].astype(float))
         stacked = np.hstack(blocks) if len(blocks) > 1 else data.X
@@ -240,7 +269,7 @@ class LocalGaussian(Mechanism):
         if params["calibration"] == "classic" and math.isfinite(eps):
             classic_gaussian_sigma(s2, eps, delta)  # its validity conditions apply to the nominal epsilon
         # the discrete Gaussian's slack is reserved from (eps, delta): the card states (eps, delta)
-        eps_i, delta_i = dpnoise.reserve_slack(eps, delta, stacked.shape[1])
+        eps_i, delta_i = reserve_part_slack(params["epsilon"], eps, delta, stacked.shape[1])
 
         def calibrate(sensitivity: float) -> float:
             if math.isinf(eps):
@@ -257,7 +286,10 @@ class LocalGaussian(Mechanism):
         values = noisy[:, :d]
         labels = None
         label_columns: list[str] = []
-        if data.task == "classification":
+        released = release_labels(data, eps_l, bits) if separate and eps_l is not None else None
+        if released is not None:
+            labels, label_columns = released.labels, released.columns
+        elif data.task == "classification":
             labels = data.classes[np.argmax(noisy[:, d:], axis=1)]
             label_columns = [data.label_name or "label"]
         elif data.task == "regression":
@@ -273,7 +305,8 @@ class LocalGaussian(Mechanism):
             s2_text = ("S2 = sqrt(sum_j ((hi_j - lo_j) / t_j)^2 [+ 2 (c / t_y)^2 one-hot label of height c "
                        "| + (label range / t_y)^2]), public shares t (largest feature share 1); ")
         noise = [NoiseRecord(
-            statistic="each row (features" + (" + encoded label" if labels is not None else "")
+            statistic="each row (features" + (" + encoded label" if labels is not None and not separate
+                                              else "")
             + ")" + ("" if uniform else ", column j divided by its public share t_j"),
             sensitivity=s2, scale=sigma, distribution="gaussian", norm="L2", epsilon=eps,
             delta=delta,
@@ -285,15 +318,20 @@ class LocalGaussian(Mechanism):
             **dpnoise.record_fields(draw),
         )]
         eps_total, delta_total, slack = dpnoise.reserved_guarantee([draw], eps, delta, eps_i, delta_i)
+        if released is not None and released.noise is not None and eps_l is not None:
+            noise.append(released.noise)
+            eps_total += eps_l
         guarantee = Guarantee(epsilon=eps_total, delta=delta_total, neighbouring="replace-one",
                               kind="approx")
         details: dict[str, Any] = {
             "noise_slack": slack,
+            "epsilon_features": eps,
+            "epsilon_labels": eps_l,
             "column_noise": "custom" if self.noise_shares is not None else params["column_noise"],
             "noise_shares": dict(zip(data.feature_names, shares.tolist(), strict=True)),
             "noise_per_column": dict(zip(data.feature_names, (sigma * shares).tolist(), strict=True)),
         }
-        if label_columns:
+        if label_columns and not separate:
             details["label_noise_share"] = label_share
             details["label_noise"] = sigma * label_share
         warning = dominance_warning(data, shares, sigma)

@@ -57,7 +57,7 @@ class PCAIdentity(_IdentityLaplaceBase):
     n_components : int, optional
         ``p``, ``1 <= p < n_features``; default ``floor(2 ln d / ln ln d)``
         (:func:`~dpcore.mechanisms._gaussian_model.default_n_components`, as PCA-Gauss).
-    epsilon_split : (float, float), default (0.9, 0.1)
+    epsilon_split : (float, float), default (0.5, 0.5)
         Supervised tasks: fractions for the features and the labels.
     public_data : array-like of shape (n_public, n_features) or Dataset
         Public rows with the private data's columns (clipped to the same public bounds), recorded
