@@ -11,9 +11,11 @@ with Chromium: its flags, the page's idle test and :class:`RunTracker`.
 
 from __future__ import annotations
 
+import importlib
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -40,10 +42,37 @@ def _flags(settings: Mapping[str, str]) -> list[str]:
     return [item for key, value in settings.items() for item in (f"--{key}", value)]
 
 
+#: Modules the first page of every session needs (mechanism registry with SciPy and scikit-learn,
+#: pandas, Plotly). Streamlit imports a script's modules on the first session's first run, which
+#: made the first visitor wait for them (several seconds on a loaded 2-core machine); the
+#: launcher imports them on a background thread while the server starts instead.
+PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.runner", "app.figures.common",
+           "app.figures.images", "plotly.graph_objects", "plotly.io")
+
+
+def preload(modules: tuple[str, ...] = PRELOAD) -> threading.Thread:
+    """Import ``modules`` on a daemon thread (started; returned for joining). An import that
+    fails is skipped here: the script run that needs the module shows the error."""
+    def run() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - reported by the run that imports it
+                continue
+
+    thread = threading.Thread(target=run, name="dp-explorer-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def main() -> None:
-    """``dp-explorer``: ``streamlit run`` the app with the hardened flags, then the user's own."""
+    """``dp-explorer``: ``streamlit run`` the app with the hardened flags, then the user's own;
+    the app's heavy modules are imported meanwhile (:func:`preload`)."""
     from streamlit.web import cli as stcli
 
+    if str(ROOT) not in sys.path:  # `app` and `dpcore` from this checkout, as the script has them
+        sys.path.insert(0, str(ROOT))
+    preload()
     sys.argv = ["streamlit", "run", str(APP), *_flags(HARDENED_SETTINGS), *sys.argv[1:]]
     sys.exit(stcli.main())
 
@@ -57,14 +86,16 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def server_command(port: int, *, address: str = LOOPBACK) -> list[str]:
-    """``python -m streamlit run app/streamlit_app.py`` on ``address:port`` for a test or benchmark.
+    """``python -m app.launch`` (= ``dp-explorer``: ``streamlit run app/streamlit_app.py`` with
+    :func:`preload`) on ``address:port`` for a test or benchmark.
 
     Hardened flags as for ``dp-explorer``, plus headless (no browser is opened) and no file
-    watcher (nothing reruns while a test edits files; one less thread under load).
+    watcher (nothing reruns while a test edits files; one less thread under load). The flags
+    given here come after the launcher's defaults, so they win (``server.address``).
     """
     settings = {**HARDENED_SETTINGS, "server.address": address, "server.port": str(port),
                 "server.headless": "true", "server.fileWatcherType": "none"}
-    return [sys.executable, "-m", "streamlit", "run", str(APP), *_flags(settings)]
+    return [sys.executable, "-m", "app.launch", *_flags(settings)]
 
 
 def start_server(port: int, log_path: Path, *, address: str = LOOPBACK) -> subprocess.Popen:

@@ -44,12 +44,20 @@ def draw_release(name: str, params: dict[str, Any], ds: Dataset, seed: int | Non
         return RunResult(None, f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
 
 
-def preview_rows(n: int, max_points: int = 2000, seed: int = 0) -> np.ndarray:
+#: Points per set (released, real) drawn in the Explore scatter. Display only: every computation
+#: uses all rows. Each SVG point costs the browser about 0.3-0.4 ms of CPU per redraw (headless
+#: Chromium, benchmarks/bench_browser.py): 2 x 600 points keep a slider move's redraw near 0.4 s.
+DISPLAY_POINTS = 600
+#: Rows the 2-D view's PCA is fitted on (independent of how many points are drawn).
+PCA_FIT_ROWS = 4000
+
+
+def preview_rows(n: int, max_points: int = DISPLAY_POINTS, seed: int = 0) -> np.ndarray:
     """The released rows :func:`two_d_view` plots, in its order (apply it to their labels too)."""
     return np.random.default_rng(seed).permutation(n)[:max_points]
 
 
-def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 2000,
+def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = DISPLAY_POINTS,
                seed: int = 0) -> tuple[np.ndarray | None, np.ndarray, str]:
     """First two principal axes of the real data (mapped into the release space), applied to both.
 
@@ -64,8 +72,8 @@ def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 
         r2 = None if real is None else np.hstack([real[:max_points], np.zeros((min(
             max_points, real.shape[0]), 2 - real.shape[1]))])
         return r2, np.hstack([rel, pad]), "released coordinates"
-    basis = real if real is not None else rel
-    pca = PCA(n_components=2, random_state=seed).fit(basis[:max_points * 2])
+    basis = real if real is not None else released[preview_rows(released.shape[0], PCA_FIT_ROWS, seed)]
+    pca = PCA(n_components=2, random_state=seed).fit(basis[:PCA_FIT_ROWS])
     real2 = None if real is None else pca.transform(real[:max_points])
     axis = "first two principal axes of the real data" if real is not None else \
         "first two principal axes of the release (no public map for real data)"

@@ -105,7 +105,9 @@ if ds.image_shape and release.data.shape[1] == int(np.prod(ds.image_shape)):
     k = 24
     c1, c2 = st.columns(2)
     c1.caption("real (held-out)")
-    c1.plotly_chart(image_grid_figure(test.X[:k], ds.image_shape, ncols=8), key="real_images")
+    real_images = state.memo(("real_images", ds.fingerprint, st.session_state["p:test_size"], k),
+                             lambda: image_grid_figure(test.X[:k], ds.image_shape, ncols=8))
+    c1.plotly_chart(real_images, key="real_images")  # no parameter changes it: built once
     c2.caption("released")
     c2.plotly_chart(image_grid_figure(np.asarray(release.data)[:k], ds.image_shape, ncols=8),
                     key="released_images")

@@ -32,11 +32,11 @@ def release_scatter_figure(real_2d: np.ndarray | None, released_2d: np.ndarray,
     classes = _legend_classes(rel_lab, real_lab)
     if classes is None:
         if real_2d is not None:
-            fig.add_trace(go.Scattergl(
+            fig.add_trace(go.Scatter(
                 x=real_2d[:, 0], y=real_2d[:, 1], mode="markers", name="real (held-out)",
                 marker={"size": 5, "color": "rgba(120,120,120,0.35)"},
                 text=None if real_lab is None else [str(v) for v in real_lab]))
-        fig.add_trace(go.Scattergl(
+        fig.add_trace(go.Scatter(
             x=released_2d[:, 0], y=released_2d[:, 1], mode="markers", name="released",
             marker={"size": 5, "color": "#d62728", "opacity": 0.7},
             text=None if rel_lab is None else [str(v) for v in rel_lab]))
@@ -45,13 +45,13 @@ def release_scatter_figure(real_2d: np.ndarray | None, released_2d: np.ndarray,
             colour = CLASS_COLOURS[i % len(CLASS_COLOURS)]
             if real_2d is not None and real_lab is not None:
                 mask = real_lab == cls
-                fig.add_trace(go.Scattergl(
+                fig.add_trace(go.Scatter(
                     x=real_2d[mask, 0], y=real_2d[mask, 1], mode="markers", legendgroup=cls,
                     name=f"{cls} real", showlegend=False,
                     marker={"size": 6, "symbol": "circle-open", "color": colour, "opacity": 0.5},
                     hovertemplate=f"real, class {cls}<extra></extra>"))
             mask = rel_lab == cls if rel_lab is not None else np.zeros(0, bool)
-            fig.add_trace(go.Scattergl(
+            fig.add_trace(go.Scatter(
                 x=released_2d[mask, 0], y=released_2d[mask, 1], mode="markers", legendgroup=cls,
                 name=cls, marker={"size": 5, "color": colour, "opacity": 0.8},
                 hovertemplate=f"released, class {cls}<extra></extra>"))

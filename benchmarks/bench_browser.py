@@ -1,0 +1,431 @@
+"""Issue 16 item 7: latency as a person sees it, in a real browser (headless Chromium, Playwright).
+
+Three browser figures and, beside them, the server-side figures they are often confused with:
+
+* **cold first page** (browser): a freshly started ``streamlit run`` (health endpoint already
+  answering), a new browser tab opens ``/``; time from ``page.goto`` to the settled page. Also
+  from the process start. Repeated ``--cold`` times, one new server each.
+* **new session, warm server** (browser): the same on a server that has served a session already.
+* **Explore epsilon slider** (browser): on the Explore page, the keyboard-focused ε slider gets
+  one key press (ArrowRight through the finite values, then Home); time from the key press to
+  the settled page. ``--repeats`` moves per dataset (default 12) after one untimed move; every
+  move goes to a setting the session has not drawn in its last 12 (the page's memo size), so each
+  one draws a new release. Reported: median and p90.
+
+"Settled" means all of: the websocket carried ``script_finished`` for a run that started after
+the key press and no run is in flight (``app.launch.RunTracker``); the page shows no running
+indicator and is connected (``app.launch.IDLE_JS``); the Explore scatter's plotted data differ
+from before the press (Plotly's ``gd.data`` on the page, i.e. the new figure has reached the
+browser and been handed to Plotly); then two animation frames (it has been painted). The
+"guaranteed ε" metric must then show the slider's value, or the move counts as an error.
+
+Server figures: **server round trip** = from the websocket frame the page sent for the move to
+the ``script_finished`` frame it received (what the server did, plus loopback); **AppTest** = the
+same change made with Streamlit's ``AppTest`` in this process, no browser and no websocket (the
+figure the README reported before as "app latency").
+
+Run from the repository root (Chromium at ``/usr/bin/chromium`` or ``$DP_EXPLORER_CHROMIUM``)::
+
+    python benchmarks/bench_browser.py                     # digits and mnist-10k, 12 moves each
+    python benchmarks/bench_browser.py --repeats 20 --cold 3 --mechanism ron-gauss
+    python benchmarks/bench_browser.py --json benchmarks/results/browser.json --no-apptest
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from app.launch import (  # noqa: E402
+    CHROMIUM_ARGS,
+    IDLE_JS,
+    RunTracker,
+    free_port,
+    start_server,
+    stop_server,
+    wait_healthy,
+)
+
+CHROMIUM = Path(os.environ.get("DP_EXPLORER_CHROMIUM", "/usr/bin/chromium"))
+LOG = ROOT / "test-artifacts" / "bench-browser-server.log"
+EPS_LABEL = "ε (epsilon)"
+METRIC_LABEL = "guaranteed ε"
+TIMEOUT_S = 120.0
+TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+#: A short signature of what the page's Plotly charts plot (per chart: per trace its name and the
+#: start of its x and y arrays): it changes when a new figure has been handed to Plotly. ``null``
+#: before any chart is drawn.
+PLOT_SIGNATURE_JS = """() => {
+  const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'));
+  if (!charts.length || charts.some(gd => !gd.data)) return null;
+  // x, y and z arrive as typed arrays or as Plotly's base64 {dtype, bdata}: either serialises
+  return JSON.stringify(charts.map(gd => gd.data.map(t => [t.name,
+    ...["x", "y", "z"].map(a => JSON.stringify(t[a] ?? null).slice(0, 200))])));
+}"""
+
+
+# ------------------------------------------------------------------------------------ figures
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) by linear interpolation (NumPy's default method)."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass
+class Figure:
+    """One measured quantity: its samples (seconds), where it was measured and its target."""
+
+    name: str
+    where: str  # "browser", "server (websocket)" or "server (AppTest)"
+    samples: list[float] = field(default_factory=list)
+    target_s: float | None = None
+    note: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else float("nan")
+
+    @property
+    def p90(self) -> float:
+        return percentile(self.samples, 90)
+
+    def row(self) -> str:
+        target = "" if self.target_s is None else f"<= {self.target_s:g}"
+        ok = "" if self.target_s is None or not self.samples else (
+            "ok" if self.median <= self.target_s else "over")
+        return (f"| {self.where} | {self.name} | {len(self.samples)} | {self.median:.3f} | "
+                f"{self.p90:.3f} | {target} | {ok} | {self.note} |")
+
+
+def table(figures: list[Figure]) -> str:
+    head = ("| measured in | what | n | median (s) | p90 (s) | target (s) | median vs target | note |\n"
+            "|---|---|---:|---:|---:|---:|---|---|")
+    return "\n".join([head, *(f.row() for f in figures)])
+
+
+# -------------------------------------------------------------------------------- CPU accounting
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """``{pid: (parent pid, command name, CPU seconds)}`` of every process, from ``/proc`` (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        out[int(entry)] = (int(fields[1]), head.split("(", 1)[1],
+                           (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (0 if it is gone)."""
+    entry = _proc_table().get(pid)
+    return entry[2] if entry else 0.0
+
+
+def chromium_cpu_seconds() -> float:
+    """CPU seconds used so far by the live Chromium processes this process started (browser,
+    renderers, GPU and utility processes; not Playwright's driver, not the server)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    total, stack = 0.0, list(children.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        _, name, cpu = table[pid]
+        total += cpu if name.startswith("chrom") else 0.0
+        stack.extend(children.get(pid, []))
+    return total
+
+
+# ------------------------------------------------------------------------------- browser driving
+class Session:
+    """One browser tab (its own Streamlit session) and the runs seen on its websocket."""
+
+    def __init__(self, browser: Any, url: str, server_pid: int) -> None:
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.context.set_default_timeout(TIMEOUT_S * 1000)
+        self.page = self.context.new_page()
+        self.tracker = RunTracker(self.page)
+        self.url = url
+        self.server_pid = server_pid
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+
+    def close(self) -> None:
+        self.context.close()
+
+    def wait(self, predicate: Callable[[], bool], what: str, timeout: float = TIMEOUT_S) -> None:
+        """Poll ``predicate`` every 5 ms while Playwright delivers events (websocket frames)."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+            self.page.wait_for_timeout(5)
+
+    def settled(self, runs_before: int, plot_before: str | None, *, need_plot: bool) -> None:
+        """Block until the page is settled after an action (see the module docstring)."""
+        tr = self.tracker
+        self.wait(lambda: tr.finished_ok > runs_before and tr.idle, "the script run to finish")
+        self.page.wait_for_function(IDLE_JS, timeout=TIMEOUT_S * 1000, polling="raf")
+        if need_plot:
+            self.page.wait_for_function(
+                f"(before) => {{ const s = ({PLOT_SIGNATURE_JS})(); return s !== null && s !== before; }}",
+                arg=plot_before, timeout=TIMEOUT_S * 1000, polling="raf")
+        self.page.evaluate(TWO_FRAMES_JS)
+
+    def quiet(self, ms: int = 400) -> None:
+        """Wait until no run is in flight and nothing was sent or started for ``ms`` ms (a
+        follow-up run, e.g. ``st.rerun`` after a dataset change, has then started and ended)."""
+        tr = self.tracker
+        while True:
+            self.wait(lambda: tr.idle, "the page to become idle")
+            self.page.wait_for_function(IDLE_JS, timeout=TIMEOUT_S * 1000)
+            marks = (tr.started, tr.sent)
+            self.page.wait_for_timeout(ms)
+            if tr.idle and (tr.started, tr.sent) == marks:
+                return
+
+    def plot_signature(self) -> str | None:
+        return self.page.evaluate(PLOT_SIGNATURE_JS)
+
+    def open(self, path: str = "/") -> float:
+        """Open ``path`` in this tab; seconds from ``goto`` to the settled page (title, first
+        chart)."""
+        t0 = time.perf_counter()
+        self.page.goto(self.url + path, wait_until="commit")
+        self.settled(0, None, need_plot=True)
+        self.page.locator("h1").first.wait_for()
+        return time.perf_counter() - t0
+
+    def click_and_settle(self, locator: Any) -> None:
+        before = self.tracker.finished_ok
+        locator.click()
+        self.wait(lambda: self.tracker.finished_ok > before, "a run after the click")
+        self.quiet()
+
+    def choose_dataset(self, name: str) -> None:
+        """On the Data page: pick the bundled dataset ``name`` in the "Dataset" selectbox."""
+        box = self.page.locator('[data-testid="stSelectbox"]').filter(has_text="Dataset").first
+        box.click()
+        option = self.page.get_by_role("option").filter(has_text=f"{name} — ").first
+        self.click_and_settle(option)
+        sidebar = self.page.locator('[data-testid="stSidebar"]')
+        sidebar.get_by_text(f"bundled: {name}").wait_for()
+
+    def choose_mechanism(self, name: str) -> None:
+        box = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+            has_text="Mechanism")
+        box.click()
+        option = self.page.get_by_role("option").filter(has_text=f"{name} — ").first
+        if option.get_attribute("aria-selected") == "true":  # already chosen: no run would follow
+            self.page.keyboard.press("Escape")
+            return
+        self.click_and_settle(option)
+
+    def goto_page(self, title: str) -> None:
+        link = self.page.locator('[data-testid="stSidebarNavLink"]').filter(has_text=title)
+        self.click_and_settle(link)
+        self.page.locator("h1").filter(has_text=title).first.wait_for()
+
+    def metric(self, label: str) -> str:
+        m = self.page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+        return m.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+    def slider_moves(self, repeats: int, *, warmup: int = 1) -> dict[str, list[float]]:
+        """Key presses on the ε slider; seconds per move: ``browser`` (key press to settled),
+        ``server`` (websocket round trip), ``server_cpu`` and ``chromium_cpu`` (CPU time the
+        server process and the Chromium processes used from the press to the settled page)."""
+        slider = self.page.locator('[data-testid="stSlider"]').filter(has_text=EPS_LABEL)
+        thumb = slider.locator("input[type=range]")
+        thumb.focus()
+        last = int(thumb.get_attribute("max"))  # index of the last value (infinity: not private)
+        out: dict[str, list[float]] = {"browser": [], "server": [], "server_cpu": [], "chromium_cpu": []}
+        for i in range(warmup + repeats):
+            index = int(thumb.get_attribute("value"))
+            key, target = ("ArrowRight", index + 1) if index + 1 < last else ("Home", 0)
+            before_runs = self.tracker.finished_ok
+            before_plot = self.plot_signature()
+            cpu0 = (cpu_seconds(self.server_pid), chromium_cpu_seconds())
+            t0 = time.perf_counter()
+            thumb.press(key)
+            self.settled(before_runs, before_plot, need_plot=True)
+            t1 = time.perf_counter()
+            cpu1 = (cpu_seconds(self.server_pid), chromium_cpu_seconds())
+            sent = next((t for t in self.tracker.sent_at if t >= t0), None)
+            shown = slider.locator('[data-testid="stSliderThumbValue"]').inner_text().strip()
+            if int(thumb.get_attribute("value")) != target:
+                self.errors.append(f"slider at index {thumb.get_attribute('value')}, expected {target}")
+            elif self.metric(METRIC_LABEL) != shown:
+                self.errors.append(f"{METRIC_LABEL} shows {self.metric(METRIC_LABEL)} for ε = {shown}")
+            if self.page.locator('[data-testid="stException"]').count():
+                self.errors.append("the page shows an exception")
+            if i >= warmup:
+                out["browser"].append(t1 - t0)
+                out["server_cpu"].append(cpu1[0] - cpu0[0])
+                out["chromium_cpu"].append(cpu1[1] - cpu0[1])
+                if sent is not None:
+                    out["server"].append(self.tracker.finished_ok_at - sent)
+        return out
+
+
+def launch_browser(pw: Any) -> Any:
+    return pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+
+
+def run_browser(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure]:
+    from playwright.sync_api import sync_playwright
+
+    cold = Figure("cold first page: tab opens / (Data) -> settled, fresh server", "browser",
+                  target_s=3.0, note="server already answering /_stcore/health")
+    cold_total = Figure("cold start: `streamlit run` -> first page settled", "browser",
+                        note="includes Python and Streamlit start-up")
+    warm = Figure("first page of a new session, warm server", "browser", target_s=3.0)
+    figures = [cold, cold_total, warm]
+    targets = {"digits": 0.5, "mnist-10k": 1.0}
+    with sync_playwright() as pw:
+        browser = launch_browser(pw)
+        try:
+            for i in range(args.cold):
+                port = free_port()
+                url = f"http://127.0.0.1:{port}"
+                log(f"cold start {i + 1}/{args.cold} on port {port} ...")
+                t_start = time.perf_counter()
+                proc = start_server(port, LOG)
+                try:
+                    wait_healthy(url, proc, timeout=TIMEOUT_S, poll=0.02)
+                    s = Session(browser, url, proc.pid)
+                    cold.samples.append(s.open("/"))
+                    cold_total.samples.append(time.perf_counter() - t_start)
+                    log(f"  {cold.samples[-1]:.2f} s (from process start {cold_total.samples[-1]:.2f} s)")
+                    s.close()
+                    if i < args.cold - 1:
+                        continue
+                    for _ in range(args.warm):  # the last server stays up for the rest
+                        s = Session(browser, url, proc.pid)
+                        warm.samples.append(s.open("/"))
+                        s.close()
+                    log(f"  new session on the warm server: median {warm.median:.2f} s")
+                    for dataset in args.datasets:
+                        log(f"Explore, {args.mechanism} on {dataset}: {args.repeats} slider moves ...")
+                        s = Session(browser, url, proc.pid)
+                        s.open("/")
+                        if dataset != "digits":
+                            s.choose_dataset(dataset)
+                        s.choose_mechanism(args.mechanism)
+                        s.goto_page("Explore")
+                        s.quiet()
+                        m = s.slider_moves(args.repeats)
+                        note = f"{len(s.errors)} errors" + (f": {s.errors[0]}" if s.errors else "")
+                        what = f"Explore ε slider, {args.mechanism} on {dataset}"
+                        figures += [
+                            Figure(f"{what}: key press -> settled", "browser", m["browser"],
+                                   targets.get(dataset), note),
+                            Figure(f"{what}: websocket frame sent -> script_finished", "server (websocket)",
+                                   m["server"]),
+                            Figure(f"{what}: server process CPU s per move", "server CPU", m["server_cpu"]),
+                            Figure(f"{what}: Chromium CPU s per move (all its processes)", "browser CPU",
+                                   m["chromium_cpu"])]
+                        log("  " + "; ".join(f"{f.where} median {f.median:.3f} s p90 {f.p90:.3f}"
+                                             for f in figures[-4:]) + f"; {note}")
+                        s.close()
+                finally:
+                    stop_server(proc)
+        finally:
+            browser.close()
+    return figures
+
+
+# ----------------------------------------------------------------------------------- AppTest
+def run_apptest(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure]:
+    """The same slider change through Streamlit's AppTest (server only), as ``bench_app`` does."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_app import _check, _new_app, _page, _ScriptProfiler, _slider_latency
+
+    out = []
+    for dataset in args.datasets:
+        log(f"AppTest: Explore, {args.mechanism} on {dataset} ...")
+        profiler = _ScriptProfiler()
+        try:
+            at = _new_app()
+            if dataset != "digits":
+                _page(at, "data")
+                at.selectbox[0].select(dataset).run()
+                _check(at)
+            at.sidebar.selectbox(key="mechanism").select(args.mechanism).run()
+            _check(at)
+            _page(at, "explore")
+            t = _slider_latency(at, f"p:{args.mechanism}:epsilon", min(args.repeats, 9), profiler)
+        finally:
+            profiler.restore()
+        out.append(Figure(f"Explore ε slider, {args.mechanism} on {dataset}: set_value().run()",
+                          "server (AppTest)", t.wall, note=f"CPU median {t.cpu_median:.3f} s"))
+        log(f"  median {out[-1].median:.3f} s")
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=12, help="timed slider moves per dataset (>= 10)")
+    p.add_argument("--cold", type=int, default=3, help="cold starts (one new server each)")
+    p.add_argument("--warm", type=int, default=3, help="new sessions on the warm server")
+    p.add_argument("--datasets", nargs="+", default=["digits", "mnist-10k"])
+    p.add_argument("--mechanism", default="local-gaussian",
+                   help="mechanism on the Explore page (default: the app's default)")
+    p.add_argument("--no-apptest", action="store_true", help="skip the AppTest (server-only) figures")
+    p.add_argument("--json", type=Path, help="also write the samples to this JSON file")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not CHROMIUM.exists():
+        print(f"Chromium not found at {CHROMIUM} (set DP_EXPLORER_CHROMIUM)", file=sys.stderr)
+        return 2
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    load = os.getloadavg()[0]
+    figures = run_browser(args, log)
+    if not args.no_apptest:
+        figures += run_apptest(args, log)
+    print(f"\nLatency (issue 16 item 7), {os.cpu_count()} cores, load average at start {load:.1f}, "
+          f"{time.perf_counter() - t0:.0f} s in all. 'browser' = what a person sees in headless "
+          "Chromium; 'server' = without rendering.\n")
+    print(table(figures))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        record = {"load_average": load, "args": {k: str(v) for k, v in vars(args).items()},
+                  "figures": [asdict(f) for f in figures]}
+        args.json.write_text(json.dumps(record, indent=1))
+    errors = [f.note for f in figures if "errors:" in f.note]
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

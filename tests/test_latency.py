@@ -1,0 +1,70 @@
+"""What keeps the app quick in a browser (issue 16 item 7), checked as properties, not timings.
+
+The timings themselves are measured by ``benchmarks/bench_browser.py`` (headless Chromium); these
+tests pin the changes that made them: the Explore scatter draws a bounded number of SVG points
+(display only: the 2-D view is computed from all rows), the real image grid is built once per
+dataset, and the launcher preloads modules that exist.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import sys
+
+import numpy as np
+
+from app.runner import DISPLAY_POINTS, PCA_FIT_ROWS, two_d_view
+from tests.test_app import goto, new_app
+
+
+def _n_points(trace: dict) -> int:
+    x = trace["x"]
+    if isinstance(x, dict):  # Plotly's typed array {"dtype", "bdata"}
+        return np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"]).size
+    return len(x)
+
+
+def test_explore_scatter_draws_at_most_display_points_per_set_as_svg():
+    at = new_app()  # digits: 1,347 released (training) rows, 450 real held-out rows
+    goto(at, "explore")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    released = [t for t in spec["data"] if t.get("showlegend", True)]
+    real = [t for t in spec["data"] if not t.get("showlegend", True)]
+    assert {t["type"] for t in spec["data"]} == {"scatter"}  # no WebGL context per redraw
+    assert sum(map(_n_points, released)) == DISPLAY_POINTS < 1347
+    assert sum(map(_n_points, real)) == min(DISPLAY_POINTS, 450)
+
+
+def test_two_d_view_axes_do_not_depend_on_how_many_points_are_drawn():
+    rng = np.random.default_rng(0)
+    real = rng.normal(size=(PCA_FIT_ROWS + 500, 6)) * np.array([5, 3, 1, 1, 1, 1])
+    released = real[: PCA_FIT_ROWS // 2] + rng.normal(size=(PCA_FIT_ROWS // 2, 6))
+    few = two_d_view(real, released, max_points=10)
+    many = two_d_view(real, released, max_points=1000)
+    assert few[0].shape == (10, 2) and many[0].shape == (1000, 2)
+    np.testing.assert_allclose(few[0], many[0][:10])  # same axes: only fewer points drawn
+    np.testing.assert_allclose(few[1], many[1][:10])
+
+
+def test_real_image_grid_is_built_once_per_dataset_and_split():
+    at = new_app()
+    goto(at, "explore")
+    keys = [k for k in at.session_state._memo if k[0] == "real_images"]
+    figure = at.session_state._memo[keys[0]]
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
+    assert not at.exception
+    assert [k for k in at.session_state._memo if k[0] == "real_images"] == keys
+    assert at.session_state._memo[keys[0]] is figure  # not rebuilt for a new epsilon
+
+
+def test_launcher_preloads_modules_that_exist_and_skips_a_missing_one():
+    from app import launch
+
+    for name in launch.PRELOAD:  # a typo would be skipped silently at start-up
+        importlib.import_module(name)
+    sys.modules.pop("colorsys", None)  # a small module without side effects
+    thread = launch.preload(("no_such_module_dp_explorer", "colorsys"))
+    thread.join(timeout=60)
+    assert not thread.is_alive() and "colorsys" in sys.modules
