@@ -13,6 +13,14 @@ from typing import Any
 from app.markdown import html_escape, md_escape
 from dpcore.mechanisms import get_mechanism
 
+__all__ = [
+    "SPACE_TEXT",
+    "card_in_words",
+    "equivalent_command",
+    "python_snippet",
+    "report_html",
+]
+
 SPACE_TEXT = {
     "features": "the columns of your table, in their own units, with noise added (clipped rows "
                 "plus noise can fall outside the public bounds)",

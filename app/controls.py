@@ -17,6 +17,17 @@ from dpcore.data import Dataset
 from dpcore.mechanisms.base import Mechanism
 from dpcore.schema import Param
 
+__all__ = [
+    "DELTA_GRID",
+    "EPSILON_GRID",
+    "initial",
+    "mechanism_controls",
+    "param_control",
+    "public_args",
+    "split_from_first",
+    "stored_params",
+]
+
 EPSILON_GRID = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, math.inf]
 DELTA_GRID = [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
 

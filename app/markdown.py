@@ -5,6 +5,11 @@ from __future__ import annotations
 import html
 import re
 
+__all__ = [
+    "html_escape",
+    "md_escape",
+]
+
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$])")
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dpcore.mechanisms import MECHANISMS
 
+__all__ = [
+    "supported_by",
+]
+
 
 def supported_by(capability: str | None) -> list[str]:
     """Registered mechanisms with ``capability`` (all when None)."""

@@ -14,6 +14,19 @@ from dpcore.exceptions import PrivacyLeakWarning
 from dpcore.mechanisms import get_mechanism
 from dpcore.release import Release
 
+__all__ = [
+    "DISPLAY_POINTS",
+    "INTERNAL_ERROR",
+    "PCA_FIT_ROWS",
+    "RunResult",
+    "distance_sweep",
+    "draw_release",
+    "kmeans_agreement",
+    "preview_rows",
+    "real_in_release_space",
+    "two_d_view",
+]
+
 INTERNAL_ERROR = "Internal error in the mechanism, please report it"
 
 

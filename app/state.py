@@ -31,6 +31,44 @@ from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
 from dpcore.validation import data_bounds_message
 
+__all__ = [
+    "BLAS_THREADS",
+    "CONFIG_FILE",
+    "DEFAULT_DATASET",
+    "DEFAULT_MECHANISM",
+    "DEFAULT_UPLOAD_LIMIT_MB",
+    "MEMO_MAX_BYTES",
+    "MEMO_SIZE",
+    "PublicTable",
+    "REAP_INTERVAL_S",
+    "WIDGET_PREFIX",
+    "apply_bounds_edit",
+    "apply_bounds_file",
+    "approx_nbytes",
+    "bundled_catalogue",
+    "data_bounds_warning",
+    "dataset",
+    "init_state",
+    "live_session_ids",
+    "load_bundled",
+    "load_public_table",
+    "mechanism_names",
+    "memo",
+    "parse_categories_upload",
+    "parse_classes_upload",
+    "public_table",
+    "read_ledger_upload",
+    "reap_ended_sessions",
+    "reclaim_memory",
+    "set_column_bounds",
+    "set_dataset",
+    "split",
+    "start_session_reaper",
+    "tune_process",
+    "upload_limit_bytes",
+    "upload_limit_mb",
+]
+
 DEFAULT_DATASET = "digits"
 DEFAULT_MECHANISM = "local-gaussian"
 MEMO_SIZE = 12

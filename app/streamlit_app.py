@@ -10,6 +10,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+__all__ = [
+    "PAGES",
+    "ROOT",
+    "ds",
+    "nav",
+    "pages",
+]
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT))

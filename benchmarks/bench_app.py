@@ -169,7 +169,7 @@ def run_server_start(repeats: int, log: Callable[[str], None]) -> list[Row]:
         have_browser = Path(chromium).exists()
     except ImportError:
         have_browser = False
-    from app.launch import free_port, start_server, stop_server, wait_healthy
+    from benchmarks.browser_harness import free_port, start_server, stop_server, wait_healthy
 
     t_health, t_render = Timing(), Timing()
     pw = browser = None

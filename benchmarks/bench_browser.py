@@ -13,8 +13,8 @@ Three browser figures and, beside them, the server-side figures they are often c
   one draws a new release. Reported: median and p90.
 
 "Settled" means all of: the websocket carried ``script_finished`` for a run that started after
-the key press and no run is in flight (``app.launch.RunTracker``); the page shows no running
-indicator and is connected (``app.launch.IDLE_JS``); the Explore scatter's plotted data differ
+the key press and no run is in flight (``benchmarks.browser_harness.RunTracker``); the page shows no running
+indicator and is connected (``benchmarks.browser_harness.IDLE_JS``); the Explore scatter's plotted data differ
 from before the press (Plotly's ``gd.data`` on the page, i.e. the new figure has reached the
 browser and been handed to Plotly); then two animation frames (it has been painted). The
 "guaranteed ε" metric must then show the slider's value, or the move counts as an error.
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.launch import (  # noqa: E402
+from benchmarks.browser_harness import (  # noqa: E402
     CHROMIUM_ARGS,
     IDLE_JS,
     RunTracker,

@@ -1,7 +1,7 @@
 """Load test: N concurrent sessions moving the epsilon slider on the Explore page, two ways.
 
-One ``streamlit run`` server on 127.0.0.1 (``app.launch.serve``; a fresh one for each mode and N,
-so its peak memory belongs to that run) and N independent Streamlit sessions. Each session opens
+One ``streamlit run`` server on 127.0.0.1 (``benchmarks.browser_harness.serve``; a fresh one for each
+mode and N, so its peak memory belongs to that run) and N independent Streamlit sessions. Each session opens
 the Explore page (loading the default dataset) and, for a bounded time and a bounded number of
 moves, moves the epsilon select-slider through its 13 finite values and back to the smallest one.
 That cycle of 13 distinct settings defeats the page's per-session memo (12 entries), so every move
@@ -76,7 +76,7 @@ if str(ROOT) not in sys.path:  # ``python benchmarks/load_test.py`` from a clone
     sys.path.insert(0, str(ROOT))
 
 # one launcher (and session tracker) for the browser tests, this load test and dp-explorer
-from app.launch import CHROMIUM_ARGS, IDLE_JS, RunTracker, serve  # noqa: E402
+from benchmarks.browser_harness import CHROMIUM_ARGS, IDLE_JS, RunTracker, serve  # noqa: E402
 
 EPS_LABEL = "ε (epsilon)"  # the slider's label starts with it (a lock icon may follow)
 METRIC_LABEL = "guaranteed ε"

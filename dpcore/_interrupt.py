@@ -14,6 +14,10 @@ import os
 import signal
 import sys
 
+__all__ = [
+    "is_cli_process",
+]
+
 
 def is_cli_process() -> bool:
     """True in the process of the ``dpcore`` console script or of ``python -m dpcore.cli``."""

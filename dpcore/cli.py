@@ -60,6 +60,16 @@ from dpcore.release import Release, output_lock, release_paths
 from dpcore.schema import Param
 from dpcore.validation import MISSING_POLICIES, TASKS
 
+__all__ = [
+    "CLIError",
+    "Interrupted",
+    "PROG",
+    "build_parser",
+    "cli_wording",
+    "escape_controls",
+    "main",
+]
+
 PROG = "dpcore"
 
 

@@ -52,6 +52,42 @@ import numpy as np
 
 from dpcore.exceptions import DataValidationError, NonFiniteNoiseError, PrivacyLeakWarning
 
+__all__ = [
+    "CLIENT_NOISED",
+    "CSV_SUFFIXES",
+    "DEFAULT_BLOCKSIZE",
+    "GATHER_BYTES",
+    "HEAD_ROWS",
+    "LazyTable",
+    "MIXTURE_CHUNK_BYTES",
+    "PARQUET_SUFFIXES",
+    "SPLIT_EVERY",
+    "SUPPORTED",
+    "block_sums",
+    "check_supported",
+    "connect",
+    "dask_delayed",
+    "draw_mixtures",
+    "expand_paths",
+    "fits_in_memory",
+    "gaussian_mechanism",
+    "gaussian_rows",
+    "is_lazy",
+    "is_lazy_input",
+    "lazy_output",
+    "noisy_projection",
+    "open_table",
+    "output_rows",
+    "pairs_by_partition",
+    "prepare_input",
+    "projection_pass",
+    "release_table",
+    "row_map",
+    "standard_normal",
+    "unit_rows_pass",
+    "write_release",
+]
+
 if TYPE_CHECKING:
     from dpcore.data import Dataset
     from dpcore.preprocessing import PreparedInput

@@ -40,6 +40,22 @@ import pandas as pd
 
 from dpcore.release import Release
 
+__all__ = [
+    "DECODING_SOURCE",
+    "INVERSES",
+    "NOT_DECODABLE",
+    "NotDecodableError",
+    "OUTPUT_SPACES",
+    "PublicSchema",
+    "can_decode",
+    "decode_features",
+    "in_released_space",
+    "one_hot_groups",
+    "original_space_note",
+    "to_original",
+    "with_output_space",
+]
+
 #: ``output_space`` values: the custodian's table, or the mechanism's own numbers
 OUTPUT_SPACES = ("original", "released")
 

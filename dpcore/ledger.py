@@ -51,6 +51,23 @@ from typing import Any
 
 from dpcore.exceptions import DataValidationError
 
+__all__ = [
+    "BUDGET_RTOL",
+    "BudgetExceededError",
+    "FORMAT",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerTransaction",
+    "MAX_LEDGER_BYTES",
+    "RelationTotal",
+    "VERSION",
+    "check_budget",
+    "check_budgets",
+    "check_ledger_path",
+    "ledger_transaction",
+    "lock_path",
+]
+
 FORMAT = "dpcore-ledger"
 VERSION = 2
 #: Relative slack of the budget comparison: ``0.1 + 0.2 + 0.7`` must meet a budget of 1. The

@@ -27,6 +27,23 @@ from dpcore.validation import (  # TASKS and normalize_bounds: re-exported (thei
     warn_data_classes,
 )
 
+__all__ = [
+    "BLOCK_BYTES",
+    "PreparedInput",
+    "RowNormBound",
+    "as_2d_float",
+    "clip_to_bounds",
+    "column_range",
+    "data_bounds",
+    "group_indices",
+    "map_row_blocks",
+    "n_threads",
+    "prepare_input",
+    "row_blocks",
+    "row_norm_bound",
+    "scale_to_unit",
+]
+
 
 @dataclass
 class PreparedInput:

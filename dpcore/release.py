@@ -41,6 +41,28 @@ import pandas as pd
 from dpcore import __version__
 from dpcore.exceptions import NotPrivateError
 
+__all__ = [
+    "CSV_ESCAPE_RULE",
+    "Exploration",
+    "FORMULA_TRIGGERS",
+    "Guarantee",
+    "GuaranteeKind",
+    "KIND_TEXT",
+    "NEIGHBOURING_TEXT",
+    "Neighbouring",
+    "NoiseRecord",
+    "OUTPUT_LOCK_SUFFIX",
+    "OutputBusyError",
+    "Release",
+    "StagedFiles",
+    "escape_formula",
+    "output_lock",
+    "output_lock_path",
+    "release_paths",
+    "spreadsheet_safe",
+    "spreadsheet_safe_csv",
+]
+
 Neighbouring = Literal["replace-one", "replace-one-within-class", "element", "row-l2"]
 GuaranteeKind = Literal["pure", "approx", "probabilistic"]
 

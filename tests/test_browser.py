@@ -1,7 +1,7 @@
 """The Streamlit app in a real browser (Chromium driven by Playwright), used like a person would.
 
 A session-scoped fixture starts ``streamlit run app/streamlit_app.py`` on a free loopback port
-(``app.launch.serve``, shared with the load test);
+(``benchmarks.browser_harness.serve``, shared with the load test);
 every test opens its own browser context (= its own Streamlit session). No sleeps: an action
 waits for its script run to finish, seen on the app's websocket (``script_finished``) and on the
 page (``stApp[data-test-script-state="notRunning"]``, no ``stStatusWidget`` running indicator).
@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app.launch import CHROMIUM_ARGS, IDLE_JS, RunTracker, ServerStartError, serve
+from benchmarks.browser_harness import CHROMIUM_ARGS, IDLE_JS, RunTracker, ServerStartError, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path(os.environ.get("DP_EXPLORER_CHROMIUM", "/usr/bin/chromium"))
@@ -48,7 +48,7 @@ TRACKERS: dict[object, RunTracker] = {}
 # ------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def server() -> Iterator[str]:
-    """The app on a free loopback port for the whole session (``app.launch.serve``)."""
+    """The app on a free loopback port for the whole session (``benchmarks.browser_harness.serve``)."""
     log = ARTIFACTS / f"streamlit-browser-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
     try:
         with serve(log, timeout=90.0) as srv:

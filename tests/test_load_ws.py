@@ -1,6 +1,6 @@
 """The load test's websocket mode, small: 2 clients speaking Streamlit's protocol to a real server.
 
-Starts ``streamlit run`` on a free loopback port (``app.launch.serve``, via
+Starts ``streamlit run`` on a free loopback port (``benchmarks.browser_harness.serve``, via
 ``benchmarks/load_test.py``), opens the Explore page from 2 websocket clients and moves the epsilon
 slider 3 times in each; every move must finish, show the new epsilon and raise nothing. About 10 s
 (mostly the server start); skipped when the server cannot start here.
@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.launch import ServerStartError
 from benchmarks import load_test  # benchmarks/ is a namespace package beside app/
+from benchmarks.browser_harness import ServerStartError
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("websockets", reason="the websockets package (a Streamlit dependency) is missing")

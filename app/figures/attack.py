@@ -10,6 +10,12 @@ import plotly.graph_objects as go
 
 from dpcore.attacks import AttackResult, dp_tradeoff_curve
 
+__all__ = [
+    "LAYOUT",
+    "roc_figure",
+    "score_histogram_figure",
+]
+
 LAYOUT = {"height": 440, "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
           "legend": {"orientation": "h", "y": -0.18}}
 

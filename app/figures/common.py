@@ -5,6 +5,15 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+__all__ = [
+    "CLASS_COLOURS",
+    "MAX_LEGEND_CLASSES",
+    "log_ticks",
+    "noise_table",
+    "readable_log_axes",
+    "release_scatter_figure",
+]
+
 #: Class colours of the Explore scatter (qualitative, 24 distinct colours).
 CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
                  "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39",

@@ -16,6 +16,15 @@ import plotly.graph_objects as go
 from app.figures.common import readable_log_axes
 from dpcore.distances import distance_variance, jl_claim7_variance
 
+__all__ = [
+    "LAYOUT",
+    "best_k_text",
+    "l2_error_vs_k_figure",
+    "normal_mixture_density",
+    "recovery_histogram_figure",
+    "variance_vs_k_figure",
+]
+
 LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
           "legend": {"orientation": "h", "y": -0.2}}
 

@@ -7,6 +7,14 @@ import plotly.graph_objects as go
 
 from app.figures.common import readable_log_axes
 
+__all__ = [
+    "LAYOUT",
+    "dpmix_figure",
+    "odds_figure",
+    "qq_figure",
+    "snr_figure",
+]
+
 LAYOUT = {"height": 380, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
           "legend": {"orientation": "h", "y": -0.2}}
 
