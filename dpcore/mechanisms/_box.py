@@ -19,6 +19,7 @@ rp-gaussian). Everything here is a public map or a sensitivity over the box; not
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
@@ -42,6 +43,7 @@ __all__ = [
     "lap_pca_sensitivity",
     "row_second_moment_l1",
     "scale_to_box",
+    "sign_vectors",
     "top_eigvecs",
 ]
 
@@ -118,32 +120,13 @@ def scale_to_box(X: np.ndarray, bounds: np.ndarray | BoxMap, a: float = A_BOUND)
 
 
 def _box_blocks(X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | None = None, *,
-                clip: bool = True, a: float = A_BOUND):
-    """Yield ``(positions, block)``: :func:`scale_to_box` of ``X[rows]`` (all rows if ``None``),
-    one block of rows at a time, written into one reusable buffer (consume each block before the
-    next). ``clip=False`` skips the clipping when ``X`` is already clipped to ``bounds``. A
-    :class:`BoxMap` applies its own map."""
-    if isinstance(bounds, BoxMap):
-        yield from _map_blocks(X, bounds, rows, clip=clip)
-        return
-    lo, hi = bounds[:, 0], bounds[:, 1]
-    width = hi - lo
-    centre = (lo + hi) / 2
-    factor = np.where(width > 0, 2 * a / np.where(width > 0, width, 1.0), 0.0)  # 0: constant column
-    n, d = X.shape[0] if rows is None else rows.size, X.shape[1]
-    buf = None
-    for sl in row_blocks(n, d):
-        if buf is None:
-            buf = np.empty((sl.stop - sl.start, d))
-        out = buf[: sl.stop - sl.start]
-        src = X[sl] if rows is None else np.take(X, rows[sl], axis=0, out=out)
-        if clip:
-            src = np.clip(src, lo, hi, out=out)
-        np.subtract(src, centre, out=out)  # a (2 (x - lo)/w - 1) = (x - centre) 2a/w
-        yield sl, np.multiply(out, factor, out=out)
-
-
-def _map_blocks(X: np.ndarray, bmap: BoxMap, rows: np.ndarray | None, *, clip: bool):
+                clip: bool = True):
+    """Yield ``(positions, block)``: the mapped rows of ``X[rows]`` (all rows if ``None``) — a
+    :class:`BoxMap`, or for a bounds array :func:`scale_to_box` with ``a = 1`` (the same arithmetic,
+    ``(x - centre) * factor``) — one block of rows at a time, written into one reusable buffer
+    (consume each block before the next). ``clip=False`` skips the clipping when ``X`` is already
+    clipped to the bounds."""
+    bmap = BoxMap.of(bounds)
     n, d = X.shape[0] if rows is None else rows.size, X.shape[1]
     buf = None
     for sl in row_blocks(n, d):
@@ -235,21 +218,25 @@ def box_widths(bounds: np.ndarray) -> np.ndarray:
     return np.where(bounds[:, 1] > bounds[:, 0], 2.0, 0.0)
 
 
+def sign_vectors(k: int, chunk: int) -> Iterator[np.ndarray]:
+    """The ``2^(k-1)`` sign vectors ``t in {-1,1}^k`` with ``t_1 = 1`` (``t`` and ``-t`` give the
+    same norms), as ``(m, k)`` blocks of at most ``chunk`` rows."""
+    total = 1 << (k - 1)
+    bits = np.arange(k - 1)
+    for start in range(0, total, chunk):
+        idx = np.arange(start, min(total, start + chunk))
+        T = np.ones((idx.size, k))
+        T[:, 1:] = 1.0 - 2.0 * ((idx[:, None] >> bits) & 1)
+        yield T
+
+
 def _max_sign_l1(Mw: np.ndarray, chunk: int = 1 << 13) -> float:
     """``max_{t in {-1,1}^k} ||Mw t||_1`` over the ``2^(k-1)`` sign vectors with ``t_1 = 1``
     (vectorised over chunks of sign vectors)."""
     d, k = Mw.shape
     if k == 1:
         return float(np.abs(Mw).sum())
-    total = 1 << (k - 1)
-    bits = np.arange(k - 1)
-    best = 0.0
-    for start in range(0, total, chunk):
-        idx = np.arange(start, min(total, start + chunk))
-        T = np.ones((idx.size, k))
-        T[:, 1:] = 1.0 - 2.0 * ((idx[:, None] >> bits) & 1)
-        best = max(best, float(np.abs(Mw @ T.T).sum(axis=0).max()))
-    return best
+    return max(float(np.abs(Mw @ T.T).sum(axis=0).max()) for T in sign_vectors(k, chunk))
 
 
 def box_l1_sensitivity(M: np.ndarray, widths: np.ndarray, budget: int = ENUMERATION_BUDGET

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dpcore import dask_engine
-from dpcore.mechanisms._box import ENUMERATION_BUDGET, box_l1_sensitivity, box_l2_sensitivity
+from dpcore.mechanisms._box import ENUMERATION_BUDGET, box_l1_sensitivity, box_l2_sensitivity, sign_vectors
 from dpcore.noise import GridNoise
 from dpcore.preprocessing import PreparedInput, row_blocks
 
@@ -199,15 +199,7 @@ def _max_vertex_l2(Rw: np.ndarray, chunk: int = 1 << 12) -> float:
     d, k = Rw.shape
     if d == 1:
         return float(np.linalg.norm(Rw))
-    total = 1 << (d - 1)
-    bits = np.arange(d - 1)
-    best = 0.0
-    for start in range(0, total, chunk):
-        idx = np.arange(start, min(total, start + chunk))
-        T = np.ones((idx.size, d))
-        T[:, 1:] = 1.0 - 2.0 * ((idx[:, None] >> bits) & 1)
-        best = max(best, float(np.linalg.norm(T @ Rw, axis=1).max()))
-    return best
+    return max(float(np.linalg.norm(T @ Rw, axis=1).max()) for T in sign_vectors(d, chunk))
 
 
 def box_sensitivity(P: np.ndarray, widths: np.ndarray, ord: int = 1,

@@ -746,20 +746,11 @@ class PCAGauss(Mechanism):
                     formula=f"S2 = sqrt(2){per} (upper triangle; class_l2_sensitivities); {how}; "
                             "covariance = M - mu mu^T (post-processing)",
                     source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
-                if count is not None:
-                    mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
-                cov = psd_repair(noisy - np.outer(mu, mu))
-                chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
-                labels.append(np.full(int(counts[c]), c))
-                key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
-                diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
-                recs += [rec_mu, rec_m]
-                continue
-            mu_draw = dpnoise.laplace(stat_mu, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
-                                      n_changed=changed * p, bits=bits)
-            noisy, m_draw = add_matrix_noise(stat_m, s1_m, laplace_scale(s1_m, split["covariance"]), bits,
-                                             full_matrix=cal == "paper", n_statistics_changed=changed)
-            mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
+                class_recs = [rec_mu, rec_m]
+            else:
+                mu, noisy, class_recs = _laplace_class_moments(
+                    stat_mu, stat_m, s1_mu, s1_m, split, bits, changed=changed, p=p, cal=cal,
+                    protected=protected, tag=tag)
             if count is not None:
                 mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
             cov = psd_repair(noisy - np.outer(mu, mu))
@@ -767,32 +758,45 @@ class PCAGauss(Mechanism):
             labels.append(np.full(int(counts[c]), c))
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
             diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
-            per = "" if protected else "/n_c"
-            recs += [
-                NoiseRecord(
-                    statistic=("sum" if protected else "mean") + " of PCA features" + tag,
-                    sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
-                    epsilon=split["mean"], **dpnoise.record_fields(mu_draw),
-                    formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
-                             "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
-                    + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
-                    source=f"{SOURCE}, Alg. 3 / Theorem 6",
-                ),
-                NoiseRecord(
-                    statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
-                    **dpnoise.record_fields(m_draw),
-                    distribution="laplace", norm="L1", epsilon=split["covariance"],
-                    formula=((("S1 = 2 p^2 a^2, every entry" if cal == "paper" else
-                               "S1 = (p+1) a^2, upper triangle mirrored")
-                              + " (per-class sums, the replaced record may change class); divided "
-                              "by the DP count") if protected else
-                             ("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
-                              "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored"))
-                    + "; b = S1/eps_Sigma; covariance = M - mu mu^T (post-processing)",
-                    source=f"{SOURCE}, Alg. 3 / Theorem 6",
-                ),
-            ]
+            recs += class_recs
         return np.vstack(chunks), data.classes[np.concatenate(labels)], recs
+
+
+def _laplace_class_moments(
+    stat_mu: np.ndarray, stat_m: np.ndarray, s1_mu: float, s1_m: float, split: EpsilonSplit,
+    bits: BitSource, *, changed: int, p: int, cal: str, protected: bool, tag: str,
+) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
+    """Alg. 3, Laplace: one class's noisy mean (or sum) and second moment, and their records."""
+    mu_draw = dpnoise.laplace(stat_mu, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
+                              n_changed=changed * p, bits=bits)
+    noisy, m_draw = add_matrix_noise(stat_m, s1_m, laplace_scale(s1_m, split["covariance"]), bits,
+                                     full_matrix=cal == "paper", n_statistics_changed=changed)
+    mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
+    per = "" if protected else "/n_c"
+    return mu, noisy, [
+        NoiseRecord(
+            statistic=("sum" if protected else "mean") + " of PCA features" + tag,
+            sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
+            epsilon=split["mean"], **dpnoise.record_fields(mu_draw),
+            formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
+                     "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
+            + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
+            source=f"{SOURCE}, Alg. 3 / Theorem 6",
+        ),
+        NoiseRecord(
+            statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
+            **dpnoise.record_fields(m_draw),
+            distribution="laplace", norm="L1", epsilon=split["covariance"],
+            formula=((("S1 = 2 p^2 a^2, every entry" if cal == "paper" else
+                       "S1 = (p+1) a^2, upper triangle mirrored")
+                      + " (per-class sums, the replaced record may change class); divided "
+                      "by the DP count") if protected else
+                     ("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
+                      "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored"))
+            + "; b = S1/eps_Sigma; covariance = M - mu mu^T (post-processing)",
+            source=f"{SOURCE}, Alg. 3 / Theorem 6",
+        ),
+    ]
 
 
 @dataclass(frozen=True)
