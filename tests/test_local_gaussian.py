@@ -71,7 +71,7 @@ def test_default_labels_by_randomized_response_with_half_the_budget():
     X = _uniform_in(b, n, 1)
     y = np.arange(n) % 4
     rel = LocalGaussian(epsilon=2.0, delta=1e-6, bounds=b, task="classification",
-                        classes=np.arange(4)).release(X, y)
+                        classes=np.arange(4), column_noise="equal").release(X, y)
     feat, lab = rel.noise
     assert feat.sensitivity == pytest.approx(float(np.linalg.norm(b[:, 1] - b[:, 0])), rel=1e-12)
     assert feat.epsilon == pytest.approx(1.0) and lab.epsilon == pytest.approx(1.0)
@@ -234,6 +234,7 @@ def test_per_column_noise_privacy_by_worst_case_search(task, mode):
         y, kwargs["label_bounds"] = rng.uniform(0, 500, 40), (0, 500)
     if task != "unsupervised":
         kwargs["task"] = task
+        kwargs["label_release"] = "appended"  # the label shares the row's per-column noise
     if mode == "custom":
         kwargs["noise_shares"] = {"x0": 3.0, "x1": 1.0, "x4": 0.25}
     else:

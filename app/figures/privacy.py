@@ -61,12 +61,12 @@ def epsilon_vs_sigma_figure(
     ells: Sequence[int] = (1, 4, 16, 64, 256),
     sigma_range: tuple[float, float] = (0.1, 100.0),
     n_points: int = 32,
-    ratio: float = 1.0,
+    sigma_ratio: float = 1.0,
     bounds: Sequence[str] = ("tight", "paper"),
     current: dict | None = None,
     target_epsilon: float | None = None,
 ) -> go.Figure:
-    """Epsilon vs ``sigma_x`` (``sigma_y = ratio sigma_x``) for several ``ell`` (paper Fig. 3).
+    """Epsilon vs ``sigma_x`` (``sigma_y = sigma_ratio sigma_x``) for several ``ell`` (paper Fig. 3).
 
     Parameters
     ----------
@@ -93,7 +93,7 @@ def epsilon_vs_sigma_figure(
     ell_arr = np.array([int(e) for e in ells if 1 <= e <= n])
     # one vectorised accountant call per bound: (n_ells, n_points) settings
     grids = {bound: np.asarray(accounting.dpmix_epsilon(
-        sigma_x=sigmas[None, :], sigma_y=(ratio * sigmas if d_y else None), ell=ell_arr[:, None],
+        sigma_x=sigmas[None, :], sigma_y=(sigma_ratio * sigmas if d_y else None), ell=ell_arr[:, None],
         n=n, n_mixtures=n_mixtures, d_x=d_x, d_y=d_y, delta=delta, bound=bound).epsilon, dtype=float)
         for bound in bounds}
     fig = go.Figure()
@@ -124,7 +124,7 @@ def epsilon_vs_sigma_figure(
     fig.update_layout(
         height=420, margin={"l": 10, "r": 10, "t": 40, "b": 10},
         title={"text": f"ε vs σ (n = {n:,}, T = {n_mixtures:,}, d_X = {d_x}, d_Y = {d_y}, "
-                       f"σ_Y = {ratio:g} σ_X)", "font": {"size": 13}},
+                       f"σ_Y = {sigma_ratio:g} σ_X)", "font": {"size": 13}},
         legend={"font": {"size": 11}},
     )
     return readable_log_axes(fig)
