@@ -110,6 +110,11 @@ if pending:
             st.error("Bounds come from the private data: the card records that the guarantee "
                      "does NOT hold.", icon=":material/report:")
         st.success(g.plain_language(), icon=":material/verified_user:")
+        row = rel.row_level_card()  # the one unit releases are compared in (card key row_level)
+        if not row["same_as_guarantee"]:
+            show = st.warning if row["epsilon"] == "inf" else st.info
+            show("**Row level** (one row, label included, replaced by any row of the public domain): "
+                 + md_escape(row["text"]), icon=":material/rule:")
         st.caption(f"Charged to the session ledger when shown: ε = {g.epsilon:.4g}, δ = {g.delta:.2g} "
                    f"({g.neighbouring}). Downloading it, in either output space, costs nothing more.")
         drawn = pending["drawn"]

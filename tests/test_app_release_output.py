@@ -141,3 +141,23 @@ def test_bad_categories_file_is_refused_readably(data, fragment):
 
     with pytest.raises(ValueError, match=fragment):
         parse_categories_upload(data, "c.json", ["age", "colour"])
+
+
+@pytest.mark.parametrize(("mechanism", "param", "value", "expected"), [
+    ("jl-laplace", "relation", "element", "info"),          # the paper's unit: row-level equivalent shown
+    ("ron-gauss", "label_privacy", "within-class", "warning"),  # public class sizes: no row-level epsilon
+])
+def test_release_page_states_the_row_level_guarantee_when_the_unit_differs(mechanism, param, value, expected):
+    from app.controls import WIDGET_PREFIX
+
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+    goto(at, "release")
+    at.session_state[f"{WIDGET_PREFIX}{mechanism}:{param}"] = value
+    at.session_state[f"{WIDGET_PREFIX}{mechanism}:epsilon"] = 0.2  # row level stays within the budget
+    at.run()
+    next(b for b in at.button if b.label == "Draw release").click().run()
+    card = json.loads(at.session_state.pending_release["card"])
+    assert card["row_level"]["same_as_guarantee"] is False
+    shown = [e.value for e in getattr(at, expected) if "Row level" in e.value]
+    assert shown and card["row_level"]["text"][:40] in shown[0].replace("\\", "")
