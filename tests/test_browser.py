@@ -499,7 +499,9 @@ def test_attack_page_runs_shows_the_claim_and_stops(open_app):
             clicks["at"] = time.monotonic()
         return False
 
-    poll(page, stopped, timeout_ms=120_000, what="the stop")
+    # generous: on a 2-core CI machine the other test worker can hold the server's cores for long
+    # stretches (the 5000-trial run itself takes about 5 minutes there, so the stop still comes first)
+    poll(page, stopped, timeout_ms=240_000, what="the stop")
     assert_no_exception(page)
     expect(page.get_by_text("stopped early; 5000 asked").first).to_be_visible()
     assert 0.0 <= float(metric(page, "AUC")) <= 1.0
