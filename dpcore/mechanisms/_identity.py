@@ -165,6 +165,5 @@ class _IdentityLaplaceBase(Mechanism):
             noise=noise, calibration="exact" if method.startswith("exact") else "bound",
             labels=labels.labels, label_columns=labels.columns, details=details,
             transform_arrays=arrays,
-            transform_fn=self.transform_from_arrays(arrays, params),
         )
 

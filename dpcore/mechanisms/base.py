@@ -163,7 +163,8 @@ class Mechanism:
 
         ``arrays`` are the release's public arrays (:attr:`Release.transform_arrays`, saved as
         ``OUT.transform.npz``) and ``parameters`` its card parameters. Mechanisms with a public
-        transform override this and build their releases' transform with it, so the map loaded by
+        transform override this; :meth:`_new_release` builds every release's transform from its
+        ``transform_arrays`` with it, so the map loaded by
         :func:`dpcore.transform.load_transform` runs the same code as the release's own
         :meth:`Release.transform`. ``None`` (the default): no public map (a release in the input's
         feature space maps rows to themselves; a secret projection has none).
@@ -309,6 +310,9 @@ class Mechanism:
         if not data.holds:
             guarantee = Guarantee(**{**guarantee.__dict__, "holds": False})
         kwargs.setdefault("public_facts", data.public_facts)
+        if kwargs.get("transform_arrays") and "transform_fn" not in kwargs:
+            # one code path for the release's own map and dpcore.transform.load_transform
+            kwargs["transform_fn"] = type(self).transform_from_arrays(kwargs["transform_arrays"], parameters)
         return Release(
             data=values,
             columns=columns,

@@ -629,7 +629,7 @@ class DPMix(Mechanism):
             noise=records,
             calibration=bound, n_samples=n_samples, labels=labels, label_columns=label_columns,
             details=details,
-            transform_arrays=public, transform_fn=self.transform_from_arrays(public, params),
+            transform_arrays=public,
         )
 
 

@@ -300,8 +300,6 @@ class DPPro(Mechanism):
             calibration=calibration, labels=labels.labels, label_columns=labels.columns,
             details=details, transform_arrays={"R": R, "bounds": inp.bounds, "lo": inp.lo,
                                                "scale": inp.scale},
-            transform_fn=self.transform_from_arrays({"R": R, "bounds": inp.bounds, "lo": inp.lo,
-                                                     "scale": inp.scale}, params),
             row_level=row_level,
         )
         return rel

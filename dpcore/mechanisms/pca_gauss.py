@@ -652,7 +652,7 @@ class PCAGauss(Mechanism):
                                 neighbouring=WITHIN_CLASS if gmm and not protected else "replace-one"),
             noise=noise, calibration=cal, n_samples=n_samples, labels=labels,
             label_columns=label_columns, transform_arrays=transform_arrays,
-            transform_fn=self.transform_from_arrays(transform_arrays, params), details=details,
+            details=details,
         )
         data.diagnostics.update(diag)
         return rel

@@ -724,7 +724,6 @@ class RONGauss(Mechanism):
             transform_arrays["class_means"] = out.class_means
         if lo is not None:
             transform_arrays["scale_lo"], transform_arrays["scale_width"] = lo, wd
-        transform_fn = self.transform_from_arrays(transform_arrays, params)
         values = out.samples
         if params["reconstruct"]:
             values = values @ W.T + (out.center if out.center is not None else 0.0)
@@ -736,7 +735,7 @@ class RONGauss(Mechanism):
             data, params, values=values, columns=columns, guarantee=guarantee, noise=out.noise,
             calibration=calibration, n_samples=n_samples, labels=out.labels,
             label_columns=label_columns, transform_arrays=transform_arrays,
-            transform_fn=transform_fn, details=details,
+            details=details,
         )
         data.diagnostics.update(out.diagnostics)
         return rel

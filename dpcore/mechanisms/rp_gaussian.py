@@ -259,8 +259,6 @@ class RPGaussian(Mechanism):
             data, params, values=block[:, :k], columns=projected_columns(k), guarantee=guarantee,
             noise=noise, calibration=calibration, labels=labels, label_columns=label_columns,
             details=details, transform_arrays={"R": R, "center": np.zeros(d), "bounds": data.bounds},
-            transform_fn=self.transform_from_arrays({"R": R, "center": np.zeros(d), "bounds": data.bounds},
-                                                    params),
         )
 
 
