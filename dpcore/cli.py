@@ -571,12 +571,13 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
           f"neighbouring = {g.neighbouring}")
 
 
-def _cmd_release(args: argparse.Namespace) -> None:
+def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
+    """``dpcore release``; ``dask``: the table goes to the Dask engine (:func:`_use_dask`)."""
     cls = get_mechanism(args.mechanism)
     params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
     if "epsilon" in params and math.isinf(params["epsilon"]):
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
-    if _use_dask(args):
+    if dask:
         return _release_dask(args, cls, params)
     if args.ledger:
         Ledger.load(args.ledger)  # a bad path or file is refused before any work
@@ -696,11 +697,11 @@ def _run(args: argparse.Namespace) -> None:
         _cmd_describe(args)
     elif args.command == "release":
         if _use_dask(args):  # writes a folder of parts through a temporary folder (dpcore.dask_engine)
-            _cmd_release(args)
+            _cmd_release(args, dask=True)
             return
         _check_output(args)
         with output_lock(args.output):  # refuses, before any work, an output another run is writing
-            _cmd_release(args)
+            _cmd_release(args, dask=False)
     else:
         _cmd_accounting(args)
 
