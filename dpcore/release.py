@@ -479,7 +479,11 @@ class Release:
                  "card": (targets["card"], self.card_json(csv_bytes).encode())}
         if self.transform_arrays:
             files["transform"] = (targets["transform"], self.transform_npz_bytes())
-        return _stage_all(files)
+        staged = _stage_all(files)
+        # A release without a public map must not leave an older release's map beside its CSV:
+        # load_transform would pair the new card with a transform that does not belong to it.
+        staged.stale = [target for key, target in targets.items() if key not in files]
+        return staged
 
 
 class Exploration(NamedTuple):
@@ -676,15 +680,26 @@ class StagedFiles:
 
     targets: dict[str, Path]
     temps: dict[str, Path]
+    #: Files of an earlier release to the same path that this release does not write (e.g. its
+    #: ``<stem>.transform.npz`` when this release has no public map): removed on publish.
+    stale: list[Path] = field(default_factory=list)
 
     def publish(self) -> dict[str, Path]:
-        """Rename every temporary file into place, or none: if a rename fails (rare: the
-        temporary files are complete), the targets already renamed are put back as they were
-        (the previous files, kept meanwhile as hidden hard links, or nothing), so a release is
-        never left half-written and a failed one destroys nothing. Returns the targets."""
+        """Rename every temporary file into place and remove the :attr:`stale` files, or do
+        nothing: if a rename fails (rare: the temporary files are complete), the targets already
+        renamed are put back as they were (the previous files, kept meanwhile as hidden hard
+        links, or nothing) and the stale files are restored, so a release is never left
+        half-written, never mixed with an older release's files, and a failed one destroys
+        nothing. Returns the targets."""
         backups = {key: _hard_link_backup(target) for key, target in self.targets.items()}
         placed: list[str] = []
+        moved: dict[Path, Path] = {}  # stale file -> its hidden name until the release is in place
         try:
+            for target in self.stale:
+                if target.is_file() or target.is_symlink():
+                    hidden = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+                    os.replace(target, hidden)
+                    moved[target] = hidden
             for key, target in self.targets.items():
                 os.replace(self.temps[key], target)
                 del self.temps[key]
@@ -697,11 +712,16 @@ class StagedFiles:
                     os.replace(backup, self.targets[key])
                 else:
                     self.targets[key].unlink(missing_ok=True)
+            for target, hidden in moved.items():
+                os.replace(hidden, target)
+            moved.clear()
             raise
         finally:
             for backup in backups.values():
                 if backup is not None:
                     backup.unlink(missing_ok=True)
+            for hidden in moved.values():
+                hidden.unlink(missing_ok=True)
         return dict(self.targets)
 
     def discard(self) -> None:

@@ -819,3 +819,34 @@ def test_only_the_command_process_gets_the_start_handlers(monkeypatch):
     monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__spec__=None))
     monkeypatch.setattr(sys, "argv", ["/usr/local/bin/dpcore", "release"])
     assert _interrupt.is_cli_process()  # the console script
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_release_without_a_map_removes_the_older_releases_map(tmp_path, capsys, monkeypatch, fail):
+    """``-o r.csv`` first with a projection (writes ``r.transform.npz``), then with LocalGaussian
+    (no public map): the old map must not stay beside the new CSV and card (``load_transform``
+    would pair them). If the new release fails to publish, the old map comes back with the rest."""
+    from dpcore.transform import load_transform
+
+    out = tmp_path / "r.csv"
+    assert main(["release", "pca-gauss", "breast-cancer", "--epsilon", "1", "-o", str(out)]) == 0
+    assert (tmp_path / "r.transform.npz").is_file()
+    before = _snapshot(tmp_path)
+    if fail:
+        real_replace = os.replace
+
+        def replace(src, dst):
+            if Path(dst).name == "r.card.json":
+                raise OSError(errno.EIO, "Input/output error")
+            return real_replace(src, dst)
+
+        monkeypatch.setattr(release_mod.os, "replace", replace)
+    code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(out))
+    if fail:
+        assert code == 2 and "Input/output error" in err, err
+        assert _snapshot(tmp_path) == before  # old CSV, card and map all back, nothing hidden left
+        return
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.card.json", "r.csv"]
+    with pytest.raises((ValueError, FileNotFoundError)):
+        load_transform(out)
