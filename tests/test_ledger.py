@@ -465,7 +465,10 @@ def _wait_for_go() -> None:
     """Patch: announce the release is staged (``$DPCORE_TEST_READY``), then publish only once
     ``$DPCORE_TEST_GO`` exists: a release held in flight while another process tries its output."""
     def wait() -> None:
-        Path(os.environ["DPCORE_TEST_READY"]).write_text(str(os.getpid()))
+        ready = Path(os.environ["DPCORE_TEST_READY"])
+        # written whole, then renamed: the waiting test must never see (and snapshot) an empty file
+        ready.with_name(ready.name + ".part").write_text(str(os.getpid()))
+        os.replace(ready.with_name(ready.name + ".part"), ready)
         deadline = time.monotonic() + 120
         while not Path(os.environ["DPCORE_TEST_GO"]).exists() and time.monotonic() < deadline:
             time.sleep(0.02)
