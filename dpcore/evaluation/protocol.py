@@ -131,7 +131,8 @@ def _train(model: Any, data: TrainingSet, transform: Callable[[np.ndarray], np.n
     if isinstance(model, str):
         estimator, name = make_model(model, random_state=random_state, **params), model
     elif params:
-        raise ValueError(f"model options {sorted(params)} apply to named models only {tuple(params)}")
+        raise ValueError(f"model options {sorted(params)} apply to named models only; set them on the "
+                         "estimator itself")
     else:
         estimator, name = model, type(model).__name__
     rng = check_random_state(random_state)
