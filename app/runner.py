@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.decomposition import PCA
 
 from dpcore.data import Dataset
+from dpcore.evaluation import has_public_transform, to_release_space
 from dpcore.exceptions import PrivacyLeakWarning
 from dpcore.mechanisms import get_mechanism
 from dpcore.release import Release
@@ -95,10 +96,7 @@ def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 
 
 def real_in_release_space(release: Release, X: np.ndarray) -> np.ndarray | None:
     """Real rows mapped with the release's public transform, or None if it has none."""
-    try:
-        return release.transform(X)
-    except ValueError:
-        return None
+    return to_release_space(release, X) if has_public_transform(release) else None
 
 
 def distance_sweep(name: str, params: dict[str, Any], ds: Dataset, ks: list[int], seed: int,

@@ -1,12 +1,12 @@
 """Issue 13, items 1, 3 and 6 (branch ``units``): label artefacts on Adult, mnist-10k at epsilon = 1,
 and clustering agreement against the isotropic null.
 
-* ``adult``: SVM / logistic-regression accuracy (``dpcore.utility.evaluate_release``) of releases at
+* ``adult``: SVM / logistic-regression accuracy (``dpcore.evaluation.evaluate_release``) of releases at
   their defaults (delta = 1e-6 where approximate), against the majority rate.
 * ``mnist``: the same on mnist-10k at epsilon = 1 for RON-Gauss (Laplace and Gaussian noise, several
   p), PCA-Gauss (Analyze Gauss) and DPMix (several ell).
 * ``null``: unsupervised releases at epsilon = 1 on the small bundled tables: ``ari_real`` against
-  ``ari_null`` (:func:`dpcore.utility.null_verdict`).
+  ``ari_null`` (:func:`dpcore.evaluation.null_verdict`).
 
 Every number is computed on the private data (exploration, NOT differentially private). 75/25
 stratified split, seed 0; one release per setting unless ``--trials`` says otherwise.
@@ -29,8 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpcore.data import load_dataset  # noqa: E402
+from dpcore.evaluation import EvalSettings, evaluate_release, null_verdict, utility_sweep  # noqa: E402
 from dpcore.mechanisms import get_mechanism  # noqa: E402
-from dpcore.utility import EvalSettings, evaluate_release, null_verdict, utility_sweep  # noqa: E402
 
 DELTA = 1e-6
 

@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dpcore.evaluation import evaluate, fit_on_real, train_on_release  # noqa: E402
 from dpcore.mechanisms import DPMix  # noqa: E402
-from dpcore.training import evaluate, fit_on_real, train_on_release  # noqa: E402
 
 MNIST = Path("/work/shared/datasets/mnist/mnist.npz")
 

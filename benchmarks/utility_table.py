@@ -31,8 +31,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpcore.data import load_dataset  # noqa: E402
+from dpcore.evaluation import EvalSettings, evaluate_non_private, utility_sweep  # noqa: E402
 from dpcore.mechanisms import PCAGauss, RONGauss  # noqa: E402
-from dpcore.utility import EvalSettings, evaluate_non_private, utility_sweep  # noqa: E402
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 5.0, 10.0, math.inf]
 # projection dimensions, fixed for every epsilon; picked from a small exploratory run on digits

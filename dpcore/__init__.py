@@ -1,7 +1,7 @@
 """dpcore: non-interactive differentially private data release.
 
 Mechanisms (:mod:`dpcore.mechanisms`), privacy accounting (:mod:`dpcore.accounting`),
-utility metrics (:mod:`dpcore.utility`), data loading (:mod:`dpcore.data`), the
+utility evaluation (:mod:`dpcore.evaluation`), data loading (:mod:`dpcore.data`), the
 release card (:mod:`dpcore.release`) and releases in the original schema and units
 (:mod:`dpcore.decode`). This package never imports Streamlit.
 """

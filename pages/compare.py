@@ -10,9 +10,7 @@ from app import state
 from app.controls import initial, stored_params
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from app.markdown import md_escape
-from dpcore.mechanisms import MECHANISMS, get_mechanism
-from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT
-from dpcore.utility import (
+from dpcore.evaluation import (
     NOT_DP_NOTICE,
     best_per_value,
     evaluate_non_private,
@@ -21,6 +19,8 @@ from dpcore.utility import (
     exploration_filename,
     utility_sweep,
 )
+from dpcore.mechanisms import MECHANISMS, get_mechanism
+from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT
 
 st.title("Compare mechanisms")
 ds = state.dataset()

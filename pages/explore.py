@@ -19,8 +19,8 @@ from app.runner import (
     real_in_release_space,
     two_d_view,
 )
+from dpcore.evaluation import release_class_labels
 from dpcore.mechanisms import get_mechanism
-from dpcore.utility import release_class_labels
 
 ds = state.dataset()
 name = st.session_state.mechanism

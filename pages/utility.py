@@ -8,8 +8,7 @@ from app import state
 from app.controls import initial, mechanism_controls
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from app.markdown import md_escape
-from dpcore.mechanisms import get_mechanism
-from dpcore.utility import (
+from dpcore.evaluation import (
     NOT_DP_NOTICE,
     evaluation_problem,
     exploration_csv,
@@ -17,6 +16,7 @@ from dpcore.utility import (
     null_verdict,
     utility_sweep,
 )
+from dpcore.mechanisms import get_mechanism
 
 st.title("Utility")
 ds = state.dataset()

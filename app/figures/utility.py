@@ -1,6 +1,6 @@
 """Plotly figures for utility sweeps and synthetic images (no Streamlit import).
 
-``utility_curve_figure`` plots the tidy frame of :func:`dpcore.utility.utility_sweep`;
+``utility_curve_figure`` plots the tidy frame of :func:`dpcore.evaluation.utility_sweep`;
 ``image_grid_figure`` shows released rows as images (RON-Gauss paper, Fig. 3).
 """
 
@@ -54,7 +54,7 @@ def utility_curve_figure(
     Parameters
     ----------
     df : DataFrame
-        Output of :func:`dpcore.utility.utility_sweep` (columns ``param, x, metric, mean, lo, hi,
+        Output of :func:`dpcore.evaluation.utility_sweep` (columns ``param, x, metric, mean, lo, hi,
         baseline`` and optionally ``chance``); several sweeps can be concatenated with a column
         named by ``series`` (e.g. ``"mechanism"``) to compare them.
     metric : str or list of str, optional
@@ -65,7 +65,7 @@ def utility_curve_figure(
         Default: log axis when the swept parameter is ``epsilon``. Infinite x values (NOT PRIVATE
         runs) are not plotted on the curve.
     subtitle : str, optional
-        Second title line, e.g. :data:`dpcore.utility.NOT_DP_NOTICE`.
+        Second title line, e.g. :data:`dpcore.evaluation.NOT_DP_NOTICE`.
     show_chance : bool
         Dotted line at the chance level (majority class / random-guess RMSE) when available.
         Points whose interval contains it (``vs_chance`` "not distinguishable ...") are drawn

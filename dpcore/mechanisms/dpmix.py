@@ -499,7 +499,7 @@ class DPMix(Mechanism):
 
     Released table: ``T`` rows. Feature columns (the input's names) in ``[0, 1]``-scaled units plus
     noise; for classification the soft labels ``label=c`` (noisy mixed one-hot: what one trains
-    on, :func:`dpcore.training.train_on_release`) and ``label_argmax`` = their argmax class
+    on, :func:`dpcore.evaluation.train_on_release`) and ``label_argmax`` = their argmax class
     (post-processing; the majority class among the mixed rows, almost always the overall majority
     class for moderate ``ell``, so not a training label); for regression ``label`` in scaled units. The public
     bounds are released as the transform (``lo``, ``hi``).
@@ -720,10 +720,10 @@ def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
                     names: list[str]) -> tuple[np.ndarray | None, list[str]]:
     """Soft label columns plus, for classification, their argmax class as ``<label>_argmax``.
 
-    The soft labels (mixed one-hot plus noise) are what one trains on (:mod:`dpcore.training`,
-    :mod:`dpcore.utility`). The argmax column is named for what it is: the most frequent class
-    among the ``ell`` mixed rows (plus noise), i.e. almost always the majority class once ``ell``
-    is moderate (issue 13), kept only as a display convenience.
+    The soft labels (mixed one-hot plus noise) are what one trains on (:mod:`dpcore.evaluation`:
+    ``training_set`` gives them with label kind ``soft``). The argmax column is named for what it
+    is: the most frequent class among the ``ell`` mixed rows (plus noise), i.e. almost always the
+    majority class once ``ell`` is moderate (issue 13), kept only as a display convenience.
     """
     if data.task == "unsupervised":
         return None, []
