@@ -170,6 +170,10 @@ class MODIPS(GaussianGenerator):
     label is not protected). The noise on the ``k(k+1)/2`` second-moment entries grows like
     ``k^2/n``: that is the point the RON-Gauss and PCA-Gauss papers make with this baseline.
 
+    ``fit(X, y)`` / ``sample(n_samples)`` (:class:`~dpcore.mechanisms._gaussian_model.GaussianGenerator`):
+    ``model_`` holds ``N(mu_DP, Sigma_DP)`` (one per class) on the box-scaled features (and label);
+    ``output_map_`` undoes the box map.
+
     Deviation from Liu: MODIPS draws the model parameters from the posterior given the sanitised
     sufficient statistics before synthesising; here (as in the papers' comparisons) the noisy
     statistics are plugged in directly.

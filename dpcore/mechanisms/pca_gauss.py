@@ -307,6 +307,12 @@ class PCAGauss(GaussianGenerator):
     ``n_samples`` split in proportion). Alg. 2/3 releases carry ``W`` and the bounds in
     ``transform_arrays`` and map real rows with ``x -> W^T scale(x)/sqrt(d)``.
 
+    ``fit(X, y)`` / ``sample(n_samples)`` (:class:`~dpcore.mechanisms._gaussian_model.GaussianGenerator`):
+    ``model_`` is ``N(0, diag(lambda_DP))`` (Alg. 1), ``N(0, M_DP)`` of ``[x^, y]`` (Alg. 2) or one
+    ``N(mu_c,DP, Sigma_c,DP)`` per class (Alg. 3), in the PCA space the release's columns are in
+    (``output_map_`` maps Alg. 2's label back to its units; the original units are
+    :mod:`dpcore.decode`'s post-processing of the release).
+
     Raises
     ------
     ValueError

@@ -575,6 +575,11 @@ class RONGauss(GaussianGenerator):
     (Alg. 3/4). For Alg. 5 a test row's class is unknown, so the transform is clip, scale,
     normalise, project (no centring; the synthetic classes are centred at ``W^T mu_c,DP``).
 
+    ``fit(X, y)`` / ``sample(n_samples)`` (:class:`~dpcore.mechanisms._gaussian_model.GaussianGenerator`):
+    ``model_`` is ``N(0, Sigma_DP)`` (Alg. 3), ``N(m_DP, Sigma_a,DP - m_DP m_DP^T)`` of ``[x~, y]``
+    (Alg. 4) or one ``N(W^T mu_c,DP, Sigma_c,DP)`` per class (Alg. 5) in the p-dimensional projection;
+    ``output_map_`` reconstructs (``x~ W^T + mu_DP``) and maps labels back to their units.
+
     Note (Alg. 5, measured): each class's deviations are re-normalised to unit length before the
     second moment is taken, so the synthetic within-class spread is larger than that of real rows
     mapped by the transform (about 2.4x on ``digits``). This is the paper's algorithm as
@@ -672,7 +677,7 @@ class RONGauss(GaussianGenerator):
             if params["feature_scaling"] == "bounds" else (None, None)
         X = data.X  # already clipped; the public scaling is applied block by block
         W = haar_stiefel(d, p, rng, method=params["projection"])
-        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, bits=bits, p=p, d=d,
+        ctx = _Context(split=split, calibration=calibration, W=W, bits=bits, p=p, d=d,
                        scaling={"lo": lo, "width": wd}, noise=params["noise"], gauss=gauss)
         if data.task == "classification":
             out = self._gmm(ctx, X, data, protected)
@@ -837,7 +842,6 @@ class _Context:
     split: EpsilonSplit
     calibration: str
     W: np.ndarray
-    rng: np.random.Generator  # public randomness (W)
     bits: BitSource  # noise (dpcore.noise)
     p: int
     d: int
