@@ -265,3 +265,14 @@ def test_dp_model_is_close_to_the_exact_one_at_large_epsilon_and_far_at_tiny(cls
                + np.linalg.norm(model.means - exact.means))
         assert (err < 0.01 * size) if ok else (err > 0.5 * size), (cls.name, ok, err, size)
     np.testing.assert_allclose(close.weights, exact.weights, atol=1e-3)
+
+
+def test_a_sample_past_the_memory_limit_is_refused(monkeypatch):
+    from dpcore.limits import ResourceLimitError
+
+    X, _ = _table("unsupervised")
+    mech = _mech(RONGauss, "unsupervised", {"reconstruct": True}).fit(X)
+    monkeypatch.setenv("DPCORE_MAX_MEMORY", "1M")
+    with pytest.raises(ResourceLimitError, match="ron-gauss sample of 1,000,000 rows"):
+        mech.sample(1_000_000)
+    assert mech.sample(1000)[0].shape == (1000, D)

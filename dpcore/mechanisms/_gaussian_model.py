@@ -32,6 +32,7 @@ from dpcore import accounting, dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit
 from dpcore.exceptions import NonFiniteNoiseError
+from dpcore.limits import check_memory
 from dpcore.mechanisms._labels import proportional_counts
 from dpcore.mechanisms.base import Mechanism, _check_n_samples, _privacy_parameters, check_finite_release
 from dpcore.noise import BitSource, NoiseDraw, noise_source
@@ -572,10 +573,15 @@ class GaussianGenerator(Mechanism):
 
     # ------------------------------------------------------------------ sample
     def _checked_size(self, n_samples: int | None) -> int:
+        """``n_samples`` checked (default ``n``), after the fit and the memory limit
+        (:func:`dpcore.limits.check_memory`: the model rows, the decoded rows and the labels, float64)."""
         if not hasattr(self, "_template"):
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit(X, y) "
                                  "(or release) before sample")
-        return self.n_samples_fit_ if n_samples is None else _check_n_samples(n_samples)
+        m = self.n_samples_fit_ if n_samples is None else _check_n_samples(n_samples)
+        check_memory(f"{self.name} sample of {m:,} rows",
+                     8.0 * m * (2 * self.model_.n_features + self.output_map_.n_features_out + 1))
+        return m
 
     def sample(self, n_samples: int | None = None, random_state: Any = None
                ) -> tuple[np.ndarray, np.ndarray | None]:
