@@ -5,6 +5,12 @@ moment, the number of components ``p`` and the affine map of a regression label 
 and back. Public post-processing and shape checks only: the noise scales are set by each
 mechanism from its own sensitivities.
 
+The scikit-learn style ``fit`` / ``sample`` of the three generative mechanisms lives here too:
+:class:`GaussianGenerator` (their common base) runs ``fit`` (everything that reads the private
+rows: the noise and the DP statistics) into a :class:`GaussianModel` (a DP Gaussian, or one per
+class) and an :class:`OutputMap` (the public decoding into the release's space); ``sample`` and
+``release`` draw rows from them, which is free post-processing.
+
 ``noise="gaussian"`` variants share :class:`ZCDPBudget` (zCDP composition of the Gaussian
 statistics of one release, Bun & Steinke 2016, converted once to (epsilon, delta) with Canonne,
 Kamath & Steinke 2020) and :func:`second_moment_l2_sensitivity`.
@@ -12,25 +18,37 @@ Kamath & Steinke 2020) and :func:`second_moment_l2_sensitivity`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.exceptions import NotFittedError
 
 from dpcore import accounting, dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit
-from dpcore.noise import BitSource, NoiseDraw
-from dpcore.preprocessing import row_blocks
-from dpcore.release import NoiseRecord
+from dpcore.exceptions import NonFiniteNoiseError
+from dpcore.limits import check_memory
+from dpcore.mechanisms._labels import proportional_counts
+from dpcore.mechanisms.base import Mechanism, _check_n_samples, _privacy_parameters, check_finite_release
+from dpcore.noise import BitSource, NoiseDraw, noise_source
+from dpcore.preprocessing import PreparedInput, row_blocks
+from dpcore.release import Exploration, NoiseRecord, Release
 from dpcore.schema import Param
+from dpcore.validation import check_random_state
 
 __all__ = [
     "GAUSSIAN_DELTA",
     "NOISE",
     "NOISE_CHOICES",
+    "FittedGaussian",
+    "GaussianGenerator",
+    "GaussianModel",
+    "OutputMap",
     "ZCDPBudget",
     "add_matrix_noise",
     "second_moment_l2_sensitivity",
@@ -39,6 +57,7 @@ __all__ = [
     "default_n_components",
     "gaussian_samples",
     "label_to_unit",
+    "mixture_weights",
     "unit_to_label",
 ]
 
@@ -248,3 +267,365 @@ class ZCDPBudget:
                         "adds less noise", **self.savings},
         }
         return eps_g, delta_g, details
+
+
+# ------------------------------------------------------------------------------------ fit / sample
+def _readonly(arr: Any, dtype: Any = float) -> np.ndarray:
+    out = np.array(arr, dtype=dtype)
+    out.setflags(write=False)
+    return out
+
+
+def _is_diagonal(cov: np.ndarray) -> bool:
+    return not np.any(cov - np.diag(np.diagonal(cov)))
+
+
+def mixture_weights(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(modelled, normalised)``: the classes with a positive weight (indices into the public
+    class list) and their weights summing to 1. ``weights``: public class sizes ``n_c``, or the DP
+    class histogram through :func:`~dpcore.mechanisms._labels.histogram_weights` (the classes are
+    then chosen from DP outputs only)."""
+    w = np.asarray(weights, dtype=float)
+    modelled = np.flatnonzero(w > 0)
+    return modelled, w[modelled] / w[modelled].sum()
+
+
+@dataclass(frozen=True, eq=False)
+class GaussianModel:
+    """A fitted DP Gaussian model: one Gaussian, or a mixture with one Gaussian per public class.
+
+    Every array is a DP output or a public fact, so drawing from the model is free post-processing
+    (the privacy of the statistics it was built from carries over; Dwork & Roth 2014, Prop. 2.1).
+    Arrays are read-only.
+
+    Attributes
+    ----------
+    weights : ndarray of shape (n_components,)
+        Mixture weights summing to 1: the public class sizes ``n_c/n`` (labels within-class, the
+        papers' Alg. 5 / Alg. 3), or the DP class histogram clipped at 0 and normalised (labels
+        protected; uniform over the classes when every noisy count is <= 0). ``[1.0]`` for one
+        Gaussian.
+    means : ndarray of shape (n_components, n_features)
+        DP means in model space (e.g. RON-Gauss ``W^T mu_c,DP``; 0 where the paper centres
+        without a mean).
+    covariances : ndarray of shape (n_components, n_features, n_features)
+        DP covariances (or second moments), PSD-repaired.
+    labels : ndarray of shape (n_components,), optional
+        The public class of each component (``None`` without classes). A regression label is not
+        here: it is the model's last feature (:class:`OutputMap` decodes it).
+    """
+
+    weights: np.ndarray
+    means: np.ndarray
+    covariances: np.ndarray
+    labels: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", _readonly(self.weights))
+        object.__setattr__(self, "means", _readonly(np.atleast_2d(self.means)))
+        object.__setattr__(self, "covariances", _readonly(self.covariances))
+        if self.labels is not None:
+            object.__setattr__(self, "labels", _readonly(self.labels, dtype=np.asarray(self.labels).dtype))
+        k, f = self.means.shape
+        if self.weights.shape != (k,) or self.covariances.shape != (k, f, f) or (
+                self.labels is not None and self.labels.shape != (k,)):
+            raise ValueError(f"GaussianModel: weights {self.weights.shape}, means {self.means.shape}, "
+                             f"covariances {self.covariances.shape} do not describe the same components")
+
+    @classmethod
+    def single(cls, mean: np.ndarray, cov: np.ndarray) -> GaussianModel:
+        """One Gaussian ``N(mean, cov)`` (weight 1, no label)."""
+        return cls(np.ones(1), np.asarray(mean, dtype=float)[None, :], np.asarray(cov, dtype=float)[None])
+
+    @property
+    def n_components(self) -> int:
+        return int(self.weights.size)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.means.shape[1])
+
+    def component_counts(self, n_samples: int) -> np.ndarray:
+        """Rows per component for ``n_samples`` rows: ``n_samples * weights`` rounded by the largest
+        remainder method (:func:`~dpcore.mechanisms._labels.proportional_counts`), so the class
+        sizes follow the weights exactly (``n_c`` rows per class at ``n_samples = n`` with public
+        class sizes) rather than a multinomial draw."""
+        return proportional_counts(int(n_samples), self.weights)
+
+    def sample(self, n_samples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        """Draw ``n_samples`` rows, component by component in order.
+
+        Returns
+        -------
+        (ndarray of shape (n_samples, n_features), ndarray of shape (n_samples,) or None)
+            Rows in model space (:func:`gaussian_samples`; a diagonal covariance draws independent
+            coordinates, ``z * sqrt(diag)``) and each row's component label (``None`` without
+            labels). Inside the Dask engine's lazy output the rows are a lazy array.
+        """
+        counts = self.component_counts(n_samples)
+        chunks = [self._component_rows(c, int(size), rng) for c, size in enumerate(counts)]
+        rows = chunks[0] if len(chunks) == 1 else np.vstack(chunks)
+        labels = None if self.labels is None else np.repeat(self.labels, counts)
+        return rows, labels
+
+    def _component_rows(self, c: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        mean, cov = self.means[c], self.covariances[c]
+        if not _is_diagonal(cov):
+            return gaussian_samples(mean, cov, size, rng)
+        rows = dask_engine.standard_normal(rng, (size, mean.size))
+        rows = rows * np.sqrt(np.clip(np.diagonal(cov), 0.0, None))
+        return rows + mean if np.any(mean) else rows
+
+
+@dataclass(frozen=True, eq=False)
+class OutputMap:
+    """Public decoding of model-space rows into the release's space (post-processing).
+
+    Steps, in order, each skipped when its fields are ``None``:
+
+    1. ``label_bounds``: the model's last column is a regression label on ``[-a, a]``
+       (``a = label_scale``), mapped back to the label's units (:func:`unit_to_label`); the other
+       columns are the features.
+    2. ``basis`` ``(d, p)``: reconstruction ``x~ W^T + offset`` (RON-Gauss ``reconstruct=True``,
+       ``offset`` = ``mu_DP`` for Alg. 3/4).
+    3. ``box_lo``/``box_centre``/``box_factor``/``active`` (each ``(d,)``): the box map undone,
+       ``x = centre + z/factor`` on the active (non-constant) features, ``lo`` elsewhere (MODIPS;
+       :class:`~dpcore.mechanisms._box.BoxMap`).
+
+    ``n_features_out`` is the number of released feature columns.
+    """
+
+    n_features_out: int
+    label_bounds: tuple[float, float] | None = None
+    label_scale: float = 1.0
+    basis: np.ndarray | None = None
+    offset: np.ndarray | None = None
+    box_lo: np.ndarray | None = None
+    box_centre: np.ndarray | None = None
+    box_factor: np.ndarray | None = None
+    active: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("basis", "offset", "box_lo", "box_centre", "box_factor"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _readonly(getattr(self, name)))
+        if self.active is not None:
+            object.__setattr__(self, "active", _readonly(self.active, dtype=bool))
+
+    def __call__(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(values (m, n_features_out), regression labels (m,) or None)`` of model rows ``(m, k)``."""
+        labels = None
+        if self.label_bounds is not None:
+            labels = unit_to_label(rows[:, -1], self.label_bounds, self.label_scale)
+            rows = rows[:, :-1]
+        if self.basis is not None:
+            rows = rows @ self.basis.T
+            if self.offset is not None:
+                rows = rows + self.offset
+        if self.active is not None:
+            assert self.box_lo is not None and self.box_centre is not None and self.box_factor is not None
+            active = self.active
+            values = np.tile(self.box_lo, (rows.shape[0], 1))
+            values[:, active] = (self.box_centre[active]
+                                 + rows[:, : int(active.sum())] / self.box_factor[active])
+            rows = values
+        return rows, labels
+
+
+@dataclass(frozen=True)
+class FittedGaussian:
+    """What a generative mechanism's ``_fit`` returns: the model, its decoding and the card.
+
+    ``template`` is the release every table drawn from the model shares (guarantee, noise records,
+    public facts, transform, columns) with no rows yet; :meth:`GaussianGenerator.release` and
+    :meth:`GaussianGenerator.sample_release` fill in the rows.
+    """
+
+    model: GaussianModel
+    output_map: OutputMap
+    template: Release
+
+
+DRAWN_NOTE = ("rows drawn from the DP model released by the fit (free post-processing): no privacy budget "
+              "was spent on them, the guarantee is the model's and covers every table drawn from it together")
+
+
+class GaussianGenerator(Mechanism):
+    """Base of the generative mechanisms (RON-Gauss, PCA-Gauss, MODIPS): scikit-learn style
+    ``fit`` / ``sample`` beside ``release``.
+
+    ``fit(X, y)`` runs everything that reads the private rows (clipping, the DP statistics, all the
+    noise) and stores learned attributes ending in ``_`` that hold only DP outputs and public facts:
+
+    model_ : GaussianModel
+        The DP Gaussian (mixture) in model space.
+    output_map_ : OutputMap
+        The public decoding from model space into the release's space.
+    guarantee_ : Guarantee
+        The guarantee of the model, hence of every table drawn from it; ``epsilon_`` and
+        ``delta_`` repeat its numbers.
+    noise_ : tuple of NoiseRecord
+        The noise of each DP statistic (the card's ``noise``).
+    transform_ : callable
+        The public map of real rows ``(m, n_features_in_)`` into the release's space
+        (:meth:`Release.transform`; raises ``ValueError`` where there is none, PCA-Gauss Alg. 1).
+    n_features_in_, n_samples_fit_ : int
+        ``d`` and ``n`` of the private input (public facts).
+    seeded_ : bool
+        Fitted with a fixed ``random_state``: everything drawn from it is a preview that cannot be
+        saved.
+
+    ``sample`` and ``sample_release`` never read ``X``. :meth:`release` is ``fit`` then one draw
+    from the same generator (one code path; a seeded release is the same preview as before), and
+    leaves the mechanism fitted, so a second table of another size costs no budget:
+    ``mech.release(X); mech.sample_release(5000)``.
+    """
+
+    #: the learned attributes :meth:`fit` sets (a refit replaces them all)
+    LEARNED_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
+        "model_", "output_map_", "guarantee_", "epsilon_", "delta_", "noise_", "transform_",
+        "n_features_in_", "n_samples_fit_", "seeded_")
+
+    def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
+             bits: BitSource) -> FittedGaussian:
+        """The mechanism's DP statistics: ``rng`` draws public randomness (projection matrices),
+        ``bits`` every noise draw; exploration facts go into ``data.diagnostics``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any = None) -> GaussianGenerator:
+        """Fit the DP model: spends the whole privacy budget once.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or dpcore.data.Dataset
+            Private data; clipped to the public bounds before use.
+        y : array-like of shape (n_samples,), optional
+            Private labels (classification or regression).
+
+        Returns
+        -------
+        self
+            With the learned attributes of :class:`GaussianGenerator` (a refit replaces them all).
+
+        Raises
+        ------
+        ValueError
+            As :meth:`release` (bad parameters or input, named); ``NonFiniteNoiseError`` when the
+            noise would overflow float64 (nothing is stored).
+        """
+        self._fit_input(X, y, None)
+        return self
+
+    def _fit_input(self, X: Any, y: Any, n_samples: int | None
+                   ) -> tuple[dict[str, Any], PreparedInput, int | None, np.random.Generator]:
+        """:meth:`fit`'s work, returning what :meth:`explore` draws with (same generator)."""
+        values, data, n_samples = self._prepare(X, y, n_samples)
+        rng = check_random_state(self.random_state)
+        # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
+        fitted = self._guarded(values, partial(self._fit, data, values, rng,
+                                               bits=noise_source(self.random_state)))
+        template = self._finish(fitted.template, values, data)
+        model = fitted.model
+        bad = sum(int(np.count_nonzero(~np.isfinite(a)))
+                  for a in (model.weights, model.means, model.covariances))
+        if bad:
+            raise NonFiniteNoiseError(
+                f"{_privacy_parameters(values)} gives a fitted model with {bad:,} NaN/inf value(s); nothing "
+                "is released: the noise overflows float64 arithmetic, use a larger epsilon")
+        self._store(dataclasses.replace(fitted, template=template), data)
+        return values, data, n_samples, rng
+
+    def _store(self, fitted: FittedGaussian, data: PreparedInput) -> None:
+        g = fitted.template.guarantee
+        self.model_, self.output_map_ = fitted.model, fitted.output_map
+        self.guarantee_, self.epsilon_, self.delta_ = g, g.epsilon, g.delta
+        self.noise_ = tuple(fitted.template.noise)
+        self.transform_ = fitted.template.transform
+        self.n_samples_fit_, self.n_features_in_ = (int(k) for k in data.X.shape)
+        self.seeded_ = fitted.template.seeded
+        self._template = fitted.template
+
+    # ------------------------------------------------------------------ release = fit + sample
+    def explore(self, X: Any, y: Any = None, *, n_samples: int | None = None) -> Exploration:
+        """:meth:`fit`, then one table of ``n_samples`` rows (default ``n``) drawn with the same
+        generator (so a seeded release is the same preview as a single pass would give); the
+        exploration facts beside it. Same parameters, errors and release as
+        :meth:`Mechanism.explore`; the mechanism is left fitted."""
+        values, data, n_samples, rng = self._fit_input(X, y, n_samples)
+        rel = self._draw(self.n_samples_fit_ if n_samples is None else n_samples, rng, n_samples)
+        check_finite_release(rel, values)
+        return Exploration(rel, dict(data.diagnostics))
+
+    def _draw(self, m: int, rng: np.random.Generator, n_samples: int | None, **changes: Any) -> Release:
+        """The fitted card with ``m`` rows drawn from the model and decoded (``n_samples``: the
+        card's parameter, when one was asked for)."""
+        X_new, y_new = self._sample_rows(m, rng)
+        parameters = dict(self._template.parameters)
+        if n_samples is not None:
+            parameters["n_samples"] = n_samples
+        return dataclasses.replace(self._template, data=X_new, labels=y_new, parameters=parameters, **changes)
+
+    def _sample_rows(self, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        rows, labels = self.model_.sample(m, rng)
+        values, regression = self.output_map_(rows)
+        return values, (labels if labels is not None else regression)
+
+    # ------------------------------------------------------------------ sample
+    def _checked_size(self, n_samples: int | None) -> int:
+        """``n_samples`` checked (default ``n``), after the fit and the memory limit
+        (:func:`dpcore.limits.check_memory`: the model rows, the decoded rows and the labels, float64)."""
+        if not hasattr(self, "_template"):
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit(X, y) "
+                                 "(or release) before sample")
+        m = self.n_samples_fit_ if n_samples is None else _check_n_samples(n_samples)
+        check_memory(f"{self.name} sample of {m:,} rows",
+                     8.0 * m * (2 * self.model_.n_features + self.output_map_.n_features_out + 1))
+        return m
+
+    def sample(self, n_samples: int | None = None, random_state: Any = None
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Draw synthetic rows from the fitted model (free post-processing; never reads ``X``).
+
+        As scikit-learn's ``GaussianMixture.sample``, but the rows per class follow the weights
+        exactly (largest remainder, :meth:`GaussianModel.component_counts`) as :meth:`release` does.
+
+        Parameters
+        ----------
+        n_samples : int, optional
+            Rows to draw, ``1 <= n_samples <= 10,000,000``; default ``n_samples_fit_`` (``n``).
+        random_state : None, int or numpy Generator
+            Randomness of the draw only (the noise was fixed by :meth:`fit`). ``None``: OS entropy.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_output_features)
+            Rows in the release's space (the columns of ``release().data``).
+        y_new : ndarray of shape (n_samples,) or None
+            Class labels (classification), labels in their units (regression), or ``None``.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit` (a ``ValueError``).
+        ValueError
+            ``n_samples`` not a whole number in range (named).
+        """
+        return self._sample_rows(self._checked_size(n_samples), check_random_state(random_state))
+
+    def sample_release(self, n_samples: int | None = None, random_state: Any = None) -> Release:
+        """A savable :class:`Release` of rows drawn from the fitted model, with the fit's card.
+
+        The card states the fit's guarantee (``guarantee_``: no budget is spent again) and its
+        ``details["drawn_from_fitted_model"]`` says the rows come from the already-released model
+        (with the fit's ``created_utc``). A fit with a fixed ``random_state``, or a draw with one,
+        gives a preview that :meth:`Release.save` refuses. Parameters and errors as :meth:`sample`.
+        """
+        m = self._checked_size(n_samples)
+        details = {**self._template.details, "drawn_from_fitted_model": {
+            "note": DRAWN_NOTE, "model_created_utc": self._template.created_utc}}
+        rel = self._draw(m, check_random_state(random_state), n_samples, details=details,
+                         seeded=self.seeded_ or random_state is not None,
+                         created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
+        check_finite_release(rel, rel.parameters)
+        return rel

@@ -42,6 +42,7 @@ __all__ = [
     "HISTOGRAM_SENSITIVITY",
     "HISTOGRAM_L2_SENSITIVITY",
     "dp_class_histogram",
+    "histogram_weights",
     "label_budget_share",
     "label_privacy_assumption",
     "reserve_part_slack",
@@ -170,11 +171,17 @@ def dp_class_histogram(
     return noisy, rec
 
 
-def synthetic_counts(total: int, noisy_counts: np.ndarray) -> np.ndarray:
-    """Rows per class for ``total`` synthetic rows, proportional to the noisy counts clipped at 0
-    (post-processing; uniform if every noisy count is <= 0), by :func:`proportional_counts`."""
+def histogram_weights(noisy_counts: np.ndarray) -> np.ndarray:
+    """Class weights from the DP class histogram: the noisy counts clipped at 0, or uniform if every
+    noisy count is <= 0 (post-processing). Shape ``(n_classes,)``, not normalised."""
     w = np.clip(np.asarray(noisy_counts, dtype=float), 0.0, None)
-    return proportional_counts(total, w if np.any(w > 0) else np.ones_like(w))
+    return w if np.any(w > 0) else np.ones_like(w)
+
+
+def synthetic_counts(total: int, noisy_counts: np.ndarray) -> np.ndarray:
+    """Rows per class for ``total`` synthetic rows, proportional to :func:`histogram_weights`
+    (post-processing), by :func:`proportional_counts`."""
+    return proportional_counts(total, histogram_weights(noisy_counts))
 
 
 def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:

@@ -210,6 +210,18 @@ class Mechanism:
         Exploration
             ``(release, diagnostics)``.
         """
+        values, data, n_samples = self._prepare(X, y, n_samples)
+        rng = check_random_state(self.random_state)
+        # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
+        rel = self._guarded(values, partial(self._release, data, values, rng, n_samples,
+                                            bits=noise_source(self.random_state)))
+        return Exploration(self._finish(rel, values, data), dict(data.diagnostics))
+
+    def _prepare(self, X: Any, y: Any, n_samples: int | None
+                 ) -> tuple[dict[str, Any], PreparedInput, int | None]:
+        """Validated parameters, the prepared input (:func:`dpcore.preprocessing.prepare_input`, or
+        the Dask engine's for a table larger than memory) and the checked ``n_samples``, after the
+        memory check: the first half of :meth:`explore` (and of a generative mechanism's ``fit``)."""
         values = validate_params(self.params, {p.name: getattr(self, p.name) for p in self.params})
         lazy = dask_engine.is_lazy_input(X)  # a table larger than memory: dpcore.dask_engine
         data = (partial(dask_engine.prepare_input, mechanism=self.name) if lazy else prepare_input)(
@@ -223,10 +235,13 @@ class Mechanism:
         if not lazy:  # the Dask engine holds one partition per worker thread, never the table
             check_memory(_peak_description(self.name, n, d, n_classes, values, n_samples),
                          self.peak_bytes(n, d, values, n_classes=n_classes, n_released=n_samples))
-        rng = check_random_state(self.random_state)
+        return values, data, n_samples
+
+    def _guarded(self, values: dict[str, Any], work: Callable[[], Any]) -> Any:
+        """``work()`` with floating-point failures inside the noisy algebra turned into a
+        :class:`~dpcore.exceptions.NonFiniteNoiseError` naming the privacy parameters."""
         try:
-            # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
-            rel = self._release(data, values, rng, n_samples, bits=noise_source(self.random_state))
+            return work()
         except NonFiniteNoiseError as exc:
             named = _privacy_parameters(values)
             if str(exc).startswith(named):
@@ -238,10 +253,13 @@ class Mechanism:
                 f"{self.name} failed in floating-point arithmetic with {_privacy_parameters(values)} "
                 f"({type(exc).__name__}: {first}); nothing is released: use a larger epsilon"
             ) from None
+
+    def _finish(self, rel: Release, values: dict[str, Any], data: PreparedInput) -> Release:
+        """Refuse a non-finite release (:func:`check_finite_release`), add the input's warnings to
+        its details and mark a seeded one as a preview: the last step of :meth:`explore`."""
         check_finite_release(rel, values)
         details = {**rel.details, "warnings": [*rel.details.get("warnings", []), *data.warnings]}
-        rel = dataclasses.replace(rel, seeded=self.random_state is not None, details=details)
-        return Exploration(rel, dict(data.diagnostics))
+        return dataclasses.replace(rel, seeded=self.random_state is not None, details=details)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,

@@ -49,11 +49,14 @@ from dpcore.mechanisms._box import (
 from dpcore.mechanisms._gaussian_model import (
     GAUSSIAN_DELTA,
     NOISE,
+    FittedGaussian,
+    GaussianGenerator,
+    GaussianModel,
+    OutputMap,
     ZCDPBudget,
-    gaussian_samples,
     label_to_unit,
+    mixture_weights,
     second_moment_l2_sensitivity,
-    unit_to_label,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
@@ -61,14 +64,12 @@ from dpcore.mechanisms._labels import (
     WITHIN_CLASS,
     divide_by_count,
     dp_class_histogram,
+    histogram_weights,
     label_privacy_assumption,
-    proportional_counts,
-    synthetic_counts,
 )
-from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput, RowNormBound
-from dpcore.release import Guarantee, NoiseRecord, Release
+from dpcore.release import Guarantee, NoiseRecord
 from dpcore.schema import EPSILON, Param
 
 __all__ = ['MODIPS', 'gaussian_model_l2_sensitivities', 'gaussian_model_sensitivities']
@@ -130,7 +131,7 @@ def _with_label(bound: RowNormBound) -> RowNormBound:
         l4_power4=bound.l4_power4 + 1, max_pair_l1=bound.max_pair_l1 + 1, n_numeric=bound.n_numeric + 1)
 
 
-class MODIPS(Mechanism):
+class MODIPS(GaussianGenerator):
     """MODIPS (Liu 2016), Gaussian version: DP mean and second moment in the original space, sample.
 
     The baseline "Liu [80]: parametric generative model without dimensionality reduction" of
@@ -169,6 +170,10 @@ class MODIPS(Mechanism):
     label is not protected). The noise on the ``k(k+1)/2`` second-moment entries grows like
     ``k^2/n``: that is the point the RON-Gauss and PCA-Gauss papers make with this baseline.
 
+    ``fit(X, y)`` / ``sample(n_samples)`` (:class:`~dpcore.mechanisms._gaussian_model.GaussianGenerator`):
+    ``model_`` holds ``N(mu_DP, Sigma_DP)`` (one per class) on the box-scaled features (and label);
+    ``output_map_`` undoes the box map.
+
     Deviation from Liu: MODIPS draws the model parameters from the posterior given the sanitised
     sufficient statistics before synthesising; here (as in the papers' comparisons) the noisy
     statistics are plugged in directly.
@@ -200,10 +205,10 @@ class MODIPS(Mechanism):
     peak_square_matrices = 3  # second moment, its noise, the repaired covariance (per class)
     peak_row_copies = 8  # scaled rows, per-class copies, synthetic rows and their draws
 
-    def _release(
-        self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None, *, bits: BitSource,
-    ) -> Release:
+    def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
+             bits: BitSource) -> FittedGaussian:
+        """The DP Gaussian (one per class for classification) of the box-scaled rows ``[z, y]``, and
+        the public map back to the original units (``fit``); every noise draw from ``bits``."""
         n, d = data.X.shape
         fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
         protected = data.task == "classification" and params["label_privacy"] == "protected"
@@ -232,7 +237,6 @@ class MODIPS(Mechanism):
             split = gauss.split
         else:
             split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
-        m = n if n_samples is None else n_samples
         diag: dict[str, Any] = {"mean_dp": {}, "second_moment_dp": {}, "mean": {}, "second_moment": {}}
         noise: list[NoiseRecord] = []
         noisy_counts = None
@@ -245,34 +249,29 @@ class MODIPS(Mechanism):
                     gauss=gauss)
                 noise.append(hist_rec)
                 diag["class_counts_dp"] = noisy_counts
-                counts = synthetic_counts(m, noisy_counts)
-                groups = [(c, data.y == c, f" of class {data.classes[c]!s}")
-                          for c in np.flatnonzero(counts)]  # chosen from the DP histogram only
+                # classes and weights chosen from the DP histogram only
+                modelled, weights = mixture_weights(histogram_weights(noisy_counts))
+                groups = [(c, data.y == c, f" of class {data.classes[c]!s}") for c in modelled]
             else:
+                modelled, weights = mixture_weights(sizes)
                 groups = [(c, data.y == c, f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
-                          for c in np.flatnonzero(sizes)]
-                counts = proportional_counts(m, sizes)
+                          for c in modelled]
+            classes = data.classes[modelled]
         else:
-            groups, counts = [(0, slice(None), "")], np.array([m])
-        chunks, labels = [], []
+            groups, weights, classes = [(0, slice(None), "")], np.ones(1), None
+        means, covariances = [], []
         for c, rows, tag in groups:
             count = None if noisy_counts is None else float(noisy_counts[c])
             mu, cov, recs = _dp_gaussian(Z[rows], split, bits, tag, diag, key=c, count=count, bound=bound,
                                          gauss=gauss)
-            chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
-            labels.append(np.full(int(counts[c]), c))
+            means.append(mu)
+            covariances.append(cov)
             noise += recs
-        S = np.vstack(chunks)
-        values = np.tile(lo, (S.shape[0], 1))
-        values[:, active] = bmap.centre[active] + S[:, : int(active.sum())] / bmap.factor[active]
-        out_labels, label_columns = None, []
-        if data.task == "classification":
-            assert data.classes is not None
-            out_labels, label_columns = data.classes[np.concatenate(labels)], [data.label_name or "label"]
-        elif regression:
-            assert data.label_bounds is not None
-            out_labels = unit_to_label(S[:, -1], data.label_bounds, 1.0)
-            label_columns = [data.label_name or "label"]
+        model = GaussianModel(weights, np.array(means), np.array(covariances), classes)
+        # synthetic rows go back to the original units: x = centre + z/factor on the active features
+        output_map = OutputMap(d, label_bounds=data.label_bounds if regression else None, label_scale=1.0,
+                               box_lo=lo, box_centre=bmap.centre, box_factor=bmap.factor, active=active)
+        label_columns = [data.label_name or "label"] if data.task != "unsupervised" else []
         k = Z.shape[1]
         assumptions = ["n is public (bounded DP, replace-one neighbours)",
                        f"{BOX}; synthetic rows are mapped back to the original units"]
@@ -298,13 +297,13 @@ class MODIPS(Mechanism):
             "epsilon_parts": split.as_dict(),
             "assumptions": assumptions,
         }
-        rel = self._new_release(
-            data, params, values=values, columns=list(data.feature_names),
-            guarantee=guarantee, noise=noise, calibration="sound", n_samples=n_samples, labels=out_labels,
-            label_columns=label_columns, details=details,
+        template = self._new_release(
+            data, params, values=np.empty((0, d)), columns=list(data.feature_names),
+            guarantee=guarantee, noise=noise, calibration="sound", label_columns=label_columns,
+            details=details,
         )
         data.diagnostics.update(diag)
-        return rel
+        return FittedGaussian(model, output_map, template)
 
 
 def _dp_gaussian(

@@ -78,7 +78,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -100,13 +99,16 @@ from dpcore.mechanisms._box import (
 )
 from dpcore.mechanisms._gaussian_model import (
     NOISE,
+    FittedGaussian,
+    GaussianGenerator,
+    GaussianModel,
+    OutputMap,
     ZCDPBudget,
     add_matrix_noise,
     check_n_components,
-    gaussian_samples,
     label_to_unit,
+    mixture_weights,
     second_moment_l2_sensitivity,
-    unit_to_label,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
@@ -114,15 +116,13 @@ from dpcore.mechanisms._labels import (
     WITHIN_CLASS,
     divide_by_count,
     dp_class_histogram,
+    histogram_weights,
     label_privacy_assumption,
-    proportional_counts,
-    synthetic_counts,
 )
 from dpcore.mechanisms._public import public_rows
-from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import PreparedInput
-from dpcore.release import Guarantee, NoiseRecord, Release
+from dpcore.release import Guarantee, NoiseRecord
 from dpcore.schema import DELTA, EPSILON, Param
 
 __all__ = [
@@ -262,7 +262,7 @@ def _transform_arrays(W: np.ndarray, bmap: BoxMap) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------------------------ mechanism
-class PCAGauss(Mechanism):
+class PCAGauss(GaussianGenerator):
     """PCA-Gauss: Gaussian model (or GMM) on PCA features, Laplace noise on its moments.
 
     Parameters
@@ -306,6 +306,12 @@ class PCAGauss(Mechanism):
     private rows), labels for regression (label units) and classification (``n_c`` per class, or
     ``n_samples`` split in proportion). Alg. 2/3 releases carry ``W`` and the bounds in
     ``transform_arrays`` and map real rows with ``x -> W^T scale(x)/sqrt(d)``.
+
+    ``fit(X, y)`` / ``sample(n_samples)`` (:class:`~dpcore.mechanisms._gaussian_model.GaussianGenerator`):
+    ``model_`` is ``N(0, diag(lambda_DP))`` (Alg. 1), ``N(0, M_DP)`` of ``[x^, y]`` (Alg. 2) or one
+    ``N(mu_c,DP, Sigma_c,DP)`` per class (Alg. 3), in the PCA space the release's columns are in
+    (``output_map_`` maps Alg. 2's label back to its units; the original units are
+    :mod:`dpcore.decode`'s post-processing of the release).
 
     Raises
     ------
@@ -358,10 +364,12 @@ class PCAGauss(Mechanism):
         bmap = BoxMap.from_bounds(np.array(arrays["bounds"], dtype=float), groups)
         return partial(_pca_transform, W=np.array(arrays["W"], dtype=float), bmap=bmap)
 
-    def _release(
-        self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None, *, bits: BitSource,
-    ) -> Release:
+    def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
+             bits: BitSource) -> FittedGaussian:
+        """Alg. 1-3 up to the DP model (``fit``): ``N(0, diag(lambda_DP))`` (Alg. 1), ``N(0, M_DP)`` of
+        ``[x^, y]`` (Alg. 2, the label decoded to its units) or one ``N(mu_c,DP, Sigma_c,DP)`` per
+        class (Alg. 3), all in the p-dimensional PCA space (the release's columns ``pc1..pcp``);
+        every noise draw from ``bits``. ``rng`` is not used: ``W`` is private or from public rows."""
         n, d = data.X.shape
         bmap = BoxMap.of(data)  # public: bounds and one-hot groups (sparsity-preserving map)
         if params["noise"] == "gaussian" and params["calibration"] == "paper":
@@ -371,9 +379,10 @@ class PCAGauss(Mechanism):
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
         if data.task == "unsupervised":
-            rel = self._alg1(data, params, rng, n_samples, p, bits, bmap)
+            fitted = self._alg1(data, params, p, bits, bmap)
         else:
-            rel = self._supervised(data, params, rng, n_samples, p, bits, bmap, pca_fraction)
+            fitted = self._supervised(data, params, p, bits, bmap, pca_fraction)
+        rel = fitted.template
         rel.details["row_norm_bound"] = bmap.bound.card()
         if rule is not None:
             rel.details["recommended"] = {
@@ -381,7 +390,7 @@ class PCAGauss(Mechanism):
                     data.task, n, d, epsilon=params["epsilon"],
                     delta=params["delta"] if params["noise"] == "gaussian" else None,
                     n_classes=0 if data.classes is None else data.classes.size)}
-        return rel
+        return fitted
 
     @staticmethod
     def _components(params: dict[str, Any], data: PreparedInput
@@ -417,8 +426,8 @@ class PCAGauss(Mechanism):
         return check_n_components(rec["n_components"], d), f, rec
 
     # ------------------------------------------------------------------------------ Alg. 1
-    def _alg1(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-              n_samples: int | None, p: int, bits: BitSource, bmap: BoxMap) -> Release:
+    def _alg1(self, data: PreparedInput, params: dict[str, Any], p: int, bits: BitSource,
+              bmap: BoxMap) -> FittedGaussian:
         n, d = data.X.shape
         eps, cal = params["epsilon"], params["calibration"]
         gram = box_gram(data.X, bmap, clip=False)
@@ -448,9 +457,6 @@ class PCAGauss(Mechanism):
             )]
             guarantee = Guarantee(epsilon=eps, delta=0.0, neighbouring="replace-one", kind="pure")
         lam_pos = np.clip(lam_dp, 0.0, None)
-        m = n if n_samples is None else n_samples
-        values = dask_engine.standard_normal(rng, (m, p))
-        values *= np.sqrt(lam_pos)
         details = {
             "algorithm": "Alg. 1 (unsupervised: private eigenvalues, W not released)",
             "n_components": p,
@@ -469,17 +475,16 @@ class PCAGauss(Mechanism):
             "pca_source": "not used (Alg. 1 uses the private data's own PCA)",
         }
         rel = self._new_release(
-            data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
-            guarantee=guarantee, noise=noise, calibration=cal, n_samples=n_samples, details=details,
+            data, params, values=np.empty((0, p)), columns=[f"pc{j + 1}" for j in range(p)],
+            guarantee=guarantee, noise=noise, calibration=cal, details=details,
         )
         data.diagnostics.update({"eigenvalues_dp": lam_dp, "n_negative_eigenvalues_clipped":
                                 int(np.sum(lam_dp < 0))})
-        return rel
+        return FittedGaussian(GaussianModel.single(np.zeros(p), np.diag(lam_pos)), OutputMap(p), rel)
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
-    def _supervised(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-                    n_samples: int | None, p: int, bits: BitSource, bmap: BoxMap,
-                    pca_fraction: float | None) -> Release:
+    def _supervised(self, data: PreparedInput, params: dict[str, Any], p: int, bits: BitSource,
+                    bmap: BoxMap, pca_fraction: float | None) -> FittedGaussian:
         n, d = data.X.shape
         X = data.X
         B = _norm(bmap)
@@ -577,7 +582,6 @@ class PCAGauss(Mechanism):
             stats = _PCAStats.from_rows(Xh, y, data, gmm)
         else:
             stats = _PCAStats.from_moments(moments, W / B)
-        m = stats.n_rows if n_samples is None else n_samples
         if gmm:
             noisy_counts = None
             if protected:
@@ -586,11 +590,10 @@ class PCAGauss(Mechanism):
                     y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)",
                     gauss=gauss)
                 noise.append(hist_rec)
-            values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag, noisy_counts,
-                                              gauss)
+            model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
-            values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, bits, diag, gauss)
+            model, recs = self._alg2(data, stats, p, split, cal, bits, diag, gauss)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
 
@@ -647,21 +650,21 @@ class PCAGauss(Mechanism):
         transform_arrays = _transform_arrays(W, bmap)
         label_columns = [data.label_name or "label"]
         rel = self._new_release(
-            data, params, values=values, columns=[f"pc{j + 1}" for j in range(p)],
+            data, params, values=np.empty((0, p)), columns=[f"pc{j + 1}" for j in range(p)],
             guarantee=Guarantee(epsilon=eps_total, delta=delta, kind=kind,
                                 neighbouring=WITHIN_CLASS if gmm and not protected else "replace-one"),
-            noise=noise, calibration=cal, n_samples=n_samples, labels=labels,
-            label_columns=label_columns, transform_arrays=transform_arrays,
+            noise=noise, calibration=cal, label_columns=label_columns, transform_arrays=transform_arrays,
             details=details,
         )
         data.diagnostics.update(diag)
-        return rel
+        # Alg. 2: the label is the model's last coordinate, on [-a, a]
+        return FittedGaussian(model, OutputMap(p, label_bounds=None if gmm else data.label_bounds,
+                                               label_scale=A_BOUND), rel)
 
     @staticmethod
     def _alg2(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any],
-              gauss: ZCDPBudget | None = None,
-              ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
+              cal: str, bits: BitSource, diag: dict[str, Any], gauss: ZCDPBudget | None = None,
+              ) -> tuple[GaussianModel, list[NoiseRecord]]:
         assert data.label_bounds is not None and stats.joint is not None
         n = stats.n_rows
         s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
@@ -674,14 +677,12 @@ class PCAGauss(Mechanism):
                 formula="S2 = sqrt(6)/n (||x^|| <= 1, |y| <= a = 1; second_moment_l2_sensitivity), "
                         "upper triangle mirrored", source=f"{SOURCE}, Alg. 2 (Gaussian variant)")
             repaired = psd_repair(noisy)
-            samples = gaussian_samples(np.zeros(p + 1), repaired, m, rng)
             diag.update({"second_moment_dp": noisy, "second_moment_dp_repaired": repaired})
-            return samples[:, :-1], unit_to_label(samples[:, -1], data.label_bounds, A_BOUND), [rec]
+            return GaussianModel.single(np.zeros(p + 1), repaired), [rec]
         noisy, draw = add_matrix_noise(stats.joint / n, s1, laplace_scale(s1, split["covariance"]), bits,
                                        full_matrix=cal == "paper")
         b = draw.scale
         repaired = psd_repair(noisy)
-        samples = gaussian_samples(np.zeros(p + 1), repaired, m, rng)
         diag.update({"second_moment_dp": noisy, "second_moment_dp_repaired": repaired})
         rec = NoiseRecord(
             statistic="second moment of [x^, y] ((p+1) x (p+1))", sensitivity=s1, scale=b,
@@ -693,13 +694,13 @@ class PCAGauss(Mechanism):
             + "; b = S1/eps_Sigma; a = 1",
             source=f"{SOURCE}, Alg. 2 / Theorem 5",
         )
-        return samples[:, :-1], unit_to_label(samples[:, -1], data.label_bounds, A_BOUND), [rec]
+        return GaussianModel.single(np.zeros(p + 1), repaired), [rec]
 
     @staticmethod
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any],
+              cal: str, bits: BitSource, diag: dict[str, Any],
               noisy_counts: np.ndarray | None = None, gauss: ZCDPBudget | None = None,
-              ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
+              ) -> tuple[GaussianModel, list[NoiseRecord]]:
         """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
         sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes.
         ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`)."""
@@ -707,14 +708,13 @@ class PCAGauss(Mechanism):
         sizes = stats.sizes
         protected = noisy_counts is not None
         if protected:
-            counts = synthetic_counts(m, noisy_counts)
-            modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
+            # classes and weights chosen from the DP histogram only
+            modelled, weights = mixture_weights(histogram_weights(noisy_counts))
             s1_mu, s1_m = class_sum_sensitivities(p, calibration=cal)
             diag["class_counts_dp"] = noisy_counts
         else:
-            counts = proportional_counts(m, sizes)
-            modelled = np.flatnonzero(sizes)
-        chunks, labels, recs = [], [], []
+            modelled, weights = mixture_weights(sizes)
+        means, covariances, recs = [], [], []
         diag.update({"class_sizes": sizes, "mu_dp": {}, "second_moment_dp": {}})
         zero = (np.zeros(p), np.zeros((p, p)))
         for c in modelled:
@@ -753,13 +753,12 @@ class PCAGauss(Mechanism):
                     protected=protected, tag=tag)
             if count is not None:
                 mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
-            cov = psd_repair(noisy - np.outer(mu, mu))
-            chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
-            labels.append(np.full(int(counts[c]), c))
+            means.append(mu)
+            covariances.append(psd_repair(noisy - np.outer(mu, mu)))
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
             diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
             recs += class_recs
-        return np.vstack(chunks), data.classes[np.concatenate(labels)], recs
+        return GaussianModel(weights, np.array(means), np.array(covariances), data.classes[modelled]), recs
 
 
 def _laplace_class_moments(

@@ -96,13 +96,16 @@ from dpcore.calibration import (
 from dpcore.mechanisms._gaussian_model import (
     GAUSSIAN_DELTA,
     NOISE,
+    FittedGaussian,
+    GaussianGenerator,
+    GaussianModel,
+    OutputMap,
     ZCDPBudget,
     add_matrix_noise,
     check_n_components,
-    gaussian_samples,
     label_to_unit,
+    mixture_weights,
     second_moment_l2_sensitivity,
-    unit_to_label,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
@@ -110,14 +113,13 @@ from dpcore.mechanisms._labels import (
     WITHIN_CLASS,
     divide_by_count,
     dp_class_histogram,
+    histogram_weights,
     label_privacy_assumption,
     proportional_counts,
-    synthetic_counts,
 )
-from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
-from dpcore.release import Guarantee, NoiseRecord, Release
+from dpcore.release import Guarantee, NoiseRecord
 from dpcore.schema import EPSILON, Param
 
 __all__ = [
@@ -520,7 +522,7 @@ def _ron_transform(
 
 
 # ------------------------------------------------------------------------------------ mechanism
-class RONGauss(Mechanism):
+class RONGauss(GaussianGenerator):
     """RON-Gauss (Chanyaswad, Liu & Mittal, PoPETs 2019): pure epsilon-DP synthetic data.
 
     Parameters
@@ -572,6 +574,11 @@ class RONGauss(Mechanism):
     test-on-real protocol): clip, scale, normalise, centre with ``mu_DP``, normalise, project
     (Alg. 3/4). For Alg. 5 a test row's class is unknown, so the transform is clip, scale,
     normalise, project (no centring; the synthetic classes are centred at ``W^T mu_c,DP``).
+
+    ``fit(X, y)`` / ``sample(n_samples)`` (:class:`~dpcore.mechanisms._gaussian_model.GaussianGenerator`):
+    ``model_`` is ``N(0, Sigma_DP)`` (Alg. 3), ``N(m_DP, Sigma_a,DP - m_DP m_DP^T)`` of ``[x~, y]``
+    (Alg. 4) or one ``N(W^T mu_c,DP, Sigma_c,DP)`` per class (Alg. 5) in the p-dimensional projection;
+    ``output_map_`` reconstructs (``x~ W^T + mu_DP``) and maps labels back to their units.
 
     Note (Alg. 5, measured): each class's deviations are re-normalised to unit length before the
     second moment is taken, so the synthetic within-class spread is larger than that of real rows
@@ -636,10 +643,12 @@ class RONGauss(Mechanism):
                        lo=arr("scale_lo"), width=arr("scale_width"),
                        reconstruct=bool(parameters["reconstruct"]))
 
-    def _release(
-        self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
-        n_samples: int | None, *, bits: BitSource,
-    ) -> Release:
+    def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
+             bits: BitSource) -> FittedGaussian:
+        """Alg. 1-5 up to the DP model (``fit``): ``W`` from ``rng``, every noise draw from ``bits``;
+        the model is ``N(center, Sigma_DP)`` (Alg. 3/4) or one ``N(W^T mu_c,DP, Sigma_c,DP)`` per class
+        (Alg. 5) in the p-dimensional projection, decoded by reconstruction (``reconstruct``) and the
+        label map of Alg. 4."""
         n, d = data.X.shape
         p = check_n_components(params["n_components"], d)
         fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
@@ -668,13 +677,12 @@ class RONGauss(Mechanism):
             if params["feature_scaling"] == "bounds" else (None, None)
         X = data.X  # already clipped; the public scaling is applied block by block
         W = haar_stiefel(d, p, rng, method=params["projection"])
-        m = n if n_samples is None else n_samples
-        ctx = _Context(split=split, calibration=calibration, W=W, rng=rng, bits=bits, p=p, d=d,
+        ctx = _Context(split=split, calibration=calibration, W=W, bits=bits, p=p, d=d,
                        scaling={"lo": lo, "width": wd}, noise=params["noise"], gauss=gauss)
         if data.task == "classification":
-            out = self._gmm(ctx, X, data, m, protected)
+            out = self._gmm(ctx, X, data, protected)
         else:
-            out = self._single(ctx, X, data, m, params["label_bound"])
+            out = self._single(ctx, X, data, params["label_bound"])
 
         eps_guaranteed = guaranteed_epsilon(
             split, p, calibration,
@@ -724,25 +732,27 @@ class RONGauss(Mechanism):
             transform_arrays["class_means"] = out.class_means
         if lo is not None:
             transform_arrays["scale_lo"], transform_arrays["scale_width"] = lo, wd
-        values = out.samples
         if params["reconstruct"]:
-            values = values @ W.T + (out.center if out.center is not None else 0.0)
             columns = list(data.feature_names)
         else:
             columns = [f"ron{j + 1}" for j in range(p)]
-        label_columns = [data.label_name or "label"] if out.labels is not None else []
-        rel = self._new_release(
-            data, params, values=values, columns=columns, guarantee=guarantee, noise=out.noise,
-            calibration=calibration, n_samples=n_samples, labels=out.labels,
-            label_columns=label_columns, transform_arrays=transform_arrays,
-            details=details,
+        regression = data.task == "regression"
+        output_map = OutputMap(
+            len(columns), label_bounds=data.label_bounds if regression else None,
+            label_scale=params["label_bound"], basis=W if params["reconstruct"] else None,
+            offset=out.center if params["reconstruct"] else None)
+        label_columns = [data.label_name or "label"] if data.task != "unsupervised" else []
+        template = self._new_release(
+            data, params, values=np.empty((0, len(columns))), columns=columns, guarantee=guarantee,
+            noise=out.noise, calibration=calibration, label_columns=label_columns,
+            transform_arrays=transform_arrays, details=details,
         )
         data.diagnostics.update(out.diagnostics)
-        return rel
+        return FittedGaussian(out.model, output_map, template)
 
     # ------------------------------------------------------------------------------ Alg. 3 / 4
     def _single(
-        self, ctx: _Context, X: np.ndarray, data: PreparedInput, m: int, a: float
+        self, ctx: _Context, X: np.ndarray, data: PreparedInput, a: float
     ) -> _Output:
         n = X.shape[0]
         Z, mu, mean_rec, diag = _preprocess_project(_RowLoader(X, **ctx.scaling), ctx, "mean")
@@ -763,27 +773,20 @@ class RONGauss(Mechanism):
             model = psd_repair(repaired - np.outer(center, center))  # covariance = M2 - m m^T
             diag["mean_dp_augmented"] = center
         del Z  # the projected rows are no longer needed: free them before sampling
-        samples = gaussian_samples(center, model, m, ctx.rng)
-        labels = None
-        if supervised:
-            assert data.label_bounds is not None
-            labels = unit_to_label(samples[:, -1], data.label_bounds, a)
-            samples = samples[:, :-1]
         diag.update({
             "mu_dp": mu, "sigma_dp": noisy, "sigma_dp_repaired": repaired,
             "n_negative_eigenvalues_clipped": int(np.sum(np.linalg.eigvalsh(noisy) < 0)),
             "n_rows_used": n,
         })
         return _Output(
-            samples=samples, labels=labels, center=mu, class_means=None,
+            model=GaussianModel.single(center, model), center=mu, class_means=None,
             noise=records, diagnostics=diag,
             algorithm="Alg. 4 (supervised, augmented second moment and DP mean of [x~, y])"
             if supervised else "Alg. 3 (unsupervised)",
         )
 
     # ------------------------------------------------------------------------------ Alg. 5
-    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, m: int,
-             protected: bool) -> _Output:
+    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, protected: bool) -> _Output:
         """Alg. 5. ``protected``: DP class histogram, per-class noisy sums over noisy counts
         (replace-one with the label); else the paper's algorithm with public class sizes."""
         assert data.y is not None and data.classes is not None
@@ -796,13 +799,12 @@ class RONGauss(Mechanism):
                 gauss=ctx.gauss)
         if protected:
             noise.append(hist_rec)
-            counts = synthetic_counts(m, noisy_counts)
-            modelled = np.flatnonzero(counts)  # chosen from the DP histogram only
+            # classes and weights chosen from the DP histogram only
+            modelled, weights = mixture_weights(histogram_weights(noisy_counts))
         else:
             noisy_counts = None
-            counts = proportional_counts(m, sizes)
-            modelled = np.flatnonzero(sizes)
-        chunks, labels = [], []
+            modelled, weights = mixture_weights(sizes)
+        means, covariances = [], []
         class_means = np.zeros((n_classes, ctx.d))
         diag: dict[str, Any] = {"class_sizes": sizes, "mu_dp": {}, "sigma_dp": {},
                                 "sigma_dp_repaired": {}, "n_zero_norm_rows": 0,
@@ -816,8 +818,8 @@ class RONGauss(Mechanism):
             loader = _RowLoader(X, rows=np.flatnonzero(data.y == c), **ctx.scaling)
             Z, mu, mean_rec, cdiag = _preprocess_project(loader, ctx, "mean" + tag, count=count)
             cov_rec, noisy, repaired = _noisy_cov(Z, ctx, "second moment Sigma" + tag, count=count)
-            chunks.append(gaussian_samples(mu @ ctx.W, repaired, int(counts[c]), ctx.rng))
-            labels.append(np.full(int(counts[c]), c))
+            means.append(mu @ ctx.W)
+            covariances.append(repaired)
             noise += [mean_rec, cov_rec]
             class_means[c] = mu
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
@@ -826,8 +828,8 @@ class RONGauss(Mechanism):
             diag["n_zero_norm_rows"] += cdiag["n_zero_norm_rows"]
             diag["n_zero_after_centering"] += cdiag["n_zero_after_centering"]
         return _Output(
-            samples=np.vstack(chunks), labels=data.classes[np.concatenate(labels)], center=None,
-            class_means=class_means, noise=noise, diagnostics=diag,
+            model=GaussianModel(weights, np.array(means), np.array(covariances), data.classes[modelled]),
+            center=None, class_means=class_means, noise=noise, diagnostics=diag,
             algorithm="Alg. 5 (Gaussian mixture, one Gaussian per class)"
             + (", DP class histogram (labels protected)" if protected else ", public class sizes"),
         )
@@ -840,7 +842,6 @@ class _Context:
     split: EpsilonSplit
     calibration: str
     W: np.ndarray
-    rng: np.random.Generator  # public randomness (W, synthetic rows)
     bits: BitSource  # noise (dpcore.noise)
     p: int
     d: int
@@ -861,8 +862,7 @@ def _gaussian_statistic(
 
 @dataclass
 class _Output:
-    samples: np.ndarray
-    labels: np.ndarray | None
+    model: GaussianModel
     center: np.ndarray | None
     class_means: np.ndarray | None
     noise: list[NoiseRecord]
