@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ from app.figures.images import image_grid_figure
 from app.markdown import md_escape
 from app.runner import (
     draw_release,
+    fit_view,
     kmeans_agreement,
     preview_rows,
     real_in_release_space,
@@ -28,6 +30,13 @@ mech = get_mechanism(name)
 
 st.title(f"Explore · {mech.title}")
 st.caption(f"{mech.summary}  \nSource: {mech.citation}")
+
+
+def _memo_view(basis: np.ndarray) -> object:
+    """:func:`app.runner.fit_view` memoised in this session by the basis rows' digest: the real
+    rows in the release space are the same for every epsilon, so the axes are fitted once."""
+    digest = hashlib.blake2b(basis, digest_size=16).hexdigest()  # basis: C-contiguous
+    return state.memo(("view", digest, basis.shape), lambda: fit_view(basis))
 
 
 @st.fragment
@@ -84,7 +93,7 @@ def explore_body() -> None:
 
     st.subheader("Release vs real data")
     real_mapped = real_in_release_space(release, test.X)
-    real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float))
+    real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float), fit=_memo_view)
     labels = test.y if ds.task == "classification" else None
     rel_labels = release_class_labels(release) if ds.task == "classification" else None
     if rel_labels is not None:  # the labels of the plotted rows, in the plotted order

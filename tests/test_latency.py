@@ -89,3 +89,20 @@ def test_first_page_shows_the_digit_images_as_a_picture_without_plotly():
     at = new_app()  # opens on the Data page with digits
     assert not at.exception
     assert len(at.get("image")) == 1 and not at.get("plotly_chart")
+
+
+def test_explore_view_axes_are_fitted_once_per_real_rows_not_per_move():
+    at = new_app()
+    goto(at, "explore")
+    views = [k for k in at.session_state._memo if k[0] == "view"]
+    assert len(views) == 1
+    axes = at.session_state._memo[views[0]]
+    before = json.loads(at.get("plotly_chart")[0].proto.spec)
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
+    assert not at.exception
+    assert [k for k in at.session_state._memo if k[0] == "view"] == views
+    assert at.session_state._memo[views[0]] is axes  # the same fitted axes serve the new move
+    after = json.loads(at.get("plotly_chart")[0].proto.spec)
+    hollow = [t for t in before["data"] if not t.get("showlegend", True)]
+    assert hollow == [t for t in after["data"] if not t.get("showlegend", True)]  # real points stay
+    assert before["data"] != after["data"]  # the released points moved
