@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ __all__ = [
     "RunResult",
     "distance_sweep",
     "draw_release",
+    "fit_view",
     "kmeans_agreement",
     "preview_rows",
     "real_in_release_space",
@@ -71,14 +74,21 @@ def preview_rows(n: int, max_points: int = DISPLAY_POINTS, seed: int = 0) -> np.
     return np.random.default_rng(seed).permutation(n)[:max_points]
 
 
+def fit_view(basis: np.ndarray, seed: int = 0) -> PCA:
+    """The 2-D view's axes: a 2-component PCA fitted on ``basis`` (rows of shape (m, d), d > 2)."""
+    return PCA(n_components=2, random_state=seed).fit(basis)
+
+
 def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = DISPLAY_POINTS,
-               seed: int = 0) -> tuple[np.ndarray | None, np.ndarray, str]:
+               seed: int = 0, fit: Callable[[np.ndarray], PCA] | None = None,
+               ) -> tuple[np.ndarray | None, np.ndarray, str]:
     """First two principal axes of the real data (mapped into the release space), applied to both.
 
     Exploration only: the PCA is fitted on real rows and never leaves the custodian's browser.
     Returns (real_2d or None, released_2d, axis description). The released rows are
     ``released[preview_rows(len(released), max_points, seed)]``; the real ones the first
-    ``max_points``.
+    ``max_points``. ``fit(basis)`` returns the fitted axes (default :func:`fit_view` with
+    ``seed``; a page passes a memoised one: the real rows, hence the axes, rarely change).
     """
     rel = released[preview_rows(released.shape[0], max_points, seed)]
     if released.shape[1] <= 2:
@@ -87,7 +97,7 @@ def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 
             max_points, real.shape[0]), 2 - real.shape[1]))])
         return r2, np.hstack([rel, pad]), "released coordinates"
     basis = real if real is not None else released[preview_rows(released.shape[0], PCA_FIT_ROWS, seed)]
-    pca = PCA(n_components=2, random_state=seed).fit(basis[:PCA_FIT_ROWS])
+    pca = (fit or partial(fit_view, seed=seed))(np.ascontiguousarray(basis[:PCA_FIT_ROWS]))
     real2 = None if real is None else pca.transform(real[:max_points])
     axis = "first two principal axes of the real data" if real is not None else \
         "first two principal axes of the release (no public map for real data)"

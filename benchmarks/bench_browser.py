@@ -3,7 +3,8 @@
 Three browser figures and, beside them, the server-side figures they are often confused with:
 
 * **cold first page** (browser): a freshly started ``streamlit run`` (health endpoint already
-  answering), a new browser tab opens ``/``; time from ``page.goto`` to the settled page. Also
+  answering), a new browser tab opens ``/``; time from ``page.goto`` to the settled page (run
+  finished, title shown, pictures decoded, Plotly charts, if any, drawn; two frames painted). Also
   from the process start. Repeated ``--cold`` times, one new server each.
 * **new session, warm server** (browser): the same on a server that has served a session already.
 * **Explore epsilon slider** (browser): on the Explore page, the keyboard-focused ε slider gets
@@ -73,6 +74,14 @@ PLOT_SIGNATURE_JS = """() => {
   // x, y and z arrive as typed arrays or as Plotly's base64 {dtype, bdata}: either serialises
   return JSON.stringify(charts.map(gd => gd.data.map(t => [t.name,
     ...["x", "y", "z"].map(a => JSON.stringify(t[a] ?? null).slice(0, 200))])));
+}"""
+
+#: True when the page's pictures (``st.image``) are decoded and each Plotly chart has its data.
+PAGE_DRAWN_JS = """() => {
+  const imgs = Array.from(document.querySelectorAll('[data-testid="stImage"] img'));
+  const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'));
+  return imgs.every(i => i.complete && i.naturalWidth > 0)
+    && charts.every(c => { const gd = c.querySelector('.js-plotly-plot'); return !!gd && !!gd.data; });
 }"""
 
 
@@ -213,12 +222,14 @@ class Session:
         return self.page.evaluate(PLOT_SIGNATURE_JS)
 
     def open(self, path: str = "/") -> float:
-        """Open ``path`` in this tab; seconds from ``goto`` to the settled page (title, first
-        chart)."""
+        """Open ``path`` in this tab; seconds from ``goto`` to the settled page (the run finished,
+        the title shown, every picture decoded and every Plotly chart drawn, two frames painted)."""
         t0 = time.perf_counter()
         self.page.goto(self.url + path, wait_until="commit")
-        self.settled(0, None, need_plot=True)
+        self.settled(0, None, need_plot=False)
         self.page.locator("h1").first.wait_for()
+        self.page.wait_for_function(PAGE_DRAWN_JS, timeout=TIMEOUT_S * 1000, polling="raf")
+        self.page.evaluate(TWO_FRAMES_JS)
         return time.perf_counter() - t0
 
     def click_and_settle(self, locator: Any) -> None:

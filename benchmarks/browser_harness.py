@@ -130,7 +130,8 @@ class RunTracker:
 
     The DOM's running state alone is not enough on a busy machine: when the browser's main
     thread stalls, "running" and "finished" can be rendered in one batch and a run goes unseen.
-    A run starts with a ``new_session`` message and ends with ``script_finished``. Works with
+    A run (of the whole script or of one fragment) starts with a ``new_session`` message and ends
+    with ``script_finished``; ``finished_ok`` counts those that ended successfully. Works with
     Playwright's sync and async pages alike (the handlers are plain callbacks).
     """
 
@@ -138,6 +139,8 @@ class RunTracker:
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
         self._msg = ForwardMsg
+        # a whole run, or a fragment's run (``@st.fragment``: a widget inside it reruns only it)
+        self._ok = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
         self.started = self.finished = self.finished_ok = 0
         self.closed = False
         self.sent_at: list[float] = []  # perf_counter() of each message the page sent
@@ -171,6 +174,6 @@ class RunTracker:
             self.started += 1
         elif kind == "script_finished":
             self.finished += 1
-            if msg.script_finished == self._msg.FINISHED_SUCCESSFULLY:
+            if msg.script_finished in self._ok:
                 self.finished_ok += 1
                 self.finished_ok_at = time.perf_counter()

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app import state
 from app.controls import initial
-from app.figures.images import image_grid_figure
+from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
 from dpcore.data import load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
@@ -177,7 +177,9 @@ if ds.classes is not None:
                + (" ..." if len(ds.classes) > 30 else ""))
 st.dataframe(ds.to_frame().head(50), height=240)
 if ds.image_shape:
-    st.plotly_chart(image_grid_figure(ds.X[:24], ds.image_shape, ncols=12), key="data_images")
+    # a still picture: the first page then needs none of Plotly's JavaScript (seconds to load)
+    st.image(image_grid_pixels(ds.X[:24], ds.image_shape, ncols=12), output_format="PNG",
+             caption="The first 24 rows as images")
 
 st.subheader("Public bounds")
 st.markdown(

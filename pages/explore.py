@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ from app.figures.images import image_grid_figure
 from app.markdown import md_escape
 from app.runner import (
     draw_release,
+    fit_view,
     kmeans_agreement,
     preview_rows,
     real_in_release_space,
@@ -29,85 +31,101 @@ mech = get_mechanism(name)
 st.title(f"Explore · {mech.title}")
 st.caption(f"{mech.summary}  \nSource: {mech.citation}")
 
-left, right = st.columns([1, 2], gap="large")
-with left:
-    st.subheader("Parameters")
-    params = mechanism_controls(mech, ds)
-    seed = st.number_input("Preview seed", 0, 2**31 - 1, key="p:preview_seed",
-                           **initial("p:preview_seed", "value", 0),
-                           help="Previews are seeded so they are reproducible while you explore; "
-                                "they are labelled as previews and cannot be downloaded. The "
-                                "Release page draws a fresh release from OS entropy.")
 
-train, test = state.split()
-key = ("explore", ds.fingerprint, name, repr(sorted(params.items())), seed,
-       st.session_state["p:test_size"])
-with st.spinner("Drawing the preview release..."):
-    result = state.memo(key, lambda: draw_release(name, params, train, int(seed)))
+def _memo_view(basis: np.ndarray) -> object:
+    """:func:`app.runner.fit_view` memoised in this session by the basis rows' digest: the real
+    rows in the release space are the same for every epsilon, so the axes are fitted once."""
+    digest = hashlib.blake2b(basis, digest_size=16).hexdigest()  # basis: C-contiguous
+    return state.memo(("view", digest, basis.shape), lambda: fit_view(basis))
 
-with right:
-    if result.error:
-        st.error(md_escape(result.error))
-        st.stop()
-    release = result.release
-    g = release.guarantee
-    if not release.is_private:
-        st.error("**NOT PRIVATE** — epsilon is infinite or the noise is zero. This setting is for "
-                 "exploration only and cannot be downloaded.", icon=":material/block:")
-    elif not g.holds:
-        st.error("Bounds come from the private data: the guarantee below does **not** hold.",
-                 icon=":material/report:")
-    st.info(f"**Preview (seeded).** {g.plain_language()}", icon=":material/verified_user:")
-    c1, c2, c3, c4 = st.columns([1, 1, 1.7, 1])
-    c1.metric("guaranteed ε", "∞" if math.isinf(g.epsilon) else f"{g.epsilon:.4g}")
-    c2.metric("δ", f"{g.delta:.2g}" if g.delta else "0")
-    c3.metric("relation", g.neighbouring)
-    c4.metric("kind", g.kind)
-    nominal = release.parameters.get("epsilon")
-    if nominal is not None and math.isfinite(g.epsilon) and g.epsilon > float(nominal) * (1 + 1e-9):
-        st.warning(f"The nominal ε = {nominal:g} is **not** what this calibration guarantees: "
-                   f"the actual guarantee is ε = {g.epsilon:.4g}.")
-    for w in release.details.get("warnings", []):
-        st.warning(md_escape(w))
-    st.markdown("**Noise added** (sensitivity → scale)")
-    st.dataframe(noise_table(release.noise), hide_index=True)
-    clipped = result.diagnostics.get("n_clipped_entries", 0)
-    if clipped:
-        st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
-                   "public bounds.")
 
-st.subheader("Release vs real data")
-real_mapped = real_in_release_space(release, test.X)
-real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float))
-labels = test.y if ds.task == "classification" else None
-rel_labels = release_class_labels(release) if ds.task == "classification" else None
-if rel_labels is not None:  # the labels of the plotted rows, in the plotted order
-    rel_labels = np.asarray(rel_labels)[preview_rows(len(rel_labels))]
-unit = "units of the released columns"
-titles = ((f"released column 1 ({unit})", f"released column 2 ({unit})") if axis == "released coordinates"
-          else (f"principal axis 1 ({unit})", f"principal axis 2 ({unit})"))
-st.plotly_chart(release_scatter_figure(real2, rel2, labels, rel_labels, axis, axis_titles=titles),
-                key="scatter")
-if real_mapped is None:
-    st.caption("This release has no public map for real rows (its projection is secret), so only "
-               "the release is shown.")
+@st.fragment
+def explore_body() -> None:
+    """Parameters, preview and plots. A fragment (``st.fragment``): moving one of its widgets
+    reruns only this function, not the sidebar and the navigation, and the browser redraws only
+    these elements."""
+    left, right = st.columns([1, 2], gap="large")
+    with left:
+        st.subheader("Parameters")
+        params = mechanism_controls(mech, ds)
+        seed = st.number_input("Preview seed", 0, 2**31 - 1, key="p:preview_seed",
+                               **initial("p:preview_seed", "value", 0),
+                               help="Previews are seeded so they are reproducible while you explore; "
+                                    "they are labelled as previews and cannot be downloaded. The "
+                                    "Release page draws a fresh release from OS entropy.")
 
-if "distances" in mech.capabilities and release.data.shape[0] == train.n_samples:
-    k = len(ds.classes) if ds.task == "classification" and ds.classes is not None else 2
-    agree = state.memo(key + ("kmeans",), lambda: kmeans_agreement(
-        np.asarray(release.data, dtype=float), train.X, k))
-    st.metric(f"K-means (k = {k}) on the release vs on the real rows (ARI)", f"{agree['ari']:.3f}",
-              help="Adjusted Rand index between K-means clusterings of the same rows: 1 = the "
-                   "projection with noise keeps the cluster structure, 0 = chance.")
+    train, test = state.split()
+    key = ("explore", ds.fingerprint, name, repr(sorted(params.items())), seed,
+           st.session_state["p:test_size"])
+    with st.spinner("Drawing the preview release..."):
+        result = state.memo(key, lambda: draw_release(name, params, train, int(seed)))
 
-if ds.image_shape and release.data.shape[1] == int(np.prod(ds.image_shape)):
-    st.subheader("Released rows as images")
-    k = 24
-    c1, c2 = st.columns(2)
-    c1.caption("real (held-out)")
-    real_images = state.memo(("real_images", ds.fingerprint, st.session_state["p:test_size"], k),
-                             lambda: image_grid_figure(test.X[:k], ds.image_shape, ncols=8))
-    c1.plotly_chart(real_images, key="real_images")  # no parameter changes it: built once
-    c2.caption("released")
-    c2.plotly_chart(image_grid_figure(np.asarray(release.data)[:k], ds.image_shape, ncols=8),
-                    key="released_images")
+    with right:
+        if result.error:
+            st.error(md_escape(result.error))
+            return
+        release = result.release
+        g = release.guarantee
+        if not release.is_private:
+            st.error("**NOT PRIVATE** — epsilon is infinite or the noise is zero. This setting is for "
+                     "exploration only and cannot be downloaded.", icon=":material/block:")
+        elif not g.holds:
+            st.error("Bounds come from the private data: the guarantee below does **not** hold.",
+                     icon=":material/report:")
+        st.info(f"**Preview (seeded).** {g.plain_language()}", icon=":material/verified_user:")
+        c1, c2, c3, c4 = st.columns([1, 1, 1.7, 1])
+        c1.metric("guaranteed ε", "∞" if math.isinf(g.epsilon) else f"{g.epsilon:.4g}")
+        c2.metric("δ", f"{g.delta:.2g}" if g.delta else "0")
+        c3.metric("relation", g.neighbouring)
+        c4.metric("kind", g.kind)
+        nominal = release.parameters.get("epsilon")
+        if nominal is not None and math.isfinite(g.epsilon) and g.epsilon > float(nominal) * (1 + 1e-9):
+            st.warning(f"The nominal ε = {nominal:g} is **not** what this calibration guarantees: "
+                       f"the actual guarantee is ε = {g.epsilon:.4g}.")
+        for w in release.details.get("warnings", []):
+            st.warning(md_escape(w))
+        st.markdown("**Noise added** (sensitivity → scale)")
+        st.dataframe(noise_table(release.noise), hide_index=True)
+        clipped = result.diagnostics.get("n_clipped_entries", 0)
+        if clipped:
+            st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
+                       "public bounds.")
+
+    st.subheader("Release vs real data")
+    real_mapped = real_in_release_space(release, test.X)
+    real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float), fit=_memo_view)
+    labels = test.y if ds.task == "classification" else None
+    rel_labels = release_class_labels(release) if ds.task == "classification" else None
+    if rel_labels is not None:  # the labels of the plotted rows, in the plotted order
+        rel_labels = np.asarray(rel_labels)[preview_rows(len(rel_labels))]
+    unit = "units of the released columns"
+    titles = ((f"released column 1 ({unit})", f"released column 2 ({unit})") if axis == "released coordinates"
+              else (f"principal axis 1 ({unit})", f"principal axis 2 ({unit})"))
+    st.plotly_chart(release_scatter_figure(real2, rel2, labels, rel_labels, axis, axis_titles=titles),
+                    key="scatter")
+    if real_mapped is None:
+        st.caption("This release has no public map for real rows (its projection is secret), so only "
+                   "the release is shown.")
+
+    if "distances" in mech.capabilities and release.data.shape[0] == train.n_samples:
+        k = len(ds.classes) if ds.task == "classification" and ds.classes is not None else 2
+        agree = state.memo(key + ("kmeans",), lambda: kmeans_agreement(
+            np.asarray(release.data, dtype=float), train.X, k))
+        st.metric(f"K-means (k = {k}) on the release vs on the real rows (ARI)", f"{agree['ari']:.3f}",
+                  help="Adjusted Rand index between K-means clusterings of the same rows: 1 = the "
+                       "projection with noise keeps the cluster structure, 0 = chance.")
+
+    if ds.image_shape and release.data.shape[1] == int(np.prod(ds.image_shape)):
+        st.subheader("Released rows as images")
+        k = 24
+        c1, c2 = st.columns(2)
+        c1.caption("real (held-out)")
+        real_images = state.memo(("real_images", ds.fingerprint, st.session_state["p:test_size"], k),
+                                 lambda: image_grid_figure(test.X[:k], ds.image_shape, ncols=8))
+        c1.plotly_chart(real_images, key="real_images")  # no parameter changes it: built once
+        c2.caption("released")
+        c2.plotly_chart(image_grid_figure(np.asarray(release.data)[:k], ds.image_shape, ncols=8),
+                        key="released_images")
+
+
+explore_body()

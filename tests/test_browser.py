@@ -296,7 +296,7 @@ def test_opens_on_bundled_digits_and_every_page_renders(page):
     expect(sidebar).to_contain_text("1,797 rows × 64 features")
     assert metric(page, "rows") == "1,797" and metric(page, "features") == "64"
     expect(page.locator('[data-testid="stAlert"]').filter(has_text="Bounds source: metadata")).to_be_visible()
-    expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()  # the digit images
+    expect(page.locator('[data-testid="stImage"] img').first).to_be_visible()  # the digit images
     screenshot(page, "data")
     titles = nav_titles(page)
     assert set(KNOWN_PAGES) <= set(titles), titles

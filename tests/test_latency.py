@@ -68,3 +68,41 @@ def test_launcher_preloads_modules_that_exist_and_skips_a_missing_one():
     thread = launch.preload(("no_such_module_dp_explorer", "colorsys"))
     thread.join(timeout=60)
     assert not thread.is_alive() and "colorsys" in sys.modules
+
+
+def test_image_grid_pixels_match_the_figures_gray_scale_and_tiles():
+    from app.figures.images import image_grid_pixels, image_mosaic
+
+    images = np.array([[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]])
+    pixels = image_grid_pixels(images, (2, 2), ncols=2, zmin=0.0, zmax=10.0, tile_px=6)
+    mosaic, index = image_mosaic(images, (2, 2), ncols=2)
+    assert pixels.dtype == np.uint8 and pixels.shape == (mosaic.shape[0] * 3, mosaic.shape[1] * 3)
+    small = pixels[::3, ::3]  # one value per mosaic pixel: each is a 3 x 3 block
+    assert np.all(pixels == np.repeat(np.repeat(small, 3, axis=0), 3, axis=1))
+    inside = index >= 0
+    expected = np.rint(np.clip(mosaic[inside] / 10.0, 0, 1) * 255)
+    np.testing.assert_array_equal(small[inside], expected)  # zmin black, zmax white, clipped above
+    assert np.all(small[~inside] == 255)  # gaps and the empty fourth tile are white
+
+
+def test_first_page_shows_the_digit_images_as_a_picture_without_plotly():
+    at = new_app()  # opens on the Data page with digits
+    assert not at.exception
+    assert len(at.get("image")) == 1 and not at.get("plotly_chart")
+
+
+def test_explore_view_axes_are_fitted_once_per_real_rows_not_per_move():
+    at = new_app()
+    goto(at, "explore")
+    views = [k for k in at.session_state._memo if k[0] == "view"]
+    assert len(views) == 1
+    axes = at.session_state._memo[views[0]]
+    before = json.loads(at.get("plotly_chart")[0].proto.spec)
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
+    assert not at.exception
+    assert [k for k in at.session_state._memo if k[0] == "view"] == views
+    assert at.session_state._memo[views[0]] is axes  # the same fitted axes serve the new move
+    after = json.loads(at.get("plotly_chart")[0].proto.spec)
+    hollow = [t for t in before["data"] if not t.get("showlegend", True)]
+    assert hollow == [t for t in after["data"] if not t.get("showlegend", True)]  # real points stay
+    assert before["data"] != after["data"]  # the released points moved

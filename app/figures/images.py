@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-__all__ = ["image_grid_figure", "image_mosaic", "real_vs_released_figure"]
+__all__ = ["image_grid_figure", "image_grid_pixels", "image_mosaic", "real_vs_released_figure"]
 
 
 def image_mosaic(images: np.ndarray, shape: tuple[int, int], *, ncols: int = 10, gap: int = 1,
@@ -51,6 +51,46 @@ def image_mosaic(images: np.ndarray, shape: tuple[int, int], *, ncols: int = 10,
         return grid.reshape(nrows * tile_h, ncols * tile_w)[: nrows * tile_h - gap, : ncols * tile_w - gap]
 
     return tile(padded), tile(index)
+
+
+def _gray_range(mosaic: np.ndarray, zmin: float | None, zmax: float | None) -> tuple[float, float]:
+    """The gray-scale range: given bounds, else the 1st and 99th percentiles of the finite pixels."""
+    finite = mosaic[np.isfinite(mosaic)]
+    if zmin is None or zmax is None:
+        lo, hi = np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0)
+        zmin = float(lo) if zmin is None else zmin
+        zmax = float(hi) if zmax is None else zmax
+    if not zmax > zmin:
+        zmax = zmin + 1.0
+    return float(zmin), float(zmax)
+
+
+def image_grid_pixels(images: np.ndarray, shape: tuple[int, int], *, ncols: int = 10,
+                      zmin: float | None = None, zmax: float | None = None, gap: int = 1,
+                      tile_px: int = 56) -> np.ndarray:
+    """The grid of :func:`image_grid_figure` as a still 8-bit grayscale picture (for ``st.image``).
+
+    Same mosaic and gray scale as the figure (``zmin`` black, ``zmax`` white, gaps white), each
+    pixel enlarged to a ``scale x scale`` block, ``scale = max(1, tile_px // max(h, w))``, so the
+    browser shows sharp pixels. A picture needs none of Plotly's JavaScript, which is what a page
+    without any other chart then loads faster (no hover values, unlike the figure).
+
+    Returns
+    -------
+    numpy.ndarray of uint8, shape (rows * scale, cols * scale)
+
+    Raises
+    ------
+    ValueError
+        As :func:`image_mosaic`.
+    """
+    h, w = (int(s) for s in shape)
+    mosaic, _ = image_mosaic(images, (h, w), ncols=ncols, gap=gap)
+    zmin, zmax = _gray_range(mosaic, zmin, zmax)
+    gray = np.clip((mosaic - zmin) / (zmax - zmin), 0.0, 1.0)
+    pixels = np.where(np.isfinite(mosaic), np.rint(gray * 255), 255).astype(np.uint8)
+    scale = max(1, tile_px // max(h, w))
+    return np.repeat(np.repeat(pixels, scale, axis=0), scale, axis=1)
 
 
 def image_grid_figure(
@@ -93,13 +133,7 @@ def image_grid_figure(
     h, w = (int(s) for s in shape)
     band = max(2, round(0.3 * h)) if titles is not None else 0
     mosaic, index = image_mosaic(images, (h, w), ncols=ncols, gap=gap, title_band=band)
-    finite = mosaic[np.isfinite(mosaic)]
-    if zmin is None or zmax is None:
-        lo, hi = np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0)
-        zmin = float(lo) if zmin is None else zmin
-        zmax = float(hi) if zmax is None else zmax
-    if not zmax > zmin:
-        zmax = zmin + 1.0
+    zmin, zmax = _gray_range(mosaic, zmin, zmax)
     fig = go.Figure(go.Heatmap(
         z=mosaic, customdata=index, colorscale="gray", zmin=zmin, zmax=zmax, showscale=False,
         hovertemplate="image %{customdata}<br>value %{z:.3f}<extra></extra>", hoverongaps=False,
