@@ -157,7 +157,9 @@ def test_summary_mentions_totals_and_mixed_relations():
 
 # ------------------------------------------------------------------------- per-relation totals
 def _entry(eps: float, rel: str = "replace-one", delta: float = 0.0, tag: str = "") -> LedgerEntry:
+    # a fixed time: two calls either side of a second boundary (a loaded machine) must stay equal
     return LedgerEntry(mechanism="m", epsilon=eps, delta=delta, neighbouring=rel,
+                       created_utc="2026-01-01T00:00:00+00:00",
                        sha256=hashlib.sha256(f"{eps}{rel}{delta}{tag}".encode()).hexdigest())
 
 
