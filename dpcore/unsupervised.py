@@ -38,7 +38,8 @@ SPREAD_REFERENCE = 0.1
 MEAN_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 def unsupervised_error(n_rows: int, n_features: int, *, epsilon: float, delta: float | None = None,
-                       mean_fraction: float, spread: float = SPREAD_REFERENCE) -> dict[str, np.ndarray | float]:
+                       mean_fraction: float, spread: float = SPREAD_REFERENCE
+                       ) -> dict[str, np.ndarray | float]:
     """Predicted error of RON-Gauss Alg. 3 for clustering, for every ``p`` in ``[1, d - 1]``, with
     ``mean_fraction`` of the budget on the DP mean: the inverse of the signal-to-noise ratio of the
     data's top direction in the release, times its share ``lambda_1`` of the spread.
