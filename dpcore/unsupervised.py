@@ -11,8 +11,10 @@ when ``||e||`` is comparable to the spread ``r`` of the unit rows around their m
 about 0, while the real rows mapped by the release's transform sit on one side of it, so K-means
 on the release puts (almost) every real row in one cluster (ARI 0; breast-cancer: ``r^2 = 0.07``).
 
-This module chooses ``p`` and the budget split of that release from public facts only (``n``,
-``d``, epsilon, delta) by :func:`recommended_unsupervised`. Nothing here reads data.
+Two fixes, both public: RON-Gauss's ``model_mean=True`` (release the DP mean ``m_DP`` of the
+projected rows too and sample ``N(m_DP, Sigma_DP - m m^T)``, so the release sits where the mapped
+real rows do), and ``p`` and the budget split chosen from public facts only (``n``, ``d``, epsilon,
+delta) by :func:`recommended_unsupervised`. Nothing here reads data.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ SPREAD_REFERENCE = 0.1
 MEAN_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 def unsupervised_error(n_rows: int, n_features: int, *, epsilon: float, delta: float | None = None,
-                       mean_fraction: float, spread: float = SPREAD_REFERENCE
-                       ) -> dict[str, np.ndarray | float]:
+                       mean_fraction: float, covariance_fraction: float | None = None,
+                       spread: float = SPREAD_REFERENCE) -> dict[str, np.ndarray | float]:
     """Predicted error of RON-Gauss Alg. 3 for clustering, for every ``p`` in ``[1, d - 1]``, with
-    ``mean_fraction`` of the budget on the DP mean: the inverse of the signal-to-noise ratio of the
+    ``mean_fraction`` of the budget on the centring mean ``mu_DP`` and ``covariance_fraction``
+    (default: the rest) on the second moment: the inverse of the signal-to-noise ratio of the
     data's top direction in the release, times its share ``lambda_1`` of the spread.
 
     K-means on a Gaussian release cuts along its top eigenvector, so the release is useful for
@@ -59,9 +62,9 @@ def unsupervised_error(n_rows: int, n_features: int, *, epsilon: float, delta: f
       ``(epsilon, delta)``, :func:`dpcore.accounting.zcdp_rho`);
     * the edge ``2 sigma_M sqrt(p)`` of the noise's semicircle (a spike below it cannot be told
       from the noise; Baik, Ben Arous & Peche 2005), ``sigma_M`` =
-      ``sqrt(2) (p + 1)/(n (1 - f) epsilon)`` (Laplace, ``S1 = (p + 1)/n`` on the upper triangle) or
-      ``(sqrt(2)/n)/sqrt(2 (1 - f) rho)`` (Gaussian, ``S2 = sqrt(2)/n``), in units of the
-      normalised rows, i.e. times ``r^2 + ||e||^2`` in units of the spread.
+      ``sqrt(2) (p + 1)/(n c epsilon)`` (Laplace, ``S1 = (p + 1)/n`` on the upper triangle) or
+      ``(sqrt(2)/n)/sqrt(2 c rho)`` (Gaussian, ``S2 = sqrt(2)/n``; ``c`` = ``covariance_fraction``),
+      in units of the normalised rows, i.e. times ``r^2 + ||e||^2`` in units of the spread.
 
     Hence ``lambda_1 / SNR = r^2/p + ||e||^2 + 2 sigma_M (d/sqrt(p)) (r^2 + ||e||^2)``, returned as
     ``error``; the unknown ``lambda_1`` does not change its minimiser.
@@ -73,10 +76,12 @@ def unsupervised_error(n_rows: int, n_features: int, *, epsilon: float, delta: f
         ``noise_sd`` (``sigma_M``, array).
     """
     n, d, f, r2 = int(n_rows), int(n_features), float(mean_fraction), float(spread)
+    c = 1.0 - f if covariance_fraction is None else float(covariance_fraction)
     if d < 2:
         raise ValueError("n_components: the data need at least 2 features to be projected")
-    if not 0 < f < 1:
-        raise ValueError(f"mean_fraction must lie in (0, 1), got {mean_fraction}")
+    if not (0 < f < 1 and 0 < c <= 1 - f + 1e-12):
+        raise ValueError(f"mean_fraction and covariance_fraction must be positive with a sum <= 1, got "
+                         f"{mean_fraction} and {covariance_fraction}")
     p = np.arange(1, d, dtype=float)
     if math.isinf(epsilon):
         centring, sigma_m = 0.0, np.zeros(p.size)
@@ -85,18 +90,19 @@ def unsupervised_error(n_rows: int, n_features: int, *, epsilon: float, delta: f
 
         rho = zcdp_rho(epsilon, delta)
         centring = 2.0 * d / (n * n * f * rho)
-        sigma_m = np.full(p.size, (math.sqrt(2.0) / n) / math.sqrt(2.0 * (1.0 - f) * rho))
+        sigma_m = np.full(p.size, (math.sqrt(2.0) / n) / math.sqrt(2.0 * c * rho))
     else:
         centring = 8.0 * d * d / (n * f * epsilon) ** 2
-        sigma_m = math.sqrt(2.0) * (p + 1.0) / (n * (1.0 - f) * epsilon)
+        sigma_m = math.sqrt(2.0) * (p + 1.0) / (n * c * epsilon)
     error = r2 / p + centring + 2.0 * sigma_m * (d / np.sqrt(p)) * (r2 + centring)
     return {"p": p.astype(int), "error": error, "centring_error": centring, "noise_sd": sigma_m}
 
 
 def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
                              delta: float | None = None) -> dict:
-    """The default unsupervised release from public facts only: RON-Gauss Alg. 3 with ``p`` and the
-    budget split ``(mean, covariance)`` that minimise :func:`unsupervised_error` over ``p`` in
+    """The default unsupervised release from public facts only: RON-Gauss Alg. 3 with its model mean
+    (``model_mean=True``), and ``p`` and the budget split ``(mean, covariance)`` that minimise
+    :func:`unsupervised_error` (the centring mean ``mu_DP`` gets half of the mean's share) over ``p`` in
     ``[1, d - 1]`` and the mean's fraction in :data:`MEAN_FRACTIONS`, at the public reference spread
     :data:`SPREAD_REFERENCE`. Gaussian noise (zCDP) when ``delta`` is given (its L2 sensitivities,
     ``2/n`` for the mean and ``sqrt(2)/n`` for the second moment, do not grow with ``d`` or ``p``),
@@ -109,7 +115,8 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
     Returns
     -------
     dict
-        ``mechanism`` (``"ron-gauss"``), ``parameters`` (``n_components``, ``epsilon_split``, and
+        ``mechanism`` (``"ron-gauss"``), ``parameters`` (``n_components``, ``epsilon_split``,
+        ``model_mean``, and
         ``noise``/``delta`` when ``delta`` is given: pass them to the mechanism), ``rule`` (text),
         ``inputs``, ``predicted_error`` and ``centring_error``.
 
@@ -124,13 +131,15 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
     best: tuple[float, int, float, float] | None = None
     fractions = (0.3,) if math.isinf(epsilon) else MEAN_FRACTIONS
     for f in fractions:
-        pred = unsupervised_error(n_rows, n_features, epsilon=epsilon, delta=delta, mean_fraction=f)
+        # model_mean=True: half of the mean's share centres the rows (mu_DP), half is m_DP
+        pred = unsupervised_error(n_rows, n_features, epsilon=epsilon, delta=delta, mean_fraction=f / 2,
+                                  covariance_fraction=1.0 - f)
         j = int(np.argmin(pred["error"]))
         if best is None or pred["error"][j] < best[0]:
             best = (float(pred["error"][j]), int(pred["p"][j]), f, float(pred["centring_error"]))
     assert best is not None
     error, p, f, centring = best
-    params: dict = {"n_components": p, "epsilon_split": (f, round(1.0 - f, 10))}
+    params: dict = {"n_components": p, "epsilon_split": (f, round(1.0 - f, 10)), "model_mean": True}
     if delta is not None:
         params.update(noise="gaussian", delta=delta)
     return {

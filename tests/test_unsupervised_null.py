@@ -48,8 +48,10 @@ def test_rule_is_the_minimiser_of_its_stated_error_over_public_facts(n, d, delta
     assert rule["mechanism"] == "ron-gauss" and 1 <= p < d and f + rest == pytest.approx(1.0)
     assert (params.get("noise"), params.get("delta")) == (("gaussian", delta) if delta else (None, None))
     # the minimum over the whole grid (p, mean share), recomputed here
-    grid = [unsupervised_error(n, d, epsilon=1.0, delta=delta, mean_fraction=g)["error"]
-            for g in MEAN_FRACTIONS]
+    # (model_mean: half of the mean's share centres the rows, half is the model's mean)
+    assert params["model_mean"] is True
+    grid = [unsupervised_error(n, d, epsilon=1.0, delta=delta, mean_fraction=g / 2,
+                               covariance_fraction=1 - g)["error"] for g in MEAN_FRACTIONS]
     assert rule["predicted_error"] == pytest.approx(min(float(e.min()) for e in grid), rel=1e-12)
     # deterministic: public facts in, the same setting out
     assert recommended_unsupervised(n, d, epsilon=1.0, delta=delta) == rule
@@ -68,7 +70,7 @@ def test_rule_responds_to_the_noise_as_derived():
     assert small > large
     # no noise: the whole basis, the paper's split
     assert recommended_unsupervised(500, 12, epsilon=math.inf)["parameters"] == {
-        "n_components": 11, "epsilon_split": (0.3, 0.7)}
+        "n_components": 11, "epsilon_split": (0.3, 0.7), "model_mean": True}
     with pytest.raises(ValueError, match="2 features"):
         recommended_unsupervised(500, 1, epsilon=1.0)
     with pytest.raises(ValueError, match="epsilon"):
@@ -93,6 +95,38 @@ def test_predicted_centring_error_is_the_dp_means_error(delta):
         assert pred == pytest.approx(2 * d / (n * n * f * zcdp_rho(1.0, delta)))
     # 60 releases of d = 12 coordinates: the mean of the squared error is within ~10% of its expectation
     assert 0.8 * pred < np.mean(err) < 1.35 * pred
+
+
+def test_model_mean_is_off_by_default_and_its_sensitivity_holds_for_unit_rows():
+    from dpcore.mechanisms.ron_gauss import augmented_mean_sensitivity
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 1, size=(300, 8))
+    kw = dict(epsilon=1.0, n_components=3, bounds=(0, 1), random_state=0)
+    paper = RONGauss(**kw).release(X)
+    assert len(paper.noise) == 2 and "with the DP mean" not in paper.details["algorithm"]
+    rel = RONGauss(model_mean=True, **kw).release(X)
+    rec = rel.noise[2]
+    assert rec.statistic == "mean of the projected rows x~" and rel.guarantee.epsilon == pytest.approx(1.0)
+    assert rel.details["epsilon_parts"] == pytest.approx({"mean": 0.15, "augmented_mean": 0.15,
+                                                          "covariance": 0.7})
+    s1, s2 = augmented_mean_sensitivity(3, 300, 0.0)
+    assert rec.sensitivity == pytest.approx(s1) and s1 == pytest.approx(2 * math.sqrt(3) / 300)
+    # worst case over projected rows of norm <= 1: +-(1, 1, 1)/sqrt(3) attains the L1 bound, and no
+    # pair of random unit vectors exceeds either bound
+    u = np.ones(3) / math.sqrt(3)
+    assert np.abs(u - (-u)).sum() / 300 == pytest.approx(s1)
+    V = rng.normal(size=(2, 20_000, 3))
+    V /= np.linalg.norm(V, axis=2, keepdims=True)
+    assert np.abs(V[0] - V[1]).sum(axis=1).max() / 300 <= s1 + 1e-15
+    assert np.linalg.norm(V[0] - V[1], axis=1).max() / 300 <= s2 + 1e-15
+    # the release is centred at the model's DP mean (within sampling error), the paper's at 0
+    rel, diag = RONGauss(model_mean=True, **kw).explore(X, n_samples=20_000)
+    Z, m = np.asarray(rel.data), diag["mean_dp_augmented"]
+    assert m.shape == (3,) and np.linalg.norm(m) > 0.05
+    assert np.all(np.abs(Z.mean(axis=0) - m) < 5 * Z.std(axis=0) / math.sqrt(20_000))
+    Z0 = np.asarray(RONGauss(**kw).release(X, n_samples=20_000).data)
+    assert np.all(np.abs(Z0.mean(axis=0)) < 5 * Z0.std(axis=0) / math.sqrt(20_000))
 
 
 # ------------------------------------------------------------------------------------ the null
