@@ -946,14 +946,16 @@ def _augmented_mean(Z: np.ndarray, ctx: _Context, a: float) -> tuple[np.ndarray,
     if ctx.noise == "gaussian":
         noisy, rec = _gaussian_statistic(
             ctx, Z.mean(axis=0), "augmented_mean", s2, k, laplace_s1=s1, statistic=statistic,
-            formula="S2 = 2 sqrt(1 + a^2)/n (||x~|| <= 1, |y| <= a, replace-one)", source=source)
+            formula=("S2 = 2 sqrt(1 + a^2)/n (||x~|| <= 1, |y| <= a, replace-one)" if a > 0 else
+                     "S2 = 2/n (||x~|| <= 1, replace-one)"), source=source)
         return noisy, rec
     eps = ctx.split["augmented_mean"]
     draw = dpnoise.laplace(Z.mean(axis=0), s1, scale=laplace_scale(s1, eps), n_changed=k, bits=ctx.bits)
     rec = NoiseRecord(
         statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
-        epsilon=eps, formula="S1 = (2 sqrt(p) + 2a)/n (||x~||_1 <= sqrt(p), |y| <= a, replace-one); "
-        "b = S1/eps_augmented_mean", source=source, **dpnoise.record_fields(draw),
+        epsilon=eps, formula=("S1 = (2 sqrt(p) + 2a)/n (||x~||_1 <= sqrt(p), |y| <= a, replace-one)" if a > 0
+                              else "S1 = 2 sqrt(p)/n (||x~||_1 <= sqrt(p), replace-one)")
+        + "; b = S1/eps_augmented_mean", source=source, **dpnoise.record_fields(draw),
     )
     return draw.values, rec
 
