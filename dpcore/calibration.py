@@ -431,15 +431,18 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
     Laplace variant needs about ``p`` (and ``d``) times the epsilon for the same noise. Without
     labels: RON-Gauss (its basis is public, so real rows can be mapped into the release; PCA-Gauss
     Alg. 1 releases coordinates in a private basis), Gaussian noise under the same condition.
-    ``p`` and the budget split then follow :func:`recommended_n_components` (with labels) or
-    :func:`dpcore.unsupervised.recommended_unsupervised` (without; its ``n_components`` and
-    ``epsilon_split`` are in ``parameters``).
+    ``p`` and the budget split then follow :func:`recommended_n_components`.
 
     Returns
     -------
     dict
         ``mechanism`` (CLI name), ``parameters`` and ``reason``.
     """
+    if task not in ("classification", "regression") and n_features >= 2:
+        from dpcore.unsupervised import recommended_unsupervised  # no labels: its own public rule
+
+        rule = recommended_unsupervised(n_rows, n_features, epsilon=epsilon, delta=delta)
+        return {k: rule[k] for k in ("mechanism", "parameters", "reason")}
     gaussian = delta is not None
     params: dict = {"noise": "gaussian", "delta": delta} if gaussian else {}
     noise = ("Gaussian noise (zCDP): L2 sensitivities do not grow with p or d" if gaussian else
@@ -448,12 +451,6 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
         return {"mechanism": "pca-gauss", "parameters": params,
                 "reason": f"labelled data, d = {n_features}: a DP PCA basis keeps the directions with the "
                           f"most mass, then one Gaussian per class ({n_classes} public classes); {noise}"}
-    reason = f"no labels: a public random orthonormal basis, so real rows map into the release; {noise}"
-    if n_features >= 2:  # p and the DP mean's share: the unsupervised rule (dpcore.unsupervised)
-        from dpcore.unsupervised import recommended_unsupervised
-
-        rule = recommended_unsupervised(n_rows, n_features, epsilon=epsilon, delta=delta)
-        params = rule["parameters"]
-        reason += (f"; p = {params['n_components']} and {params['epsilon_split'][0]:g} of the budget for the "
-                   "DP mean by the public rule of dpcore.unsupervised.recommended_unsupervised")
-    return {"mechanism": "ron-gauss", "parameters": params, "reason": reason}
+    return {"mechanism": "ron-gauss", "parameters": params,
+            "reason": "no labels: a public random orthonormal basis, so real rows map into the release; "
+                      f"{noise}"}

@@ -115,8 +115,8 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
     Returns
     -------
     dict
-        ``mechanism`` (``"ron-gauss"``), ``parameters`` (``n_components``, ``epsilon_split``,
-        ``model_mean``, and
+        ``mechanism`` (``"ron-gauss"``), ``reason``, ``parameters`` (``n_components``,
+        ``epsilon_split``, ``model_mean``, and
         ``noise``/``delta`` when ``delta`` is given: pass them to the mechanism), ``rule`` (text),
         ``inputs``, ``predicted_error`` and ``centring_error``.
 
@@ -142,9 +142,15 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
     params: dict = {"n_components": p, "epsilon_split": (f, round(1.0 - f, 10)), "model_mean": True}
     if delta is not None:
         params.update(noise="gaussian", delta=delta)
+    noise = ("Gaussian noise (zCDP): its L2 sensitivities do not grow with p or d" if delta is not None else
+             "Laplace noise (pure epsilon; give delta for the Gaussian variant, which adds far less noise)")
     return {
         "mechanism": "ron-gauss",
         "parameters": params,
+        "reason": (f"no labels: RON-Gauss, a public random orthonormal basis, so real rows map into the "
+                   f"release; {noise}; its model's DP mean (model_mean) so the release sits where the real "
+                   f"rows do; p = {p} and {f:g} of the budget for the DP means by the public rule of "
+                   "dpcore.unsupervised.recommended_unsupervised (n, d, epsilon, delta only)"),
         "rule": ("minimise r^2/p + ||e||^2 + 2 sigma_M (d/sqrt(p)) (r^2 + ||e||^2) over p and the DP "
                  "mean's share: what competes with the data's top direction in the release (the rest of "
                  "the spread, the DP mean's centring error, the edge of the noise's semicircle) at the "

@@ -549,6 +549,13 @@ class RONGauss(Mechanism):
     label_bound : float, default 1.0
         ``a`` of Alg. 4: regression labels are mapped affinely from their public ``label_bounds``
         onto ``[-a, a]``; synthetic labels are mapped back to the label's units.
+    model_mean : bool, default False
+        Unsupervised (Alg. 3) only: also release the DP mean ``m_DP`` of the projected rows (half of
+        the mean's budget share, ``S1 = 2 sqrt(p)/n``, ``S2 = 2/n``) and sample
+        ``N(m_DP, Sigma_DP - m_DP m_DP^T)`` (PSD-repaired), as Alg. 4 here does with ``[x~, y]``. The
+        paper's ``N(0, Sigma_DP)`` assumes the centred rows have mean 0; with a noisy ``mu_DP`` they
+        do not, and the real rows mapped by the transform then sit on one side of the release
+        (:mod:`dpcore.unsupervised`, whose public rule turns this on).
     feature_scaling : {"bounds", "none"}, default "bounds"
         ``"bounds"`` maps each feature from its public bounds to ``[0, 1]`` before the row
         normalisation (data-independent, no budget; identical to ``"none"`` when every feature has
@@ -559,13 +566,6 @@ class RONGauss(Mechanism):
         ``rho`` and how much noise variance it saves against the Laplace variant.
     delta : float, optional
         ``noise="gaussian"`` only; default :func:`~dpcore.calibration.default_delta` of ``n``.
-    model_mean : bool, default False
-        Unsupervised (Alg. 3) only: also release the DP mean ``m_DP`` of the projected rows (half of
-        the mean's budget share, ``S1 = 2 sqrt(p)/n``, ``S2 = 2/n``) and sample
-        ``N(m_DP, Sigma_DP - m_DP m_DP^T)`` (PSD-repaired), as Alg. 4 here does with ``[x~, y]``. The
-        paper's ``N(0, Sigma_DP)`` assumes the centred rows have mean 0; with a noisy ``mu_DP`` they
-        do not, and the real rows mapped by the transform then sit on one side of the release
-        (:mod:`dpcore.unsupervised`, whose public rule turns this on).
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`. The row normalisation bounds each record's
         contribution, so feature bounds only matter for ``feature_scaling="bounds"``; a regression
