@@ -368,6 +368,91 @@ def _dppro(cls: type, runs: int, seed: int, bad: bool) -> Samples:
                     "sensitivity attained": math.isclose(rec.sensitivity, float(np.linalg.norm(R[j])))})
 
 
+#: replace-one audits of the projections: a public box with unequal column ranges (the
+#: mechanisms rescale each column to [0, 1] by its bounds, so every width is 1 after rescaling)
+BOX_BOUNDS = np.array([[0.0, 1.0], [-5.0, 5.0], [10.0, 20.0], [0.0, 100.0]])
+
+
+def box_worst_pair(M: np.ndarray, bounds: np.ndarray, ord: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The replace-one pair over the public box that moves ``x -> rescale(x) @ M`` the most.
+
+    A replaced row changes the rescaled row by ``v`` with ``|v_i| <= w_i`` (``w_i = 1``, 0 for a
+    constant column); ``v -> ||v M||_ord`` is convex, so its supremum is attained at a vertex
+    ``v = w * t``, ``t in {-1, 1}^d``. The ``2^(d-1)`` sign vectors (``t`` and ``-t`` give the same
+    norm) are enumerated with :func:`dpcore.mechanisms._box.sign_vectors` -- a search over the
+    ``d``-dimensional box, independent of the mechanisms' own computation (JL-Laplace enumerates
+    sign vectors of the ``k`` outputs). Returns the raw rows ``(before, after)`` (opposite corners
+    of the box: ``after - before = w * t*`` after rescaling) and the attained ``||v M||_ord``.
+    """
+    from dpcore.mechanisms._box import sign_vectors
+
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    w = (hi > lo).astype(float)
+    Mw = M * w[:, None]
+    best, t_best = -1.0, None
+    for T in sign_vectors(M.shape[0], 1 << 12):
+        norms = np.linalg.norm(T @ Mw, ord=ord, axis=1)
+        i = int(np.argmax(norms))
+        if norms[i] > best:
+            best, t_best = float(norms[i]), T[i]
+    before, after = np.where(t_best > 0, lo, hi), np.where(t_best > 0, hi, lo)
+    return before, after, best
+
+
+def _probe_projection(cls: type, bounds: np.ndarray, **kw: Any) -> np.ndarray:
+    """The drawn ``(d, k)`` matrix (in rescaled units) of a seeded release of a projection mechanism:
+    a noise-free run with the same seed (the matrix is drawn first) on the rows ``lo`` and
+    ``lo + (hi_i - lo_i) e_i`` (JL-Laplace keeps ``P`` secret; this shows it)."""
+    lo, width = bounds[:, 0], bounds[:, 1] - bounds[:, 0]
+    rows = np.vstack([lo, lo + np.diag(width)])
+    out = np.asarray(cls(epsilon=math.inf, bounds=bounds, **kw).release(rows).data, dtype=float)
+    return out[1:] - out[0]
+
+
+def _noise_free_rows(cls: type, rows: np.ndarray, **kw: Any) -> np.ndarray:
+    """The centres of the released rows: a noise-free run (``epsilon = inf``) with the same seed."""
+    return np.asarray(cls(epsilon=math.inf, bounds=BOX_BOUNDS, **kw).release(rows).data, dtype=float)
+
+
+def _dppro_box(cls: type, runs: int, seed: int, bad: bool) -> Samples:
+    # replace-one (the default relation) on the same box, d = 4, k = 2: the drawn R's worst pair of
+    # box vertices in L2, whose change must equal the stated S2 = sup over the box of ||v R||_2
+    kw = dict(n_components=2, delta=DELTA, random_state=seed)
+    R = _probe_projection(cls, BOX_BOUNDS, **kw)
+    before, after, l2 = box_worst_pair(R, BOX_BOUNDS, 2)
+    with _patch("dpcore.mechanisms.dppro", ("analytic_gaussian_sigma",), bad):
+        rel = cls(epsilon=EPS, bounds=BOX_BOUNDS, **kw).release(_two_blocks(before, after, runs))
+    rec = rel.noise[0]
+    c0, c1 = _noise_free_rows(cls, np.vstack([before, after]), **kw)
+    s = gaussian_score(rel.data, c0, c1)
+    return Samples(s[:runs], s[runs:], rel.guarantee.epsilon, rel.guarantee.delta, rel.guarantee.kind,
+                   rel.guarantee.neighbouring,
+                   gaussian_ceiling(float(np.linalg.norm(c1 - c0)), rec.scale, DELTA),
+                   {"same R as the probe": bool(np.allclose(rel.transform_arrays["R"], R)),
+                    "stated sensitivity = max over the box's vertices": math.isclose(rec.sensitivity, l2,
+                                                                                      rel_tol=1e-9),
+                    "pair attains it": math.isclose(float(np.linalg.norm(c1 - c0)), l2, rel_tol=1e-9)})
+
+
+def _jl_laplace_box(cls: type, runs: int, seed: int, bad: bool) -> Samples:
+    # replace-one (the default relation) on a public box of d = 4 unequal column ranges, k = 3:
+    # the drawn P's worst pair of box vertices (box_worst_pair), whose L1 change must equal the
+    # release's stated sensitivity max_s sum_i w_i |(P s)_i|
+    kw = dict(n_components=3, random_state=seed)
+    P = _probe_projection(cls, BOX_BOUNDS, **kw)
+    before, after, l1 = box_worst_pair(P, BOX_BOUNDS, 1)
+    with _patch("dpcore.mechanisms.jl_laplace", ("laplace_scale",), bad):
+        rel = cls(epsilon=EPS, bounds=BOX_BOUNDS, **kw).release(_two_blocks(before, after, runs))
+    rec = rel.noise[0]
+    c0, c1 = _noise_free_rows(cls, np.vstack([before, after]), **kw)
+    s = laplace_llr(rel.data, c0, c1, rec.scale)
+    return Samples(s[:runs], s[runs:], rel.guarantee.epsilon, 0.0, rel.guarantee.kind,
+                   rel.guarantee.neighbouring, laplace_ceiling(c0, c1, rec.scale),
+                   {"stated sensitivity = max over the box's vertices": math.isclose(rec.sensitivity, l1,
+                                                                                      rel_tol=1e-9),
+                    "pair attains it": math.isclose(float(np.abs(c1 - c0).sum()), l1, rel_tol=1e-9)})
+
+
 def _identity_laplace(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     # replace-one on [-1, 1]^4: the two corners whose projections are farthest apart in L1
     d, k = 4, 2
@@ -593,6 +678,13 @@ AUDITS: dict[str, AuditSpec] = {spec.key: spec for spec in (
     AuditSpec("jl-laplace", "dpcore.mechanisms.jl_laplace", "JLLaplace", "row-l2",
               "d = 3, k = 2, alpha = 1, exact", "LLR of a released row", "rows of one release",
               1_000_000, 200_000, _jl_laplace_row, variant="row"),
+    AuditSpec("jl-laplace", "dpcore.mechanisms.jl_laplace", "JLLaplace", "replace-one",
+              "d = 4 unequal ranges, k = 3, exact box sensitivity", "LLR of a released row",
+              "rows of one release", 1_000_000, 200_000, _jl_laplace_box, variant="replace-one"),
+    AuditSpec("dppro", "dpcore.mechanisms.dppro", "DPPro", "replace-one",
+              "d = 4 unequal ranges, k = 2, exact box sensitivity",
+              "projection of a released row on (x' - x) R", "rows of one release", 1_000_000, 200_000,
+              _dppro_box, variant="replace-one"),
     AuditSpec("dppro", "dpcore.mechanisms.dppro", "DPPro", "element", "d = 3, k = 2, exact",
               "projection of a released row on R_j*", "rows of one release", 1_000_000, 200_000,
               _dppro),

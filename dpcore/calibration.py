@@ -438,6 +438,11 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
     dict
         ``mechanism`` (CLI name), ``parameters`` and ``reason``.
     """
+    if task not in ("classification", "regression") and n_features >= 2:
+        from dpcore.unsupervised import recommended_unsupervised  # no labels: its own public rule
+
+        rule = recommended_unsupervised(n_rows, n_features, epsilon=epsilon, delta=delta)
+        return {k: rule[k] for k in ("mechanism", "parameters", "reason")}
     gaussian = delta is not None
     params: dict = {"noise": "gaussian", "delta": delta} if gaussian else {}
     noise = ("Gaussian noise (zCDP): L2 sensitivities do not grow with p or d" if gaussian else

@@ -447,18 +447,20 @@ def augmented_mean_sensitivity(p: int, n_rows: int, label_bound: float) -> tuple
     return (2.0 * math.sqrt(p) + 2.0 * a) / n_rows, 2.0 * math.sqrt(1.0 + a * a) / n_rows
 
 
-def gaussian_coordinates(task: str | None, protected: bool, d: int, p: int, n_classes: int) -> int:
+def gaussian_coordinates(task: str | None, protected: bool, d: int, p: int, n_classes: int, *,
+                         model_mean: bool = False) -> int:
     """Number of Gaussian noise coordinates that can differ between neighbours, summed over every
     Gaussian draw of a ``noise="gaussian"`` release (what :func:`dpcore.noise.combine_slack` sums;
     the sampler's slack is reserved for it before calibration). Classification counts every class
-    of the public list (an upper bound on the modelled ones)."""
+    of the public list (an upper bound on the modelled ones); ``model_mean`` adds the ``p``
+    coordinates of the unsupervised model's DP mean."""
     tri = p * (p + 1) // 2
     if task == "classification":
         return min(2, n_classes) + n_classes * (2 * d + 2 * tri) if protected \
             else n_classes * (d + tri)
     if task == "regression":
         return d + (p + 1) + (p + 1) * (p + 2) // 2
-    return d + tri
+    return d + tri + (p if model_mean else 0)
 
 
 def guaranteed_epsilon(
@@ -549,6 +551,13 @@ class RONGauss(GaussianGenerator):
     label_bound : float, default 1.0
         ``a`` of Alg. 4: regression labels are mapped affinely from their public ``label_bounds``
         onto ``[-a, a]``; synthetic labels are mapped back to the label's units.
+    model_mean : bool, default False
+        Unsupervised (Alg. 3) only: also release the DP mean ``m_DP`` of the projected rows (half of
+        the mean's budget share, ``S1 = 2 sqrt(p)/n``, ``S2 = 2/n``) and sample
+        ``N(m_DP, Sigma_DP - m_DP m_DP^T)`` (PSD-repaired), as Alg. 4 here does with ``[x~, y]``. The
+        paper's ``N(0, Sigma_DP)`` assumes the centred rows have mean 0; with a noisy ``mu_DP`` they
+        do not, and the real rows mapped by the transform then sit on one side of the release
+        (:mod:`dpcore.unsupervised`, whose public rule turns this on).
     feature_scaling : {"bounds", "none"}, default "bounds"
         ``"bounds"`` maps each feature from its public bounds to ``[0, 1]`` before the row
         normalisation (data-independent, no budget; identical to ``"none"`` when every feature has
@@ -623,6 +632,11 @@ class RONGauss(GaussianGenerator):
         HISTOGRAM_FRACTION,
         NOISE,
         GAUSSIAN_DELTA,
+        Param("model_mean", "bool", False, "Unsupervised (Alg. 3): also release the DP mean of the "
+              "projected rows (half of the mean's budget share) and sample N(m_DP, Sigma_DP - m m^T) "
+              "instead of the paper's N(0, Sigma_DP), which puts the real rows on one side of the "
+              "release when the DP centring is off (dpcore.unsupervised). Regression always does.",
+              privacy=True),
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -656,7 +670,8 @@ class RONGauss(GaussianGenerator):
         if protected:
             h = params["histogram_fraction"]
             fractions = {"histogram": h, **{k: (1 - h) * v for k, v in fractions.items()}}
-        if data.task == "regression":  # half of the mean share for the DP mean of [x~, y]
+        model_mean = data.task == "regression" or (data.task == "unsupervised" and params["model_mean"])
+        if model_mean:  # half of the mean share for the DP mean of [x~, y] (or of x~, unsupervised)
             fractions = {"mean": fractions["mean"] / 2, "augmented_mean": fractions["mean"] / 2,
                          "covariance": fractions["covariance"]}
         split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
@@ -671,7 +686,8 @@ class RONGauss(GaussianGenerator):
             n_classes = 0 if data.classes is None else data.classes.size
             # the discrete Gaussian sampler's slack is reserved from (epsilon, delta) first
             gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
-                                    gaussian_coordinates(data.task, protected, d, p, n_classes), bits)
+                                    gaussian_coordinates(data.task, protected, d, p, n_classes,
+                                                         model_mean=model_mean), bits)
         width = data.bounds[:, 1] - data.bounds[:, 0]
         lo, wd = (data.bounds[:, 0], np.where(width > 0, width, 1.0)) \
             if params["feature_scaling"] == "bounds" else (None, None)
@@ -682,7 +698,7 @@ class RONGauss(GaussianGenerator):
         if data.task == "classification":
             out = self._gmm(ctx, X, data, protected)
         else:
-            out = self._single(ctx, X, data, params["label_bound"])
+            out = self._single(ctx, X, data, params["label_bound"], model_mean)
 
         eps_guaranteed = guaranteed_epsilon(
             split, p, calibration,
@@ -752,7 +768,7 @@ class RONGauss(GaussianGenerator):
 
     # ------------------------------------------------------------------------------ Alg. 3 / 4
     def _single(
-        self, ctx: _Context, X: np.ndarray, data: PreparedInput, a: float
+        self, ctx: _Context, X: np.ndarray, data: PreparedInput, a: float, model_mean: bool = False
     ) -> _Output:
         n = X.shape[0]
         Z, mu, mean_rec, diag = _preprocess_project(_RowLoader(X, **ctx.scaling), ctx, "mean")
@@ -767,8 +783,8 @@ class RONGauss(GaussianGenerator):
         records = [mean_rec, cov_rec]
         center = np.zeros(repaired.shape[0])
         model = repaired
-        if supervised:  # the DP mean of [x~, y], so the released labels have the right mean
-            center, aug_rec = _augmented_mean(Z, ctx, a)
+        if supervised or model_mean:  # the DP mean of [x~, y] (labels keep their mean) or of x~
+            center, aug_rec = _augmented_mean(Z, ctx, a if supervised else 0.0)
             records.append(aug_rec)
             model = psd_repair(repaired - np.outer(center, center))  # covariance = M2 - m m^T
             diag["mean_dp_augmented"] = center
@@ -782,7 +798,7 @@ class RONGauss(GaussianGenerator):
             model=GaussianModel.single(center, model), center=mu, class_means=None,
             noise=records, diagnostics=diag,
             algorithm="Alg. 4 (supervised, augmented second moment and DP mean of [x~, y])"
-            if supervised else "Alg. 3 (unsupervised)",
+            if supervised else "Alg. 3 (unsupervised)" + (", with the DP mean of x~" if model_mean else ""),
         )
 
     # ------------------------------------------------------------------------------ Alg. 5
@@ -920,22 +936,26 @@ def _preprocess_project(
 def _augmented_mean(Z: np.ndarray, ctx: _Context, a: float) -> tuple[np.ndarray, NoiseRecord]:
     """DP mean of the augmented rows ``[x~, y]`` (shape ``(p + 1,)``) with the budget part
     ``"augmented_mean"``: Laplace with ``S1 = (2 sqrt(p) + 2a)/n`` or Gaussian with
-    ``S2 = 2 sqrt(1 + a^2)/n`` (:func:`augmented_mean_sensitivity`)."""
+    ``S2 = 2 sqrt(1 + a^2)/n`` (:func:`augmented_mean_sensitivity`). ``a = 0`` with ``Z = X~``
+    (``(p,)``, unsupervised ``model_mean``): ``S1 = 2 sqrt(p)/n``, ``S2 = 2/n`` (``||x~|| <= 1``)."""
     n, k = Z.shape
     s1, s2 = augmented_mean_sensitivity(ctx.p, n, a)
-    statistic = "mean of the augmented rows [x~, y]"
-    source = f"{SOURCE}, Alg. 4 (extension: the model's mean, so the label mean is kept)"
+    statistic = "mean of the augmented rows [x~, y]" if a > 0 else "mean of the projected rows x~"
+    source = (f"{SOURCE}, Alg. 4 (extension: the model's mean, so the label mean is kept)" if a > 0 else
+              f"{SOURCE}, Alg. 3 (extension, model_mean: the model's mean; a = 0 in the sensitivity)")
     if ctx.noise == "gaussian":
         noisy, rec = _gaussian_statistic(
             ctx, Z.mean(axis=0), "augmented_mean", s2, k, laplace_s1=s1, statistic=statistic,
-            formula="S2 = 2 sqrt(1 + a^2)/n (||x~|| <= 1, |y| <= a, replace-one)", source=source)
+            formula=("S2 = 2 sqrt(1 + a^2)/n (||x~|| <= 1, |y| <= a, replace-one)" if a > 0 else
+                     "S2 = 2/n (||x~|| <= 1, replace-one)"), source=source)
         return noisy, rec
     eps = ctx.split["augmented_mean"]
     draw = dpnoise.laplace(Z.mean(axis=0), s1, scale=laplace_scale(s1, eps), n_changed=k, bits=ctx.bits)
     rec = NoiseRecord(
         statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
-        epsilon=eps, formula="S1 = (2 sqrt(p) + 2a)/n (||x~||_1 <= sqrt(p), |y| <= a, replace-one); "
-        "b = S1/eps_augmented_mean", source=source, **dpnoise.record_fields(draw),
+        epsilon=eps, formula=("S1 = (2 sqrt(p) + 2a)/n (||x~||_1 <= sqrt(p), |y| <= a, replace-one)" if a > 0
+                              else "S1 = 2 sqrt(p)/n (||x~||_1 <= sqrt(p), replace-one)")
+        + "; b = S1/eps_augmented_mean", source=source, **dpnoise.record_fields(draw),
     )
     return draw.values, rec
 
