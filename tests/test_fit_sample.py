@@ -146,8 +146,8 @@ def test_regression_labels_follow_the_same_law():
 def test_class_proportions_follow_the_dp_weights(cls, label_privacy):
     X, y = _table("classification")
     mech = _mech(cls, "classification", {"label_privacy": label_privacy}, random_state=3, epsilon=0.5)
-    _, diagnostics = mech.explore(X, y)  # leaves the mechanism fitted with the same model
-    model = mech.model_
+    _, diagnostics = mech.explore(X, y)  # the same seed: the same noisy histogram as the fit
+    model = mech.fit(X, y).model_
     if label_privacy == "protected":  # DP weights: the noisy histogram clipped at 0, normalised
         w = np.clip(diagnostics["class_counts_dp"], 0, None)
         assert not np.array_equal(w, np.bincount(y, minlength=4))  # noisy, not the real counts
@@ -170,7 +170,7 @@ def test_class_proportions_follow_the_dp_weights(cls, label_privacy):
 def test_sample_release_states_the_fit_guarantee_and_spends_nothing(cls, task, extra, tmp_path):
     X, y = _table(task)
     mech = _mech(cls, task, extra).fit(X, y)
-    first = mech.release(X, y)  # a fresh fit (new noise), which sample_release now draws from
+    first = mech.release(X, y)  # a fresh fit (new noise) for its own draw: the fitted model stays
     second = mech.sample_release(n_samples=2 * N)
     assert second.guarantee == first.guarantee == mech.guarantee_
     assert (mech.epsilon_, mech.delta_) == (first.guarantee.epsilon, first.guarantee.delta)
@@ -180,7 +180,7 @@ def test_sample_release_states_the_fit_guarantee_and_spends_nothing(cls, task, e
     card = json.loads(files["card"].read_text())
     assert card["guarantee"] == first.guarantee.as_card() and card["n_released"] == 2 * N
     drawn = card["details"]["drawn_from_fitted_model"]
-    assert "no privacy budget" in drawn["note"] and drawn["model_created_utc"] == first.created_utc
+    assert "no privacy budget" in drawn["note"] and drawn["model_created_utc"] <= card["created_utc"]
     assert "seed" not in json.dumps(card["parameters"]) and "random_state" not in card["parameters"]
     assert "drawn_from_fitted_model" not in first.details  # release() itself is the first draw
     # a seeded draw from an OS-entropy fit is a preview too: nothing is written
@@ -276,3 +276,25 @@ def test_a_sample_past_the_memory_limit_is_refused(monkeypatch):
     with pytest.raises(ResourceLimitError, match="ron-gauss sample of 1,000,000 rows"):
         mech.sample(1_000_000)
     assert mech.sample(1000)[0].shape == (1000, D)
+
+
+@pytest.mark.parametrize("cls", [RONGauss, PCAGauss, MODIPS])
+def test_release_fits_only_the_classes_its_draw_uses_with_the_fit_rows_per_class(cls):
+    # protected labels: release(n_samples=m) models the classes that draw rows among m (the papers'
+    # per-class cost; the label-privacy audits rely on it), with the rows per class of the full fit
+    X, y = _table("classification", n=1000)
+    mech = _mech(cls, "classification", {}, random_state=8, epsilon=1.0)
+    model = mech.fit(X, y).model_
+    assert model.n_components == 4 and model.weights.sum() == pytest.approx(1.0)
+    fitted_per_class = [r for r in mech.noise_ if "of class" in r.statistic]
+    for m in (1, 2, 3, 7, 1000):
+        rel, diag = mech.explore(X, y, n_samples=m)
+        _, labels = mech.sample(m, random_state=0)
+        np.testing.assert_array_equal(np.bincount(rel.labels, minlength=4), np.bincount(labels, minlength=4))
+        per_class = [r for r in rel.noise if "of class" in r.statistic]
+        used = np.unique(rel.labels).size
+        assert len(per_class) == 2 * used and len(fitted_per_class) == 2 * 4
+        assert rel.guarantee == mech.guarantee_
+    fresh = _mech(cls, "classification", {})
+    fresh.release(X, y)
+    assert not hasattr(fresh, "model_")  # release stores nothing: only fit does

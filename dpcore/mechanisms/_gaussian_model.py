@@ -33,7 +33,7 @@ from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit
 from dpcore.exceptions import NonFiniteNoiseError
 from dpcore.limits import check_memory
-from dpcore.mechanisms._labels import proportional_counts
+from dpcore.mechanisms._labels import largest_remainder
 from dpcore.mechanisms.base import Mechanism, _check_n_samples, _privacy_parameters, check_finite_release
 from dpcore.noise import BitSource, NoiseDraw, noise_source
 from dpcore.preprocessing import PreparedInput, row_blocks
@@ -280,14 +280,22 @@ def _is_diagonal(cov: np.ndarray) -> bool:
     return not np.any(cov - np.diag(np.diagonal(cov)))
 
 
-def mixture_weights(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(modelled, normalised)``: the classes with a positive weight (indices into the public
-    class list) and their weights summing to 1. ``weights``: public class sizes ``n_c``, or the DP
-    class histogram through :func:`~dpcore.mechanisms._labels.histogram_weights` (the classes are
-    then chosen from DP outputs only)."""
+def mixture_weights(weights: np.ndarray, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(modelled, shares)``: the classes to model (indices into the public class list) and their
+    shares ``w_c / sum(w)`` of the rows. ``weights``: public class sizes ``n_c``, or the DP class
+    histogram through :func:`~dpcore.mechanisms._labels.histogram_weights` (the classes are then
+    chosen from DP outputs and public facts only).
+
+    ``n_samples=None`` (``fit``): every class with a positive weight (the shares sum to 1).
+    ``n_samples = m`` (``release``, one draw of ``m`` rows): only the classes that draw rows among
+    ``m`` (:meth:`GaussianModel.component_counts` of the full shares, so the kept shares give the same
+    rows per class), as the papers' per-class algorithms do with protected labels; the shares then
+    sum to at most 1 and the model serves that one draw."""
     w = np.asarray(weights, dtype=float)
-    modelled = np.flatnonzero(w > 0)
-    return modelled, w[modelled] / w[modelled].sum()
+    shares = w / w.sum()
+    counts = shares > 0 if n_samples is None else largest_remainder(n_samples, n_samples * shares)
+    modelled = np.flatnonzero(counts)
+    return modelled, shares[modelled]
 
 
 @dataclass(frozen=True, eq=False)
@@ -301,10 +309,12 @@ class GaussianModel:
     Attributes
     ----------
     weights : ndarray of shape (n_components,)
-        Mixture weights summing to 1: the public class sizes ``n_c/n`` (labels within-class, the
-        papers' Alg. 5 / Alg. 3), or the DP class histogram clipped at 0 and normalised (labels
-        protected; uniform over the classes when every noisy count is <= 0). ``[1.0]`` for one
-        Gaussian.
+        Each component's share of the rows: the public class sizes ``n_c/n`` (labels
+        within-class, the papers' Alg. 5 / Alg. 3), or the DP class histogram clipped at 0 and
+        normalised (labels protected; uniform over the classes when every noisy count is <= 0).
+        ``[1.0]`` for one Gaussian. They sum to 1 in a fitted model (``model_``); the model
+        ``release`` fits for its one draw keeps only the classes that draw rows
+        (:func:`mixture_weights`).
     means : ndarray of shape (n_components, n_features)
         DP means in model space (e.g. RON-Gauss ``W^T mu_c,DP``; 0 where the paper centres
         without a mean).
@@ -347,10 +357,10 @@ class GaussianModel:
 
     def component_counts(self, n_samples: int) -> np.ndarray:
         """Rows per component for ``n_samples`` rows: ``n_samples * weights`` rounded by the largest
-        remainder method (:func:`~dpcore.mechanisms._labels.proportional_counts`), so the class
-        sizes follow the weights exactly (``n_c`` rows per class at ``n_samples = n`` with public
-        class sizes) rather than a multinomial draw."""
-        return proportional_counts(int(n_samples), self.weights)
+        remainder method (:func:`~dpcore.mechanisms._labels.largest_remainder`), so the class sizes
+        follow the weights exactly (``n_c`` rows per class at ``n_samples = n`` with public class
+        sizes) rather than a multinomial draw."""
+        return largest_remainder(int(n_samples), int(n_samples) * self.weights)
 
     def sample(self, n_samples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
         """Draw ``n_samples`` rows, component by component in order.
@@ -437,13 +447,27 @@ class FittedGaussian:
     """What a generative mechanism's ``_fit`` returns: the model, its decoding and the card.
 
     ``template`` is the release every table drawn from the model shares (guarantee, noise records,
-    public facts, transform, columns) with no rows yet; :meth:`GaussianGenerator.release` and
-    :meth:`GaussianGenerator.sample_release` fill in the rows.
+    public facts, transform, columns) with no rows yet.
     """
 
     model: GaussianModel
     output_map: OutputMap
     template: Release
+
+    def draw(self, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        """``m`` rows from the model, decoded: ``(X (m, n_features_out), labels (m,) or None)``."""
+        rows, labels = self.model.sample(m, rng)
+        values, regression = self.output_map(rows)
+        return values, (labels if labels is not None else regression)
+
+    def release(self, m: int, rng: np.random.Generator, n_samples: int | None, **changes: Any) -> Release:
+        """The card with ``m`` drawn rows (``n_samples``: the card's parameter, when one was asked
+        for; ``changes``: other :class:`Release` fields)."""
+        X_new, y_new = self.draw(m, rng)
+        parameters = dict(self.template.parameters)
+        if n_samples is not None:
+            parameters["n_samples"] = n_samples
+        return dataclasses.replace(self.template, data=X_new, labels=y_new, parameters=parameters, **changes)
 
 
 DRAWN_NOTE = ("rows drawn from the DP model released by the fit (free post-processing): no privacy budget "
@@ -475,10 +499,11 @@ class GaussianGenerator(Mechanism):
         Fitted with a fixed ``random_state``: everything drawn from it is a preview that cannot be
         saved.
 
-    ``sample`` and ``sample_release`` never read ``X``. :meth:`release` is ``fit`` then one draw
-    from the same generator (one code path; a seeded release is the same preview as before), and
-    leaves the mechanism fitted, so a second table of another size costs no budget:
-    ``mech.release(X); mech.sample_release(5000)``.
+    ``sample`` and ``sample_release`` never read ``X``. :meth:`release` is the same ``_fit`` and one
+    draw from the same generator (one code path; a seeded release is the same preview as before).
+    Its fit serves that one draw: with protected labels it models only the classes that draw rows
+    (:func:`mixture_weights`, as the papers' per-class algorithms), so it stores nothing on the
+    mechanism; the table has the law of ``fit(X, y).sample(n_samples)``.
     """
 
     #: the learned attributes :meth:`fit` sets (a refit replaces them all)
@@ -487,10 +512,30 @@ class GaussianGenerator(Mechanism):
         "n_features_in_", "n_samples_fit_", "seeded_")
 
     def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
-             bits: BitSource) -> FittedGaussian:
+             bits: BitSource, n_samples: int | None = None) -> FittedGaussian:
         """The mechanism's DP statistics: ``rng`` draws public randomness (projection matrices),
-        ``bits`` every noise draw; exploration facts go into ``data.diagnostics``."""
+        ``bits`` every noise draw; exploration facts go into ``data.diagnostics``. ``n_samples``:
+        ``None`` for a model of any size (``fit``), ``m`` for one draw of ``m`` rows (``release``;
+        :func:`mixture_weights`)."""
         raise NotImplementedError
+
+    def _fitted(self, values: dict[str, Any], data: PreparedInput, rng: np.random.Generator,
+                n_samples: int | None) -> FittedGaussian:
+        """:meth:`_fit` with the checks of :meth:`Mechanism.explore`: floating-point failures named,
+        non-finite noise scales or model values refused, the input's warnings on the card, a seeded
+        fit marked as a preview."""
+        # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
+        fitted = self._guarded(values, partial(self._fit, data, values, rng,
+                                               bits=noise_source(self.random_state), n_samples=n_samples))
+        template = self._finish(fitted.template, values, data)
+        model = fitted.model
+        bad = sum(int(np.count_nonzero(~np.isfinite(a)))
+                  for a in (model.weights, model.means, model.covariances))
+        if bad:
+            raise NonFiniteNoiseError(
+                f"{_privacy_parameters(values)} gives a fitted model with {bad:,} NaN/inf value(s); nothing "
+                "is released: the noise overflows float64 arithmetic, use a larger epsilon")
+        return dataclasses.replace(fitted, template=template)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any, y: Any = None) -> GaussianGenerator:
@@ -514,70 +559,38 @@ class GaussianGenerator(Mechanism):
             As :meth:`release` (bad parameters or input, named); ``NonFiniteNoiseError`` when the
             noise would overflow float64 (nothing is stored).
         """
-        self._fit_input(X, y, None)
-        return self
-
-    def _fit_input(self, X: Any, y: Any, n_samples: int | None
-                   ) -> tuple[dict[str, Any], PreparedInput, int | None, np.random.Generator]:
-        """:meth:`fit`'s work, returning what :meth:`explore` draws with (same generator)."""
-        values, data, n_samples = self._prepare(X, y, n_samples)
-        rng = check_random_state(self.random_state)
-        # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
-        fitted = self._guarded(values, partial(self._fit, data, values, rng,
-                                               bits=noise_source(self.random_state)))
-        template = self._finish(fitted.template, values, data)
-        model = fitted.model
-        bad = sum(int(np.count_nonzero(~np.isfinite(a)))
-                  for a in (model.weights, model.means, model.covariances))
-        if bad:
-            raise NonFiniteNoiseError(
-                f"{_privacy_parameters(values)} gives a fitted model with {bad:,} NaN/inf value(s); nothing "
-                "is released: the noise overflows float64 arithmetic, use a larger epsilon")
-        self._store(dataclasses.replace(fitted, template=template), data)
-        return values, data, n_samples, rng
-
-    def _store(self, fitted: FittedGaussian, data: PreparedInput) -> None:
-        g = fitted.template.guarantee
+        values, data, _ = self._prepare(X, y, None)
+        fitted = self._fitted(values, data, check_random_state(self.random_state), None)
+        template = fitted.template
+        g = template.guarantee
         self.model_, self.output_map_ = fitted.model, fitted.output_map
         self.guarantee_, self.epsilon_, self.delta_ = g, g.epsilon, g.delta
-        self.noise_ = tuple(fitted.template.noise)
-        self.transform_ = fitted.template.transform
+        self.noise_ = tuple(template.noise)
+        self.transform_ = template.transform
         self.n_samples_fit_, self.n_features_in_ = (int(k) for k in data.X.shape)
-        self.seeded_ = fitted.template.seeded
-        self._template = fitted.template
+        self.seeded_ = template.seeded
+        self._fitted_model = fitted
+        return self
 
     # ------------------------------------------------------------------ release = fit + sample
     def explore(self, X: Any, y: Any = None, *, n_samples: int | None = None) -> Exploration:
-        """:meth:`fit`, then one table of ``n_samples`` rows (default ``n``) drawn with the same
-        generator (so a seeded release is the same preview as a single pass would give); the
-        exploration facts beside it. Same parameters, errors and release as
-        :meth:`Mechanism.explore`; the mechanism is left fitted."""
-        values, data, n_samples, rng = self._fit_input(X, y, n_samples)
-        rel = self._draw(self.n_samples_fit_ if n_samples is None else n_samples, rng, n_samples)
+        """:meth:`_fit` for one table of ``n_samples`` rows (default ``n``), the draw with the same
+        generator, and the exploration facts beside it. Same parameters, errors and release as
+        :meth:`Mechanism.explore`."""
+        values, data, n_samples = self._prepare(X, y, n_samples)
+        m = data.n_samples if n_samples is None else n_samples
+        rng = check_random_state(self.random_state)
+        rel = self._fitted(values, data, rng, m).release(m, rng, n_samples)
         check_finite_release(rel, values)
         return Exploration(rel, dict(data.diagnostics))
-
-    def _draw(self, m: int, rng: np.random.Generator, n_samples: int | None, **changes: Any) -> Release:
-        """The fitted card with ``m`` rows drawn from the model and decoded (``n_samples``: the
-        card's parameter, when one was asked for)."""
-        X_new, y_new = self._sample_rows(m, rng)
-        parameters = dict(self._template.parameters)
-        if n_samples is not None:
-            parameters["n_samples"] = n_samples
-        return dataclasses.replace(self._template, data=X_new, labels=y_new, parameters=parameters, **changes)
-
-    def _sample_rows(self, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-        rows, labels = self.model_.sample(m, rng)
-        values, regression = self.output_map_(rows)
-        return values, (labels if labels is not None else regression)
 
     # ------------------------------------------------------------------ sample
     def _checked_size(self, n_samples: int | None) -> int:
         """``n_samples`` checked (default ``n``), after the fit and the memory limit
         (:func:`dpcore.limits.check_memory`: the model rows, the decoded rows and the labels, float64)."""
-        if not hasattr(self, "_template"):
+        if not hasattr(self, "_fitted_model"):
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit(X, y) "
-                                 "(or release) before sample")
+                                 "before sample")
         m = self.n_samples_fit_ if n_samples is None else _check_n_samples(n_samples)
         check_memory(f"{self.name} sample of {m:,} rows",
                      8.0 * m * (2 * self.model_.n_features + self.output_map_.n_features_out + 1))
@@ -609,9 +622,11 @@ class GaussianGenerator(Mechanism):
         NotFittedError
             Before :meth:`fit` (a ``ValueError``).
         ValueError
-            ``n_samples`` not a whole number in range (named).
+            ``n_samples`` not a whole number in range (named); ``ResourceLimitError`` past
+            ``DPCORE_MAX_MEMORY``.
         """
-        return self._sample_rows(self._checked_size(n_samples), check_random_state(random_state))
+        m = self._checked_size(n_samples)
+        return self._fitted_model.draw(m, check_random_state(random_state))
 
     def sample_release(self, n_samples: int | None = None, random_state: Any = None) -> Release:
         """A savable :class:`Release` of rows drawn from the fitted model, with the fit's card.
@@ -622,10 +637,11 @@ class GaussianGenerator(Mechanism):
         gives a preview that :meth:`Release.save` refuses. Parameters and errors as :meth:`sample`.
         """
         m = self._checked_size(n_samples)
-        details = {**self._template.details, "drawn_from_fitted_model": {
-            "note": DRAWN_NOTE, "model_created_utc": self._template.created_utc}}
-        rel = self._draw(m, check_random_state(random_state), n_samples, details=details,
-                         seeded=self.seeded_ or random_state is not None,
-                         created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
+        fitted = self._fitted_model
+        details = {**fitted.template.details, "drawn_from_fitted_model": {
+            "note": DRAWN_NOTE, "model_created_utc": fitted.template.created_utc}}
+        rel = fitted.release(m, check_random_state(random_state), n_samples, details=details,
+                             seeded=self.seeded_ or random_state is not None,
+                             created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
         check_finite_release(rel, rel.parameters)
         return rel

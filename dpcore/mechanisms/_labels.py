@@ -43,6 +43,7 @@ __all__ = [
     "HISTOGRAM_L2_SENSITIVITY",
     "dp_class_histogram",
     "histogram_weights",
+    "largest_remainder",
     "label_budget_share",
     "label_privacy_assumption",
     "reserve_part_slack",
@@ -191,7 +192,12 @@ def proportional_counts(total: int, weights: np.ndarray) -> np.ndarray:
     equal the class sizes ``n_c`` exactly.
     """
     w = np.asarray(weights, dtype=float)
-    exact = total * w / w.sum()
+    return largest_remainder(total, total * w / w.sum())
+
+
+def largest_remainder(total: int, exact: np.ndarray) -> np.ndarray:
+    """Integers summing to ``total``: the floors of ``exact`` (shape ``(k,)``, summing to about
+    ``total`` over every class), plus one for each of the largest remainders (ties: lower index)."""
     counts = np.floor(exact).astype(int)
     short = int(total - counts.sum())
     if short > 0:

@@ -206,7 +206,7 @@ class MODIPS(GaussianGenerator):
     peak_row_copies = 8  # scaled rows, per-class copies, synthetic rows and their draws
 
     def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
-             bits: BitSource) -> FittedGaussian:
+             bits: BitSource, n_samples: int | None = None) -> FittedGaussian:
         """The DP Gaussian (one per class for classification) of the box-scaled rows ``[z, y]``, and
         the public map back to the original units (``fit``); every noise draw from ``bits``."""
         n, d = data.X.shape
@@ -250,7 +250,7 @@ class MODIPS(GaussianGenerator):
                 noise.append(hist_rec)
                 diag["class_counts_dp"] = noisy_counts
                 # classes and weights chosen from the DP histogram only
-                modelled, weights = mixture_weights(histogram_weights(noisy_counts))
+                modelled, weights = mixture_weights(histogram_weights(noisy_counts), n_samples)
                 groups = [(c, data.y == c, f" of class {data.classes[c]!s}") for c in modelled]
             else:
                 modelled, weights = mixture_weights(sizes)

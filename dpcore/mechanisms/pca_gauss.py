@@ -365,7 +365,7 @@ class PCAGauss(GaussianGenerator):
         return partial(_pca_transform, W=np.array(arrays["W"], dtype=float), bmap=bmap)
 
     def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
-             bits: BitSource) -> FittedGaussian:
+             bits: BitSource, n_samples: int | None = None) -> FittedGaussian:
         """Alg. 1-3 up to the DP model (``fit``): ``N(0, diag(lambda_DP))`` (Alg. 1), ``N(0, M_DP)`` of
         ``[x^, y]`` (Alg. 2, the label decoded to its units) or one ``N(mu_c,DP, Sigma_c,DP)`` per
         class (Alg. 3), all in the p-dimensional PCA space (the release's columns ``pc1..pcp``);
@@ -381,7 +381,7 @@ class PCAGauss(GaussianGenerator):
         if data.task == "unsupervised":
             fitted = self._alg1(data, params, p, bits, bmap)
         else:
-            fitted = self._supervised(data, params, p, bits, bmap, pca_fraction)
+            fitted = self._supervised(data, params, p, bits, bmap, pca_fraction, n_samples)
         rel = fitted.template
         rel.details["row_norm_bound"] = bmap.bound.card()
         if rule is not None:
@@ -484,7 +484,7 @@ class PCAGauss(GaussianGenerator):
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
     def _supervised(self, data: PreparedInput, params: dict[str, Any], p: int, bits: BitSource,
-                    bmap: BoxMap, pca_fraction: float | None) -> FittedGaussian:
+                    bmap: BoxMap, pca_fraction: float | None, n_samples: int | None) -> FittedGaussian:
         n, d = data.X.shape
         X = data.X
         B = _norm(bmap)
@@ -590,7 +590,7 @@ class PCAGauss(GaussianGenerator):
                     y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)",
                     gauss=gauss)
                 noise.append(hist_rec)
-            model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss)
+            model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss, n_samples)
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
             model, recs = self._alg2(data, stats, p, split, cal, bits, diag, gauss)
@@ -700,7 +700,7 @@ class PCAGauss(GaussianGenerator):
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
               cal: str, bits: BitSource, diag: dict[str, Any],
               noisy_counts: np.ndarray | None = None, gauss: ZCDPBudget | None = None,
-              ) -> tuple[GaussianModel, list[NoiseRecord]]:
+              n_samples: int | None = None) -> tuple[GaussianModel, list[NoiseRecord]]:
         """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
         sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes.
         ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`)."""
@@ -709,7 +709,7 @@ class PCAGauss(GaussianGenerator):
         protected = noisy_counts is not None
         if protected:
             # classes and weights chosen from the DP histogram only
-            modelled, weights = mixture_weights(histogram_weights(noisy_counts))
+            modelled, weights = mixture_weights(histogram_weights(noisy_counts), n_samples)
             s1_mu, s1_m = class_sum_sensitivities(p, calibration=cal)
             diag["class_counts_dp"] = noisy_counts
         else:

@@ -658,7 +658,7 @@ class RONGauss(GaussianGenerator):
                        reconstruct=bool(parameters["reconstruct"]))
 
     def _fit(self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator, *,
-             bits: BitSource) -> FittedGaussian:
+             bits: BitSource, n_samples: int | None = None) -> FittedGaussian:
         """Alg. 1-5 up to the DP model (``fit``): ``W`` from ``rng``, every noise draw from ``bits``;
         the model is ``N(center, Sigma_DP)`` (Alg. 3/4) or one ``N(W^T mu_c,DP, Sigma_c,DP)`` per class
         (Alg. 5) in the p-dimensional projection, decoded by reconstruction (``reconstruct``) and the
@@ -696,7 +696,7 @@ class RONGauss(GaussianGenerator):
         ctx = _Context(split=split, calibration=calibration, W=W, bits=bits, p=p, d=d,
                        scaling={"lo": lo, "width": wd}, noise=params["noise"], gauss=gauss)
         if data.task == "classification":
-            out = self._gmm(ctx, X, data, protected)
+            out = self._gmm(ctx, X, data, protected, n_samples)
         else:
             out = self._single(ctx, X, data, params["label_bound"], model_mean)
 
@@ -802,7 +802,8 @@ class RONGauss(GaussianGenerator):
         )
 
     # ------------------------------------------------------------------------------ Alg. 5
-    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, protected: bool) -> _Output:
+    def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, protected: bool,
+             n_samples: int | None) -> _Output:
         """Alg. 5. ``protected``: DP class histogram, per-class noisy sums over noisy counts
         (replace-one with the label); else the paper's algorithm with public class sizes."""
         assert data.y is not None and data.classes is not None
@@ -816,7 +817,7 @@ class RONGauss(GaussianGenerator):
         if protected:
             noise.append(hist_rec)
             # classes and weights chosen from the DP histogram only
-            modelled, weights = mixture_weights(histogram_weights(noisy_counts))
+            modelled, weights = mixture_weights(histogram_weights(noisy_counts), n_samples)
         else:
             noisy_counts = None
             modelled, weights = mixture_weights(sizes)
