@@ -26,7 +26,6 @@ from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.exceptions import NotFittedError
 
 from dpcore import accounting, dask_engine
 from dpcore import noise as dpnoise
@@ -589,6 +588,9 @@ class GaussianGenerator(Mechanism):
         """``n_samples`` checked (default ``n``), after the fit and the memory limit
         (:func:`dpcore.limits.check_memory`: the model rows, the decoded rows and the labels, float64)."""
         if not hasattr(self, "_fitted_model"):
+            # imported here: sklearn's package import costs seconds on the app's first page
+            from sklearn.exceptions import NotFittedError
+
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit(X, y) "
                                  "before sample")
         m = self.n_samples_fit_ if n_samples is None else _check_n_samples(n_samples)

@@ -44,7 +44,6 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from scipy import ndimage, stats
 
 from dpcore import accounting, dask_engine
 from dpcore import noise as dpnoise
@@ -310,7 +309,9 @@ def draw_mixtures(
                 block[:, sl] = plan.apply(block[:, sl], integers)
             if denoise > 0 and image_shape is not None and n_image_columns:
                 imgs = block[:, :n_image_columns].reshape((-1, *image_shape))
-                block[:, :n_image_columns] = ndimage.gaussian_filter(
+                from scipy.ndimage import gaussian_filter
+
+                block[:, :n_image_columns] = gaussian_filter(
                     imgs, sigma=(0, denoise, denoise)).reshape(len(block), -1)
             if all_idx is not None:
                 all_idx[start:stop] = idx
@@ -375,9 +376,11 @@ def _mixture_bound(*, ell: int, n: int, T: int, tail: float = 1e-30) -> tuple[in
     like the samplers' tails). On ``c <= c*`` at most ``c* w`` coordinates of a column group of
     width ``w`` differ between neighbours.
     """
+    from scipy.stats import binom  # here: scipy.stats costs seconds at import (the app's first page)
+
     q = min(1.0, ell / n)
-    c_star = min(int(stats.binom.isf(tail, T, q)) + 1, T) if q < 1 else T
-    return c_star, float(stats.binom.sf(c_star, T, q)) if c_star < T else 0.0
+    c_star = min(int(binom.isf(tail, T, q)) + 1, T) if q < 1 else T
+    return c_star, float(binom.sf(c_star, T, q)) if c_star < T else 0.0
 
 
 def _mixture_slack(plans: list[tuple[slice, GridNoise]], c_star: int) -> list[GridNoise]:
