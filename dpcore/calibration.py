@@ -35,6 +35,7 @@ __all__ = [
     "laplace_scale",
     "psd_repair",
     "recommended_mechanism",
+    "resolve_noise",
     "recommended_n_components",
     "upper_triangle_l1_sensitivity",
 ]
@@ -320,6 +321,45 @@ def kenthapadi_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
 
 # Public-rule defaults (issue 13, item 5)
 # --------------------------------------------------------------------------------------------
+
+#: the ``noise`` value that lets :func:`resolve_noise` choose
+NOISE_AUTO = "auto"
+
+
+def resolve_noise(noise: str, delta: float | None) -> tuple[str, str]:
+    """The noise a ``noise="auto"`` release uses, and why (issue 13, item 5), from the user's own
+    choice of guarantee only.
+
+    Rule: ``"gaussian"`` when the user gives ``delta > 0`` (an (epsilon, delta) guarantee is then
+    acceptable), the papers' ``"laplace"`` (pure epsilon) when ``delta`` is absent or 0. Gaussian
+    noise is calibrated to L2 sensitivities, which do not grow with ``p`` or ``d`` (second moments
+    ``sqrt(2)/n``, means ``2/n`` for rows of norm <= 1, SPEC section 10) where the L1 ones grow like
+    ``p`` (model) and ``d^2`` (DP basis): for the same epsilon it adds far less noise whenever a
+    ``delta`` is allowed (:func:`recommended_mechanism`). ``"laplace"`` and ``"gaussian"`` are returned
+    unchanged (the papers' mode by name).
+
+    Returns
+    -------
+    tuple[str, str]
+        ``(noise, reason)``, ``noise`` in ``{"laplace", "gaussian"}``; ``reason`` is written on the
+        release card (``details["noise_choice"]``).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``noise``.
+    """
+    if noise in ("laplace", "gaussian"):
+        return noise, f"noise={noise!r} given"
+    if noise != NOISE_AUTO:
+        raise ValueError(f"noise must be 'auto', 'laplace' or 'gaussian', got {noise!r}")
+    if delta is not None and delta > 0:
+        return "gaussian", (f"noise='auto': delta = {delta:g} was given, so an (epsilon, delta) guarantee "
+                            "is acceptable and Gaussian noise on L2 sensitivities (which do not grow with "
+                            "p or d) adds far less noise than Laplace (dpcore.calibration.resolve_noise)")
+    return "laplace", ("noise='auto': no delta was given, so the papers' pure epsilon-DP Laplace "
+                       "mechanism (give delta for the Gaussian variant; dpcore.calibration.resolve_noise)")
+
 
 #: E ||N||_* / (sigma p^1.5) for a p x p symmetric matrix N with i.i.d. N(0, sigma^2) entries on
 #: the upper triangle, as p grows: the Wigner semicircle of radius 2 sigma sqrt(p) has mean

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcore import dask_engine
-from dpcore.calibration import check_random_state
+from dpcore.calibration import check_random_state, resolve_noise
 from dpcore.exceptions import NonFiniteNoiseError
 from dpcore.limits import check_memory
 from dpcore.noise import BitSource, noise_source
@@ -211,6 +211,11 @@ class Mechanism:
             ``(release, diagnostics)``.
         """
         values = validate_params(self.params, {p.name: getattr(self, p.name) for p in self.params})
+        given_noise = values.get("noise")
+        noise_choice = None
+        if given_noise == "auto":  # the user's delta decides (dpcore.calibration.resolve_noise)
+            resolved, noise_choice = resolve_noise(given_noise, values.get("delta"))
+            values = {**values, "noise": resolved}
         lazy = dask_engine.is_lazy_input(X)  # a table larger than memory: dpcore.dask_engine
         data = (partial(dask_engine.prepare_input, mechanism=self.name) if lazy else prepare_input)(
             X, y, bounds=self.bounds, label_bounds=self.label_bounds, classes=self.classes,
@@ -240,7 +245,12 @@ class Mechanism:
             ) from None
         check_finite_release(rel, values)
         details = {**rel.details, "warnings": [*rel.details.get("warnings", []), *data.warnings]}
-        rel = dataclasses.replace(rel, seeded=self.random_state is not None, details=details)
+        parameters = rel.parameters
+        if noise_choice is not None:  # the card keeps noise='auto' as given, and says what it chose and why
+            details["noise_choice"] = noise_choice
+            parameters = {**parameters, "noise": given_noise}
+        rel = dataclasses.replace(rel, seeded=self.random_state is not None, details=details,
+                                  parameters=parameters)
         return Exploration(rel, dict(data.diagnostics))
 
     def _release(

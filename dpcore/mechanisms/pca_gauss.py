@@ -84,6 +84,7 @@ from dpcore.calibration import (
     EpsilonSplit,
     analytic_gaussian_sigma,
     check_delta,
+    default_delta,
     laplace_scale,
     psd_repair,
     recommended_mechanism,
@@ -99,6 +100,7 @@ from dpcore.mechanisms._box import (
     top_eigvecs,
 )
 from dpcore.mechanisms._gaussian_model import (
+    GAUSSIAN_DELTA,
     NOISE,
     ZCDPBudget,
     add_matrix_noise,
@@ -123,7 +125,7 @@ from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord, Release
-from dpcore.schema import DELTA, EPSILON, Param
+from dpcore.schema import EPSILON, Param
 
 __all__ = [
     "PCAGauss",
@@ -269,8 +271,11 @@ class PCAGauss(Mechanism):
     ----------
     epsilon : float, default 1.0
         Total privacy budget (> 0; ``inf`` = NOT PRIVATE, explore only).
-    delta : float, default 1e-5
-        Used only by ``pca_source="analyze-gauss"`` (then the guarantee is (epsilon, delta)).
+    delta : float, optional
+        Given: ``noise="auto"`` (default) uses Gaussian noise and the guarantee is (epsilon, delta)
+        (:func:`dpcore.calibration.resolve_noise`); also the delta of ``pca_source="analyze-gauss"``.
+        Empty: pure epsilon with ``noise="auto"``; :func:`dpcore.calibration.default_delta` of ``n``
+        (``min(1e-5, n^-1.5)``) where Gaussian noise is asked for.
     epsilon_split : (float, float), default (0.1, 0.9)
         Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
         release a single noisy statistic and spend the whole model budget on it.
@@ -279,7 +284,9 @@ class PCAGauss(Mechanism):
         :func:`dpcore.calibration.recommended_n_components` of ``n, d``, the class count, epsilon and
         (``noise="gaussian"``) delta, recorded on the card as ``details["recommended"]``.
         Laplace sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
-    noise : {"laplace", "gaussian"}, default "laplace"
+    noise : {"auto", "laplace", "gaussian"}, default "auto"
+        ``"auto"``: ``"gaussian"`` when ``delta`` is given, else ``"laplace"`` (the card's
+        ``details["noise_choice"]`` says which and why). ``"laplace"``: the paper's pure epsilon.
         ``"gaussian"``: (epsilon, delta)-DP, every statistic (the DP PCA as Analyze Gauss, the
         eigenvalues, the class histogram, means and second moments) gets Gaussian noise from its L2
         sensitivity (:func:`eigenvalue_l2_sensitivity`, :func:`class_l2_sensitivities`), composed in
@@ -321,7 +328,7 @@ class PCAGauss(Mechanism):
                 "for Non-Interactive Private Data Release (PCA-Gauss)")
     params = (
         EPSILON,
-        DELTA,
+        GAUSSIAN_DELTA,
         NOISE,
         Param("epsilon_split", "fraction_split", (0.1, 0.9), "Classification (GMM): fractions of "
               "the model budget for the class means and second moments (paper: 0.1 / 0.9).",
@@ -367,6 +374,9 @@ class PCAGauss(Mechanism):
         if params["noise"] == "gaussian" and params["calibration"] == "paper":
             raise ValueError("noise='gaussian' needs calibration='tight' (the paper's constants are "
                              "L1 values for the Laplace mechanism)")
+        approximate = params["noise"] == "gaussian" or params["pca_source"] == "analyze-gauss"
+        if params["delta"] is None and approximate:  # (epsilon, delta) asked for without a delta
+            params = {**params, "delta": default_delta(n)}
         p, pca_fraction, rule = self._components(params, data)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
@@ -432,7 +442,7 @@ class PCAGauss(Mechanism):
                 statistic="top-p eigenvalues of (1/(n B^2)) Z^T Z",
                 formula="S2 = sqrt(2)/n (Hoffman-Wielandt: ||lambda - lambda'||_2 <= ||A - A'||_F; "
                         "rows of norm <= 1)", source=f"{SOURCE}, Alg. 1 (Gaussian variant)")
-            eps_g, delta_g, gaussian_details = gauss.guarantee(True)
+            eps_g, delta_g, gaussian_details = gauss.guarantee(self.delta is not None)
             guarantee = Guarantee(epsilon=eps_g, delta=delta_g, neighbouring="replace-one", kind="approx")
             noise = [rec]
         else:
@@ -596,7 +606,7 @@ class PCAGauss(Mechanism):
 
         gaussian_details: dict[str, Any] = {}
         if gauss is not None:
-            eps_total, delta, gaussian_details = gauss.guarantee(True)
+            eps_total, delta, gaussian_details = gauss.guarantee(self.delta is not None)
             slack = gaussian_details.pop("noise_slack")
         elif gaussian_draws:
             eps_total = math.fsum(split.parts)

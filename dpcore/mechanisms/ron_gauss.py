@@ -551,12 +551,15 @@ class RONGauss(Mechanism):
         ``"bounds"`` maps each feature from its public bounds to ``[0, 1]`` before the row
         normalisation (data-independent, no budget; identical to ``"none"`` when every feature has
         the same range, e.g. images). ``"none"`` normalises raw rows as the paper does.
-    noise : {"laplace", "gaussian"}, default "laplace"
+    noise : {"auto", "laplace", "gaussian"}, default "auto"
+        ``"auto"``: ``"gaussian"`` when ``delta`` is given, else ``"laplace"``
+        (:func:`dpcore.calibration.resolve_noise`; the card's ``details["noise_choice"]``).
         ``"laplace"``: the paper's pure epsilon-DP. ``"gaussian"``: (epsilon, delta)-DP, L2
         sensitivities composed in zCDP (module docstring); the card records each statistic's
         ``rho`` and how much noise variance it saves against the Laplace variant.
     delta : float, optional
-        ``noise="gaussian"`` only; default :func:`~dpcore.calibration.default_delta` of ``n``.
+        Given: Gaussian noise under ``noise="auto"``; empty with ``noise="gaussian"``:
+        :func:`~dpcore.calibration.default_delta` of ``n``.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`. The row normalisation bounds each record's
         contribution, so feature bounds only matter for ``feature_scaling="bounds"``; a regression
