@@ -375,6 +375,7 @@ def recommended_n_components(
     n_rows: int, n_features: int, *, epsilon: float, delta: float | None = None, n_classes: int = 1,
     model_share: float = 0.81, dp_basis: bool = False, basis_l1: float | None = None,
     pca_fraction: float | None = None, row_norm: float = 1.0, n_components: int | None = None,
+    random_basis: bool = False,
 ) -> dict:
     """The number of components ``p`` of a projected Gaussian model and, with a DP basis, the
     budget fraction spent on it, from public facts only (issue 13, item 5).
@@ -388,7 +389,10 @@ def recommended_n_components(
     ``E(p, f) = sum_{j > p} lambda_j + sum_{j <= p, lambda_j <= tau(f)} lambda_j
     + WIGNER_TRACE_NORM * sigma_M(p, f) * p^1.5``:
 
-    * the first sum is the mass the projection leaves out;
+    * the first sum is the mass the projection leaves out; with ``random_basis`` (RON-Gauss: a
+      Haar-random ``W`` drawn without looking at the data) it is ``1 - p/d`` whatever the spectrum,
+      since a uniformly random ``p``-dimensional subspace keeps ``p/d`` of every direction's mass in
+      expectation (``E[W W^T] = (p/d) I``), and there is no basis noise;
     * the second is the mass of the directions a DP basis cannot find: a spike ``lambda`` of a
       ``d x d`` matrix with i.i.d. symmetric noise of standard deviation ``sigma_B`` per entry is
       detectable only above ``tau = sigma_B sqrt(d)`` (Baik, Ben Arous & Peche 2005; Benaych-Georges &
@@ -421,7 +425,8 @@ def recommended_n_components(
     gaussian = delta is not None
     p = np.arange(1, d)
     lam = 1.0 / (np.arange(1, d + 1) * np.sum(1.0 / np.arange(1, d + 1)))
-    tail = 1.0 - np.cumsum(lam)[:-1]
+    tail = 1.0 - (p / d if random_basis else np.cumsum(lam)[:-1])
+    dp_basis = dp_basis and not random_basis
     allowed = np.ones(p.size, dtype=bool) if n_components is None else p == int(n_components)
     rho = accounting.zcdp_rho(epsilon, delta) if gaussian and not math.isinf(epsilon) else math.inf
     fractions = ([pca_fraction] if pca_fraction is not None else list(PCA_FRACTIONS)) if dp_basis else [0.0]
@@ -446,13 +451,16 @@ def recommended_n_components(
     return {
         "n_components": best[1],
         "pca_fraction": best[2] if dp_basis else None,
-        "rule": "minimise tail(p) + hidden(p, f) + (8/(3 pi)) sigma_M p^1.5: the second-moment mass lost "
-                "by the projection and by a DP basis (below the BBP threshold sigma_B sqrt(d)) under a "
-                "public Zipf reference spectrum lambda_j = 1/(j H_d), plus the expected trace norm of the "
-                "p x p noise; public facts only (dpcore.calibration.recommended_n_components)",
+        "rule": ("minimise (1 - p/d) + (8/(3 pi)) sigma_M p^1.5: the second-moment mass a random "
+                 "orthonormal projection leaves out (E[W W^T] = (p/d) I), plus the expected trace norm of "
+                 "the p x p noise" if random_basis else
+                 "minimise tail(p) + hidden(p, f) + (8/(3 pi)) sigma_M p^1.5: the second-moment mass lost "
+                 "by the projection and by a DP basis (below the BBP threshold sigma_B sqrt(d)) under a "
+                 "public Zipf reference spectrum lambda_j = 1/(j H_d), plus the expected trace norm of the "
+                 "p x p noise") + "; public facts only (dpcore.calibration.recommended_n_components)",
         "inputs": {"n": n, "d": d, "classes": int(n_classes), "epsilon": epsilon, "delta": delta,
                    "noise": "gaussian" if gaussian else "laplace", "model_share": model_share,
-                   "dp_basis": dp_basis, "row_norm_bound": row_norm},
+                   "dp_basis": dp_basis, "random_basis": random_basis, "row_norm_bound": row_norm},
         "predicted_error": best[0],
         "noise_sd_per_entry": best[3],
     }

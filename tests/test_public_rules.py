@@ -1,13 +1,14 @@
-"""``noise="auto"`` (issue 13, item 5): the user's delta alone decides between the papers' Laplace
-noise (pure epsilon) and Gaussian noise ((epsilon, delta)); the card keeps ``auto`` as given and
-says which noise was used and why."""
+"""Public-rule defaults (issue 13, item 5). ``noise="auto"``: the user's delta alone decides between
+the papers' Laplace noise (pure epsilon) and Gaussian noise ((epsilon, delta)); the card keeps
+``auto`` as given and says which noise was used and why. RON-Gauss's ``p``: the rule of
+:func:`dpcore.calibration.recommended_n_components` for a random basis."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dpcore.calibration import resolve_noise
+from dpcore.calibration import recommended_n_components, resolve_noise
 from dpcore.data import load_dataset
 from dpcore.mechanisms import PCAGauss, RONGauss
 from dpcore.mechanisms.modips import MODIPS
@@ -65,3 +66,33 @@ def test_pca_gauss_asked_for_gaussian_without_delta_uses_the_default_delta(adult
     rel = PCAGauss(epsilon=1.0, noise="gaussian", random_state=0).release(adult_rows)
     assert rel.details["delta_rule"] == "min(1e-5, n^-1.5)"
     assert rel.guarantee.delta <= 1500 ** -1.5 * (1 + 1e-9)
+
+
+def test_random_basis_rule_trades_the_mass_kept_against_the_noise():
+    def p(eps, delta=None, **kw):
+        return recommended_n_components(24420, 105, epsilon=eps, delta=delta, n_classes=2, model_share=0.63,
+                                        random_basis=True, **kw)["n_components"]
+
+    # Laplace noise grows like p per entry: p grows with epsilon; Gaussian noise does not
+    assert p(0.1) < p(1.0) < p(10.0) < 104 and (p(1.0), p(10.0)) == (8, 39)
+    assert p(1.0, 1e-6) == p(10.0, 1e-6) == 104 and p(np.inf) == 104
+    # the minimiser of (1 - p/d) + c p^1.5 (c the Gaussian noise term) is (2/(3 c d))^2, rounded
+    rec = recommended_n_components(24420, 105, epsilon=0.1, delta=1e-6, n_classes=2, model_share=0.63,
+                                   random_basis=True)
+    c = 8 / (3 * np.pi) * rec["noise_sd_per_entry"]
+    assert abs(rec["n_components"] - (2 / (3 * c * 105)) ** 2) < 1
+    # a DP basis is not used with a random one (no basis budget)
+    assert recommended_n_components(24420, 105, epsilon=1.0, dp_basis=True, random_basis=True)[
+        "pca_fraction"] is None
+
+
+def test_ron_gauss_p_comes_from_public_facts_only():
+    ds = load_dataset("adult")
+    a = RONGauss(epsilon=1.0, random_state=0).release(ds.subset(np.arange(3000)))
+    b = RONGauss(epsilon=1.0, random_state=0).release(ds.subset(np.arange(3000, 6000)))
+    assert a.details["n_components"] == b.details["n_components"] == a.details["recommended"]["n_components"]
+    assert a.details["recommended"]["inputs"]["random_basis"] is True
+    assert a.details["recommended"]["inputs"]["model_share"] == pytest.approx(0.7 * 0.9)
+    assert a.details["recommended"]["mechanism"]["mechanism"] == "pca-gauss"
+    given = RONGauss(epsilon=1.0, n_components=6, random_state=0).release(ds.subset(np.arange(3000)))
+    assert given.details["n_components"] == 6 and "recommended" not in given.details
