@@ -31,6 +31,7 @@ __all__ = [
     "gaussian_delta",
     "gaussian_epsilon",
     "haar_stiefel",
+    "image_dct_basis",
     "kenthapadi_sigma",
     "laplace_scale",
     "psd_repair",
@@ -269,6 +270,37 @@ def haar_stiefel(d: int, p: int, rng: np.random.Generator, method: str = "haar")
     return q
 
 
+def image_dct_basis(image_shape: tuple[int, ...], p: int) -> np.ndarray:
+    """The ``p`` lowest-frequency functions of the orthonormal 2-D DCT-II basis of ``image_shape``
+    images, as the columns of a ``(h w, p)`` matrix ``W`` (``W^T W = I_p``); pixels in row-major order.
+
+    A public basis: it depends only on the image shape (public metadata), never on the data, so it
+    costs no privacy budget, like the random ``W`` of :func:`haar_stiefel`, while keeping far more
+    of a natural image's mass in few components (the JPEG transform; Ahmed, Natarajan & Rao, "Discrete
+    Cosine Transform", IEEE Trans. Computers 1974). Frequencies ``(u, v)`` are ordered by ``u + v``,
+    then ``max(u, v)``, then ``u`` (a zig-zag scan).
+
+    Raises
+    ------
+    ValueError
+        ``image_shape`` not 2-D (a trailing channel axis of size 1 is allowed), or ``p`` outside
+        ``[1, h w]``.
+    """
+    from scipy.fft import dct  # local: scipy.fft is only needed here
+
+    shape = tuple(int(s) for s in image_shape)
+    if len(shape) == 3 and shape[2] == 1:
+        shape = shape[:2]
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(f"image_shape must be (height, width), got {image_shape!r}")
+    h, w = shape
+    if not (1 <= p <= h * w):
+        raise ValueError(f"need 1 <= n_components <= {h * w} pixels, got n_components={p}")
+    rows, cols = dct(np.eye(h), norm="ortho", axis=0), dct(np.eye(w), norm="ortho", axis=0)
+    freqs = sorted(((u, v) for u in range(h) for v in range(w)), key=lambda t: (t[0] + t[1], max(t), t[0]))
+    return np.stack([np.outer(rows[u], cols[v]).ravel() for u, v in freqs[:p]], axis=1)
+
+
 def gaussian_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
     """Smallest epsilon for which ``N(0, sigma^2)`` noise on an ``S2 = sensitivity`` query is
     (epsilon, delta)-DP: the inverse in epsilon of the exact privacy curve
@@ -375,7 +407,7 @@ def recommended_n_components(
     n_rows: int, n_features: int, *, epsilon: float, delta: float | None = None, n_classes: int = 1,
     model_share: float = 0.81, dp_basis: bool = False, basis_l1: float | None = None,
     pca_fraction: float | None = None, row_norm: float = 1.0, n_components: int | None = None,
-    random_basis: bool = False,
+    random_basis: bool = False, mean_share: float | None = None,
 ) -> dict:
     """The number of components ``p`` of a projected Gaussian model and, with a DP basis, the
     budget fraction spent on it, from public facts only (issue 13, item 5).
@@ -405,6 +437,14 @@ def recommended_n_components(
       (``n/classes`` rows) with ``model_share (1 - f)`` of the budget: Gaussian
       ``sqrt(2)/(n_c sqrt(2 rho share))``, Laplace ``sqrt(2) (p + 1)/(n_c epsilon share)``
       (the L1 sensitivity ``(p + 1)`` of rows in the unit ball).
+
+    Classification with one Gaussian per class (``mean_share`` given, the class means' share of the
+    non-basis budget): the classes are told apart by their means, while the second moments' noise,
+    PSD-repaired, widens every class alike; the noise term is then the expected squared error of one
+    class mean, ``p sigma_mu^2``, ``sigma_mu`` its per-coordinate noise (``n/classes`` rows): Gaussian
+    ``2/(n_c sqrt(2 rho mean_share (1 - f)))`` (L2 sensitivity 2 of the per-class sums), Laplace
+    ``sqrt(2) 2 sqrt(p)/(n_c epsilon mean_share (1 - f))`` (L1 ``2 sqrt(p)``). A component is then
+    kept while its reference variance ``lambda_p`` exceeds ``sigma_mu^2`` (and the basis can find it).
 
     ``model_share`` is the second moments' share of the non-basis budget (PCA-Gauss's defaults:
     ``0.9 * 0.9`` with a DP class histogram). A given ``pca_fraction`` or ``n_components`` is used as it
@@ -443,7 +483,11 @@ def recommended_n_components(
             s1 = basis_l1 if basis_l1 is not None else d * (d + 1) / 2
             tau = math.sqrt(2.0) * s1 / (n * f * epsilon) * math.sqrt(d) if f > 0 else 0.0
         hidden = np.cumsum(np.where(lam[:-1] <= tau, lam[:-1], 0.0))
-        error = np.where(allowed, tail + hidden + WIGNER_TRACE_NORM * sigma_m * p**1.5, np.inf)
+        if mean_share is None:
+            model_error = WIGNER_TRACE_NORM * sigma_m * p**1.5
+        else:
+            model_error = p * _class_mean_sd(p, n_c, epsilon, rho, mean_share * (1.0 - f), gaussian) ** 2
+        error = np.where(allowed, tail + hidden + model_error, np.inf)
         j = int(np.argmin(error))
         if best is None or error[j] < best[0]:
             best = (float(error[j]), int(p[j]), f, float(sigma_m[j]))
@@ -460,10 +504,22 @@ def recommended_n_components(
                  "p x p noise") + "; public facts only (dpcore.calibration.recommended_n_components)",
         "inputs": {"n": n, "d": d, "classes": int(n_classes), "epsilon": epsilon, "delta": delta,
                    "noise": "gaussian" if gaussian else "laplace", "model_share": model_share,
-                   "dp_basis": dp_basis, "random_basis": random_basis, "row_norm_bound": row_norm},
+                   "dp_basis": dp_basis, "random_basis": random_basis, "mean_share": mean_share,
+                   "row_norm_bound": row_norm},
         "predicted_error": best[0],
         "noise_sd_per_entry": best[3],
     }
+
+
+def _class_mean_sd(p: np.ndarray, n_c: float, epsilon: float, rho: float, share: float,
+                   gaussian: bool) -> np.ndarray:
+    """Per-coordinate noise sd of one class mean of rows of norm <= 1 (sums over ``n_c`` rows, the
+    per-class sums' sensitivities: L2 2, L1 ``2 sqrt(p)``), with ``share`` of the budget."""
+    if math.isinf(epsilon):
+        return np.zeros(p.size)
+    if gaussian:
+        return np.full(p.size, 2.0 / (n_c * math.sqrt(2.0 * rho * share)))
+    return math.sqrt(2.0) * 2.0 * np.sqrt(p) / (n_c * epsilon * share)
 
 
 def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: float,

@@ -96,3 +96,37 @@ def test_ron_gauss_p_comes_from_public_facts_only():
     assert a.details["recommended"]["mechanism"]["mechanism"] == "pca-gauss"
     given = RONGauss(epsilon=1.0, n_components=6, random_state=0).release(ds.subset(np.arange(3000)))
     assert given.details["n_components"] == 6 and "recommended" not in given.details
+
+
+def test_image_dct_basis_is_orthonormal_zigzag_and_data_free():
+    from dpcore.calibration import image_dct_basis
+
+    W = image_dct_basis((6, 5), 12)
+    assert W.shape == (30, 12) and np.allclose(W.T @ W, np.eye(12), atol=1e-12)
+    assert np.allclose(W[:, 0], 1 / np.sqrt(30))  # the constant (DC) image first
+    # then the two first-order cosines: one varies along the rows only, one along the columns only
+    imgs = W[:, 1:3].T.reshape(2, 6, 5)
+    assert np.allclose(np.ptp(imgs[0], axis=0), 0) and np.allclose(np.ptp(imgs[1], axis=1), 0)
+    assert np.allclose(image_dct_basis((6, 5, 1), 12), W)
+    with pytest.raises(ValueError, match="image_shape"):
+        image_dct_basis((30,), 3)
+    with pytest.raises(ValueError, match="n_components"):
+        image_dct_basis((6, 5), 31)
+
+
+def test_pca_gauss_dct_source_spends_nothing_on_the_basis():
+    from dpcore.calibration import image_dct_basis
+
+    ds = load_dataset("digits")  # 8 x 8 images, public image_shape
+    rel = PCAGauss(epsilon=1.0, delta=1e-6, n_components=10, pca_source="dct", random_state=0).release(ds)
+    assert np.array_equal(rel.transform_arrays["W"], image_dct_basis((8, 8), 10))
+    assert "pca" not in rel.details["epsilon_parts"]
+    assert not any("PCA" in r.statistic and "d x d" in r.statistic for r in rel.noise)
+    assert rel.guarantee.epsilon <= 1.0 + 1e-12 and rel.guarantee.delta <= 1e-6
+    # real rows map through the public basis: W^T z / B of the box-mapped rows
+    z = (ds.X[:5] - ds.bounds[:, 0]) / np.ptp(ds.bounds, axis=1) * 2 - 1
+    assert np.allclose(rel.transform(ds.X[:5]), z @ rel.transform_arrays["W"] / 8.0)
+    auto = PCAGauss(epsilon=1.0, delta=1e-6, pca_source="dct", random_state=0).release(ds)
+    assert auto.details["recommended"]["pca_fraction"] is None
+    with pytest.raises(ValueError, match="image_shape"):
+        PCAGauss(epsilon=1.0, pca_source="dct").release(load_dataset("adult").subset(np.arange(500)))

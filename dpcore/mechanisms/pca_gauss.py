@@ -56,6 +56,9 @@ Where ``W`` comes from (Alg. 2 and 3; each changes the total guarantee):
   2014): rows scaled to L2 norm <= 1, ``X^T X`` plus a symmetric matrix of i.i.d. Gaussians on the
   upper triangle; replace-one Frobenius sensitivity ``sqrt(2)``; ``sigma`` from the analytic
   Gaussian mechanism (Balle & Wang 2018). Total ``(eps_pca + eps_mu + eps_Sigma, delta)``.
+* ``pca_source="dct"`` (images): ``W`` is the ``p`` lowest-frequency functions of the 2-D DCT basis
+  of the public image shape (:func:`dpcore.calibration.image_dct_basis`): data-independent like
+  RON-Gauss's random ``W``, no budget; total ``eps_mu + eps_Sigma``. Not in the paper (ours).
 * ``pca_source="public"`` (PubPCA): ``W`` is the top-``p`` eigenvectors of a separate table of
   PUBLIC rows, ``public_data`` (recorded on the card by its SHA-256; never a part of the private
   input, see :mod:`dpcore.mechanisms._public`). No budget; total ``eps_mu + eps_Sigma``.
@@ -85,6 +88,7 @@ from dpcore.calibration import (
     analytic_gaussian_sigma,
     check_delta,
     default_delta,
+    image_dct_basis,
     laplace_scale,
     psd_repair,
     recommended_mechanism,
@@ -239,6 +243,25 @@ def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tigh
     return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
+#: ``pca_source`` values whose ``W`` costs no budget
+PUBLIC_BASES = ("public", "dct")
+
+
+def _dct_basis(data: PreparedInput, p: int) -> np.ndarray:
+    """``pca_source="dct"``: :func:`dpcore.calibration.image_dct_basis` of the public image shape.
+
+    Raises
+    ------
+    ValueError
+        The input has no public image shape whose pixels are its features.
+    """
+    shape = data.image_shape
+    if shape is None or int(np.prod(shape)) != data.X.shape[1]:
+        raise ValueError(f"pca_source='dct' needs images: a public image_shape whose pixels are the "
+                         f"{data.X.shape[1]} features (got image_shape = {shape})")
+    return image_dct_basis(shape, p)
+
+
 def _pca_transform(X: np.ndarray, *, W: np.ndarray, bmap: BoxMap) -> np.ndarray:
     """Real rows -> PCA features ``W^T z / B`` of the mapped rows ``z`` (:class:`BoxMap`)."""
     X = np.asarray(X, dtype=float)
@@ -291,7 +314,7 @@ class PCAGauss(Mechanism):
         eigenvalues, the class histogram, means and second moments) gets Gaussian noise from its L2
         sensitivity (:func:`eigenvalue_l2_sensitivity`, :func:`class_l2_sensitivities`), composed in
         zCDP; the card's ``laplace_over_gaussian_variance`` shows the noise saved per part.
-    pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
+    pca_source : {"lap", "analyze-gauss", "public", "dct"}, default "lap"
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
     pca_fraction : float, optional
         Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``); empty
@@ -337,8 +360,9 @@ class PCAGauss(Mechanism):
               "features); empty = automatic: the public rule of dpcore.calibration."
               "recommended_n_components (n, d, classes, epsilon, delta).", low=1, optional=True),
         Param("pca_source", "choice", "lap", "Supervised tasks: W from LapPCA (pure), Analyze "
-              "Gauss (epsilon, delta) or a separate public table, public_data (no budget).",
-              choices=("lap", "analyze-gauss", "public"), privacy=True),
+              "Gauss (epsilon, delta), a separate public table, public_data (no budget), or (images) "
+              "the low-frequency 2-D DCT basis of the public image shape (no budget).",
+              choices=("lap", "analyze-gauss", "public", "dct"), privacy=True),
         Param("pca_fraction", "float", None, "Fraction of epsilon spent on the DP PCA (lap, "
               "analyze-gauss); empty = automatic: the public rule of dpcore.calibration."
               "recommended_n_components.", low=0.0, high=1.0, low_open=True, high_open=True,
@@ -403,7 +427,7 @@ class PCAGauss(Mechanism):
         is predicted as all-Laplace (a larger basis noise: a conservative p)."""
         n, d = data.X.shape
         supervised = data.task != "unsupervised"
-        dp_basis = supervised and params["pca_source"] != "public"
+        dp_basis = supervised and params["pca_source"] not in PUBLIC_BASES
         if params["n_components"] is not None and (params["pca_fraction"] is not None or not dp_basis):
             return check_n_components(params["n_components"], d), params["pca_fraction"], None
         check_n_components(params["n_components"], d)  # names the problem (p >= d, a single feature)
@@ -422,7 +446,8 @@ class PCAGauss(Mechanism):
         rec = recommended_n_components(
             n, d, epsilon=params["epsilon"], delta=params["delta"] if gaussian else None,
             n_classes=n_classes, model_share=model_share, dp_basis=dp_basis, basis_l1=basis_l1,
-            pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"])
+            pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"],
+            mean_share=(1 - h) * params["epsilon_split"][0] if gmm else None)
         f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
         return check_n_components(rec["n_components"], d), f, rec
 
@@ -503,7 +528,8 @@ class PCAGauss(Mechanism):
         if protected:
             h = params["histogram_fraction"]
             model = {"histogram": h, **{k: (1 - h) * v for k, v in model.items()}}
-        if source == "public":
+        public_basis = source in PUBLIC_BASES  # no budget for W
+        if public_basis:
             fractions = model
         else:
             f = pca_fraction
@@ -514,7 +540,7 @@ class PCAGauss(Mechanism):
             delta = check_delta(params["delta"])
             n_classes = data.classes.size if gmm and data.classes is not None else 0
             gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
-                                    _gaussian_coordinates(d, p, source != "public", gmm, protected,
+                                    _gaussian_coordinates(d, p, not public_basis, gmm, protected,
                                                           n_classes), bits)
             split = gauss.split
         else:
@@ -526,7 +552,7 @@ class PCAGauss(Mechanism):
         gaussian_draws: list[NoiseDraw] = []
         diag: dict[str, Any] = {"pca_source": source}
         moments = None
-        if source != "public":
+        if not public_basis:
             # one pass (one per class for Alg. 3) gives X^T X for the DP PCA and everything the
             # Gaussian model needs: the PCA-space moments are W^T (.) W / B^2 of the same sums
             moments = _Moments.collect(X, bmap, None, y, data, gmm)
@@ -535,6 +561,8 @@ class PCAGauss(Mechanism):
                               mechanism="pca-gauss with pca_source='public'", min_rows=1)
             W = top_eigvecs(box_gram(pub.X, bmap, clip=False), p)
             diag["public_data"] = pub.card()
+        elif source == "dct":
+            W = _dct_basis(data, p)
         elif gaussian:
             # Analyze Gauss inside the zCDP budget: Y^T Y for the rows Y = Z/B, of L2 norm <= 1
             assert moments is not None and gauss is not None
@@ -627,6 +655,9 @@ class PCAGauss(Mechanism):
                 "W was computed without noise from the public_data rows (identified by "
                 "public_data_sha256), which the custodian asserts are PUBLIC; they get no protection"
             )
+        if source == "dct":
+            assumptions.append(f"W is the {p} lowest-frequency functions of the 2-D DCT basis of the public "
+                               f"image shape {data.image_shape}: no data and no budget")
         if gmm:
             assumptions.append(label_privacy_assumption(params["label_privacy"]))
         else:
