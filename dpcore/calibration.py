@@ -523,7 +523,8 @@ def _class_mean_sd(p: np.ndarray, n_c: float, epsilon: float, rho: float, share:
 
 
 def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: float,
-                          delta: float | None = None, n_classes: int = 1) -> dict:
+                          delta: float | None = None, n_classes: int = 1,
+                          image_shape: tuple[int, ...] | None = None) -> dict:
     """The recommended mechanism and noise for a task and data shape, from public facts only.
 
     Rule: with labels (classification or regression) and ``d >= 2``, PCA-Gauss: a DP basis keeps
@@ -532,7 +533,11 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
     whatever the spectrum. Its noise is ``noise="gaussian"`` when an (epsilon, delta) guarantee is
     acceptable (``delta`` given): the L2 sensitivities of the second moments (``sqrt(2)/n``) do not
     grow with ``p`` or ``d`` while the L1 ones grow like ``p`` (model) and ``d^2`` (basis), so the
-    Laplace variant needs about ``p`` (and ``d``) times the epsilon for the same noise. Without
+    Laplace variant needs about ``p`` (and ``d``) times the epsilon for the same noise. Images
+    (a public ``image_shape`` whose pixels are the ``d`` features): ``pca_source="dct"``, the
+    low-frequency DCT basis (:func:`image_dct_basis`), which needs no budget, where a DP basis of
+    ``d = 784`` pixels hides every direction below its noise (BBP threshold ``sigma_B sqrt(d)``; on
+    mnist-10k at epsilon = 1 only the mean image is found). Without
     labels: RON-Gauss (its basis is public, so real rows can be mapped into the release; PCA-Gauss
     Alg. 1 releases coordinates in a private basis), Gaussian noise under the same condition.
     ``p`` and the budget split then follow :func:`recommended_n_components`.
@@ -544,12 +549,19 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
     """
     gaussian = delta is not None
     params: dict = {"noise": "gaussian", "delta": delta} if gaussian else {}
+    image = image_shape is not None and int(np.prod(image_shape)) == n_features
     noise = ("Gaussian noise (zCDP): L2 sensitivities do not grow with p or d" if gaussian else
              "Laplace noise (pure epsilon; give delta for the Gaussian variant, which adds far less noise)")
     if task in ("classification", "regression") and n_features >= 2:
+        basis = ("images: the low-frequency 2-D DCT basis of the public image shape (no budget) keeps "
+                 "most of an image's mass" if image else
+                 "a DP PCA basis keeps the directions with the most mass")
+        model = (f"one Gaussian per class ({n_classes} public classes)" if task == "classification"
+                 else "one Gaussian of [features, label]")
+        if image:
+            params["pca_source"] = "dct"
         return {"mechanism": "pca-gauss", "parameters": params,
-                "reason": f"labelled data, d = {n_features}: a DP PCA basis keeps the directions with the "
-                          f"most mass, then one Gaussian per class ({n_classes} public classes); {noise}"}
+                "reason": f"labelled data, d = {n_features}: {basis}, then {model}; {noise}"}
     return {"mechanism": "ron-gauss", "parameters": params,
             "reason": "no labels: a public random orthonormal basis, so real rows map into the release; "
                       f"{noise}"}

@@ -130,3 +130,16 @@ def test_pca_gauss_dct_source_spends_nothing_on_the_basis():
     assert auto.details["recommended"]["pca_fraction"] is None
     with pytest.raises(ValueError, match="image_shape"):
         PCAGauss(epsilon=1.0, pca_source="dct").release(load_dataset("adult").subset(np.arange(500)))
+
+
+def test_recommended_mechanism_uses_the_image_basis_for_images_only():
+    from dpcore.calibration import recommended_mechanism
+
+    img = recommended_mechanism("classification", 7500, 784, epsilon=1.0, delta=1e-6, n_classes=10,
+                                image_shape=(28, 28))
+    assert img["mechanism"] == "pca-gauss" and img["parameters"]["pca_source"] == "dct"
+    assert img["parameters"]["noise"] == "gaussian" and "DCT" in img["reason"]
+    table = recommended_mechanism("classification", 7500, 105, epsilon=1.0, n_classes=2, image_shape=(28, 28))
+    assert "pca_source" not in table["parameters"]  # the shape does not describe these features
+    rel = PCAGauss(epsilon=1.0, delta=1e-6, random_state=0).release(load_dataset("digits"))
+    assert rel.details["recommended"]["mechanism"]["parameters"]["pca_source"] == "dct"

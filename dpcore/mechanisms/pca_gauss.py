@@ -414,7 +414,7 @@ class PCAGauss(Mechanism):
                 **rule, "mechanism": recommended_mechanism(
                     data.task, n, d, epsilon=params["epsilon"],
                     delta=params["delta"] if params["noise"] == "gaussian" else None,
-                    n_classes=0 if data.classes is None else data.classes.size)}
+                    n_classes=0 if data.classes is None else data.classes.size, image_shape=data.image_shape)}
         return rel
 
     @staticmethod

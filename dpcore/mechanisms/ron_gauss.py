@@ -883,7 +883,7 @@ def _n_components(params: dict[str, Any], data: PreparedInput) -> tuple[int, dic
     rec = recommended_n_components(n, d, epsilon=params["epsilon"], delta=delta, n_classes=n_classes,
                                    model_share=share, random_basis=True)
     rec["mechanism"] = recommended_mechanism(data.task, n, d, epsilon=params["epsilon"], delta=delta,
-                                             n_classes=n_classes if gmm else 0)
+                                             n_classes=n_classes if gmm else 0, image_shape=data.image_shape)
     return check_n_components(rec["n_components"], d), rec
 
 
