@@ -447,7 +447,9 @@ class PCAGauss(Mechanism):
             n, d, epsilon=params["epsilon"], delta=params["delta"] if gaussian else None,
             n_classes=n_classes, model_share=model_share, dp_basis=dp_basis, basis_l1=basis_l1,
             pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"],
-            mean_share=(1 - h) * params["epsilon_split"][0] if gmm else None)
+            # Gaussian noise: the class means decide p (the second moments' noise does not grow with p);
+            # Laplace: their per-entry noise grows like p and the trace-norm criterion decides
+            mean_share=(1 - h) * params["epsilon_split"][0] if gmm and gaussian else None)
         f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
         return check_n_components(rec["n_components"], d), f, rec
 
