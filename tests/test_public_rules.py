@@ -143,3 +143,31 @@ def test_recommended_mechanism_uses_the_image_basis_for_images_only():
     assert "pca_source" not in table["parameters"]  # the shape does not describe these features
     rel = PCAGauss(epsilon=1.0, delta=1e-6, random_state=0).release(load_dataset("digits"))
     assert rel.details["recommended"]["mechanism"]["parameters"]["pca_source"] == "dct"
+
+
+def test_shrink_noisy_covariance_recovers_spikes_and_drops_the_noise_bulk():
+    from dpcore.calibration import psd_repair, shrink_noisy_covariance
+
+    rng = np.random.default_rng(0)
+    p, s = 200, 0.01
+
+    def wigner():
+        g = rng.normal(0.0, s, (p, p))
+        return np.triu(g) + np.triu(g, 1).T  # i.i.d. upper triangle, mirrored
+
+    v = rng.normal(size=(p, 2))
+    v, _ = np.linalg.qr(v)
+    A = (v * [1.0, 0.5]) @ v.T  # spikes 1.0 and 0.5, far above s sqrt(p) = 0.14
+    est = shrink_noisy_covariance(A + wigner(), s)
+    top = np.sort(np.linalg.eigvalsh(est))[::-1]
+    assert top[:2] == pytest.approx([1.0, 0.5], rel=0.02)
+    assert np.all(top >= -1e-12) and np.allclose(est, est.T)
+    # the clipped matrix keeps the bulk: its trace is far larger than the spikes'
+    assert np.trace(psd_repair(A + wigner())) > 1.5 + 2.0
+    # pure noise: at most a sliver above the edge survives
+    noise_only = shrink_noisy_covariance(wigner(), s)
+    assert np.trace(noise_only) < 0.05 * np.trace(psd_repair(wigner()))
+    m = A + wigner()
+    assert np.allclose(shrink_noisy_covariance(m, 0.0), psd_repair(m))
+    with pytest.raises(ValueError, match="noise_sd"):
+        shrink_noisy_covariance(m, -1.0)

@@ -93,6 +93,7 @@ from dpcore.calibration import (
     psd_repair,
     recommended_mechanism,
     recommended_n_components,
+    shrink_noisy_covariance,
 )
 from dpcore.mechanisms._box import (
     A_BOUND,
@@ -323,6 +324,11 @@ class PCAGauss(Mechanism):
         threshold), recorded in ``details["recommended"]``.
     public_data : array-like of shape (n_public, n_features) or Dataset, optional
         ``pca_source="public"``: the public rows ``W`` is computed from (required there).
+    covariance_repair : {"clip", "shrink"}, default "clip"
+        Alg. 3: each class covariance ``M_c,DP - mu mu^T`` made PSD by clipping negative eigenvalues
+        (the paper's repair), or by :func:`dpcore.calibration.shrink_noisy_covariance` with the
+        statistic's public noise scale (eigenvalues inside the noise bulk to 0, spikes debiased), so
+        samples do not carry the noise's variance in every direction. Post-processing: no budget.
     calibration : {"tight", "paper"}, default "tight"
         Sensitivities: the paper's values (noise on every matrix entry) or the tighter proven ones
         (``min(p, 2)`` for Alg. 1; upper-triangle noise and the L2-ball bound ``||x^||_2 <= a`` for
@@ -371,6 +377,11 @@ class PCAGauss(Mechanism):
               "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
         LABEL_PRIVACY,
         HISTOGRAM_FRACTION,
+        Param("covariance_repair", "choice", "clip", "Classification: class covariances from the noisy "
+              "moments by clipping negative eigenvalues (clip, the paper's PSD repair) or by shrinking "
+              "the eigenvalues to what the public noise scale implies (shrink: the noise bulk goes to 0, "
+              "spikes are debiased; dpcore.calibration.shrink_noisy_covariance). Post-processing: no "
+              "budget.", choices=("clip", "shrink")),
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -627,7 +638,7 @@ class PCAGauss(Mechanism):
                     gauss=gauss)
                 noise.append(hist_rec)
             values, labels, recs = self._alg3(data, stats, p, split, cal, m, rng, bits, diag, noisy_counts,
-                                              gauss)
+                                              gauss, shrink=params["covariance_repair"] == "shrink")
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
             values, labels, recs = self._alg2(data, stats, p, split, cal, m, rng, bits, diag, gauss)
@@ -742,10 +753,13 @@ class PCAGauss(Mechanism):
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
               cal: str, m: int, rng: np.random.Generator, bits: BitSource, diag: dict[str, Any],
               noisy_counts: np.ndarray | None = None, gauss: ZCDPBudget | None = None,
+              shrink: bool = False,
               ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
         """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
         sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes.
-        ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`)."""
+        ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`). ``shrink``:
+        class covariances by :func:`~dpcore.calibration.shrink_noisy_covariance` instead of
+        :func:`~dpcore.calibration.psd_repair` (``covariance_repair="shrink"``)."""
         assert data.classes is not None and stats.sizes is not None
         sizes = stats.sizes
         protected = noisy_counts is not None
@@ -796,7 +810,11 @@ class PCAGauss(Mechanism):
                     protected=protected, tag=tag)
             if count is not None:
                 mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
-            cov = psd_repair(noisy - np.outer(mu, mu))
+            # per-entry noise sd of the class second moment (Gaussian: sigma; Laplace: sqrt(2) b), per row
+            sd = class_recs[-1].scale * (1.0 if gauss is not None else math.sqrt(2.0))
+            sd /= 1.0 if count is None else max(1.0, count)
+            cov = (shrink_noisy_covariance(noisy - np.outer(mu, mu), sd) if shrink
+                   else psd_repair(noisy - np.outer(mu, mu)))
             chunks.append(gaussian_samples(mu, cov, int(counts[c]), rng))
             labels.append(np.full(int(counts[c]), c))
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
