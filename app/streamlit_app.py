@@ -26,6 +26,7 @@ import streamlit as st  # noqa: E402
 
 from app import state  # noqa: E402
 from app.markdown import md_escape  # noqa: E402
+from dpcore.calibration import default_delta, recommended_mechanism  # noqa: E402
 from dpcore.mechanisms import MECHANISMS  # noqa: E402
 
 PAGES = ROOT / "pages"
@@ -62,5 +63,13 @@ with st.sidebar:
         help="The release mechanism used on the Explore, Privacy, Distances and Release pages.",
     )
     st.caption(MECHANISMS[st.session_state.mechanism].summary)
+    rec = recommended_mechanism(ds.task, ds.n_samples, ds.n_features, epsilon=1.0,
+                                delta=default_delta(ds.n_samples), image_shape=ds.image_shape,
+                                n_classes=0 if ds.classes is None else len(ds.classes))
+    setting = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                        for k, v in rec["parameters"].items())
+    st.caption(f"**Recommended for this task and data shape:** {rec['mechanism']} ({md_escape(setting)})",
+               help=md_escape(rec["reason"]) + " (dpcore.calibration.recommended_mechanism: public facts "
+               "only)")
 
 nav.run()

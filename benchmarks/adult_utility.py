@@ -13,8 +13,10 @@ on the real train rows scaled to ``[0, 1]`` by the public bounds. Every cell is 
 ``--trials`` releases (seeds 0..trials-1) with a 95% Student-t interval (mean +- half-width).
 Nothing is tuned: no parameter is chosen by looking at the test rows.
 
-Variants: each mechanism's defaults and its Gaussian-noise variant where it has one
-(``noise="gaussian"``; for PCA-Gauss also ``pca_source="analyze-gauss"``, its Analyze-Gauss basis).
+Variants: each mechanism's defaults twice, with only epsilon given (``noise="auto"`` then uses the
+papers' Laplace noise, pure epsilon) and with epsilon and delta = 1e-6 given (``noise="auto"`` then
+uses Gaussian noise, :func:`dpcore.calibration.resolve_noise`); and papers' modes by name
+(PCA-Gauss ``pca_source="analyze-gauss"`` with the Laplace model, RON-Gauss with Meckes's p = 6).
 Defaults include the automatic ``n_components`` and budget split of the public rule
 (:func:`dpcore.calibration.recommended_n_components`), which sees only n, d, the class count,
 epsilon and delta.
@@ -54,11 +56,13 @@ def _has(cls, name: str) -> bool:
 def variants() -> dict[str, tuple[type, dict]]:
     """Name -> (mechanism class, parameters besides epsilon). Gaussian variants where they exist."""
     out: dict[str, tuple[type, dict]] = {}
-    for label, cls in (("RON-Gauss", RONGauss), ("PCA-Gauss", PCAGauss), ("MODIPS", MODIPS)):
-        out[f"{label} (defaults)"] = (cls, {})
-        if _has(cls, "noise"):
-            out[f"{label} noise=gaussian"] = (cls, {"noise": "gaussian", "delta": DELTA})
-    out["PCA-Gauss pca_source=analyze-gauss"] = (PCAGauss, {"pca_source": "analyze-gauss", "delta": DELTA})
+    for label, cls in (("PCA-Gauss", PCAGauss), ("RON-Gauss", RONGauss), ("MODIPS", MODIPS)):
+        if _has(cls, "delta"):
+            out[f"{label} (defaults, δ = {DELTA:g} given)"] = (cls, {"delta": DELTA})
+        out[f"{label} (defaults, ε only)"] = (cls, {})
+    out["PCA-Gauss pca_source=analyze-gauss, noise=laplace"] = (
+        PCAGauss, {"pca_source": "analyze-gauss", "noise": "laplace", "delta": DELTA})
+    out["RON-Gauss n_components=6 (Meckes, the paper's)"] = (RONGauss, {"n_components": 6})
     return out
 
 
@@ -96,7 +100,7 @@ def run(trials: int, epsilons: list[float], only: list[str] | None = None) -> st
             continue
         cells, seconds = [], []
         for eps in epsilons:
-            accs = []
+            accs, ps = [], set()
             for seed in range(trials):
                 t0 = time.perf_counter()
                 rel = cls(epsilon=eps, random_state=seed, **extra).release(train)
@@ -105,7 +109,9 @@ def run(trials: int, epsilons: list[float], only: list[str] | None = None) -> st
                 if cls.space == "features":  # the non-private baseline's public [0, 1] scaling
                     X_rel, X_test = (X_rel - lo) / width, np.clip((X_test - lo) / width, 0, 1)
                 accs.append(_accuracy(X_rel, np.asarray(rel.labels), X_test, test.y))
-            cells.append(_interval(accs))
+                ps.add(rel.details.get("n_components"))
+            cells.append(_interval(accs) + (f" (p = {'/'.join(map(str, sorted(ps - {None})))})"
+                                            if ps - {None} else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {np.median(seconds):.2f} |")
         print(lines[-1], file=sys.stderr, flush=True)
     return "\n".join(lines)

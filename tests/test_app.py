@@ -360,3 +360,12 @@ def test_utility_page_reports_clustering_against_the_isotropic_null():
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     names = {t.get("name", "") for spec in charts for t in spec["data"]}
     assert any("null" in n for n in names)
+
+
+def test_sidebar_shows_the_recommended_mechanism_for_the_data():
+    at = new_app()  # digits: 8 x 8 images, classification
+    shown = [c.value for c in at.sidebar.caption if "Recommended" in c.value]
+    assert shown and "pca-gauss" in shown[0] and "= dct" in shown[0] and "gaussian" in shown[0]
+    choose_dataset(at, "adult")
+    shown = [c.value for c in at.sidebar.caption if "Recommended" in c.value]
+    assert shown and "pca-gauss" in shown[0] and "dct" not in shown[0]

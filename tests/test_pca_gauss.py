@@ -216,7 +216,7 @@ def test_analyze_gauss_and_public_sources():
     X, y = _blobs(n=1200, seed=5)
     X, y, public = X[:1000], y[:1000], X[1000:]  # public: a separate sample, not private rows
     rel = PCAGauss(epsilon=1.0, delta=1e-6, n_components=3, pca_source="analyze-gauss", pca_fraction=0.5,
-                   random_state=0, bounds=(-1, 1), classes=[0, 1, 2]).release(X, y)
+                   noise="laplace", random_state=0, bounds=(-1, 1), classes=[0, 1, 2]).release(X, y)
     ag = rel.noise[0]
     assert ag.distribution == "gaussian" and ag.sensitivity == pytest.approx(math.sqrt(2))
     assert ag.scale == pytest.approx(analytic_gaussian_sigma(math.sqrt(2), 0.5, 1e-6))

@@ -150,19 +150,22 @@ def unit_to_label(y: np.ndarray, label_bounds: tuple[float, float], a: float) ->
     return (lo + hi) / 2 + np.asarray(y) * half / a
 
 
-NOISE_CHOICES = ("laplace", "gaussian")
+NOISE_CHOICES = ("auto", "laplace", "gaussian")
 ZCDP_SOURCE = "Bun & Steinke 2016 (zCDP of the Gaussian mechanism)"
 
 
 #: the ``noise`` parameter of the mechanisms with a Gaussian variant
-NOISE = Param("noise", "choice", "laplace", "Noise on the statistics: 'laplace' (the paper's pure "
-                 "epsilon-DP, L1 sensitivities) or 'gaussian' ((epsilon, delta)-DP, L2 sensitivities "
-                 "that grow far slower with p and d, composed in zCDP).", choices=NOISE_CHOICES,
-                 privacy=True)
+NOISE = Param("noise", "choice", "auto", "Noise on the statistics: 'laplace' (the paper's pure "
+                 "epsilon-DP, L1 sensitivities), 'gaussian' ((epsilon, delta)-DP, L2 sensitivities "
+                 "that grow far slower with p and d, composed in zCDP), or 'auto': gaussian when you give "
+                 "delta, laplace when you do not (dpcore.calibration.resolve_noise).",
+                 choices=NOISE_CHOICES, privacy=True)
 
 #: ``delta`` of the ``noise="gaussian"`` variants (empty: :func:`dpcore.calibration.default_delta`)
-GAUSSIAN_DELTA = Param("delta", "float", None, "noise='gaussian' only: failure probability of (epsilon, "
-                       "delta)-DP, in (0, 1); empty = min(1e-5, n^-1.5).", low=0.0, high=1.0, low_open=True,
+GAUSSIAN_DELTA = Param("delta", "float", None, "Failure probability of (epsilon, delta)-DP, in (0, 1), "
+                       "for Gaussian noise (given: noise='auto' uses Gaussian noise); empty = pure "
+                       "epsilon with noise='auto', min(1e-5, n^-1.5) where Gaussian noise is asked for.",
+                       low=0.0, high=1.0, low_open=True,
                        high_open=True, log=True, privacy=True, optional=True)
 
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcore import dask_engine
-from dpcore.calibration import check_random_state
+from dpcore.calibration import check_random_state, resolve_noise
 from dpcore.exceptions import NonFiniteNoiseError
 from dpcore.limits import check_memory
 from dpcore.noise import BitSource, noise_source
@@ -223,6 +223,8 @@ class Mechanism:
         the Dask engine's for a table larger than memory) and the checked ``n_samples``, after the
         memory check: the first half of :meth:`explore` (and of a generative mechanism's ``fit``)."""
         values = validate_params(self.params, {p.name: getattr(self, p.name) for p in self.params})
+        if values.get("noise") == "auto":  # the user's delta decides (dpcore.calibration.resolve_noise)
+            values = {**values, "noise": resolve_noise("auto", values.get("delta"))[0]}
         lazy = dask_engine.is_lazy_input(X)  # a table larger than memory: dpcore.dask_engine
         data = (partial(dask_engine.prepare_input, mechanism=self.name) if lazy else prepare_input)(
             X, y, bounds=self.bounds, label_bounds=self.label_bounds, classes=self.classes,
@@ -259,7 +261,12 @@ class Mechanism:
         its details and mark a seeded one as a preview: the last step of :meth:`explore`."""
         check_finite_release(rel, values)
         details = {**rel.details, "warnings": [*rel.details.get("warnings", []), *data.warnings]}
-        return dataclasses.replace(rel, seeded=self.random_state is not None, details=details)
+        parameters = rel.parameters
+        if getattr(self, "noise", None) == "auto":  # the card keeps noise='auto' as given, and says
+            details["noise_choice"] = resolve_noise("auto", values.get("delta"))[1]  # what it chose, why
+            parameters = {**parameters, "noise": "auto"}
+        return dataclasses.replace(rel, seeded=self.random_state is not None, details=details,
+                                   parameters=parameters)
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,

@@ -158,6 +158,11 @@ class MODIPS(GaussianGenerator):
     epsilon_split : (float, float), default (0.3, 0.7)
         Fractions for the mean and the second moment (RON-Gauss's split, so the comparison is
         like for like).
+    noise : {"auto", "laplace", "gaussian"}, default "auto"
+        ``"auto"``: Gaussian noise when ``delta`` is given, Laplace (pure epsilon) otherwise
+        (:func:`dpcore.calibration.resolve_noise`; the card's ``details["noise_choice"]``).
+    delta : float, optional
+        Gaussian noise only; empty with ``noise="gaussian"``: ``min(1e-5, n^-1.5)``.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 

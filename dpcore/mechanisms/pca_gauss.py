@@ -56,6 +56,9 @@ Where ``W`` comes from (Alg. 2 and 3; each changes the total guarantee):
   2014): rows scaled to L2 norm <= 1, ``X^T X`` plus a symmetric matrix of i.i.d. Gaussians on the
   upper triangle; replace-one Frobenius sensitivity ``sqrt(2)``; ``sigma`` from the analytic
   Gaussian mechanism (Balle & Wang 2018). Total ``(eps_pca + eps_mu + eps_Sigma, delta)``.
+* ``pca_source="dct"`` (images): ``W`` is the ``p`` lowest-frequency functions of the 2-D DCT basis
+  of the public image shape (:func:`dpcore.calibration.image_dct_basis`): data-independent like
+  RON-Gauss's random ``W``, no budget; total ``eps_mu + eps_Sigma``. Not in the paper (ours).
 * ``pca_source="public"`` (PubPCA): ``W`` is the top-``p`` eigenvectors of a separate table of
   PUBLIC rows, ``public_data`` (recorded on the card by its SHA-256; never a part of the private
   input, see :mod:`dpcore.mechanisms._public`). No budget; total ``eps_mu + eps_Sigma``.
@@ -83,10 +86,13 @@ from dpcore.calibration import (
     EpsilonSplit,
     analytic_gaussian_sigma,
     check_delta,
+    default_delta,
+    image_dct_basis,
     laplace_scale,
     psd_repair,
     recommended_mechanism,
     recommended_n_components,
+    shrink_noisy_covariance,
 )
 from dpcore.mechanisms._box import (
     A_BOUND,
@@ -98,6 +104,7 @@ from dpcore.mechanisms._box import (
     top_eigvecs,
 )
 from dpcore.mechanisms._gaussian_model import (
+    GAUSSIAN_DELTA,
     NOISE,
     FittedGaussian,
     GaussianGenerator,
@@ -123,7 +130,7 @@ from dpcore.mechanisms._public import public_rows
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import PreparedInput
 from dpcore.release import Guarantee, NoiseRecord
-from dpcore.schema import DELTA, EPSILON, Param
+from dpcore.schema import EPSILON, Param
 
 __all__ = [
     "PCAGauss",
@@ -237,6 +244,25 @@ def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tigh
     return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
+#: ``pca_source`` values whose ``W`` costs no budget
+PUBLIC_BASES = ("public", "dct")
+
+
+def _dct_basis(data: PreparedInput, p: int) -> np.ndarray:
+    """``pca_source="dct"``: :func:`dpcore.calibration.image_dct_basis` of the public image shape.
+
+    Raises
+    ------
+    ValueError
+        The input has no public image shape whose pixels are its features.
+    """
+    shape = data.image_shape
+    if shape is None or int(np.prod(shape)) != data.X.shape[1]:
+        raise ValueError(f"pca_source='dct' needs images: a public image_shape whose pixels are the "
+                         f"{data.X.shape[1]} features (got image_shape = {shape})")
+    return image_dct_basis(shape, p)
+
+
 def _pca_transform(X: np.ndarray, *, W: np.ndarray, bmap: BoxMap) -> np.ndarray:
     """Real rows -> PCA features ``W^T z / B`` of the mapped rows ``z`` (:class:`BoxMap`)."""
     X = np.asarray(X, dtype=float)
@@ -269,8 +295,11 @@ class PCAGauss(GaussianGenerator):
     ----------
     epsilon : float, default 1.0
         Total privacy budget (> 0; ``inf`` = NOT PRIVATE, explore only).
-    delta : float, default 1e-5
-        Used only by ``pca_source="analyze-gauss"`` (then the guarantee is (epsilon, delta)).
+    delta : float, optional
+        Given: ``noise="auto"`` (default) uses Gaussian noise and the guarantee is (epsilon, delta)
+        (:func:`dpcore.calibration.resolve_noise`); also the delta of ``pca_source="analyze-gauss"``.
+        Empty: pure epsilon with ``noise="auto"``; :func:`dpcore.calibration.default_delta` of ``n``
+        (``min(1e-5, n^-1.5)``) where Gaussian noise is asked for.
     epsilon_split : (float, float), default (0.1, 0.9)
         Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
         release a single noisy statistic and spend the whole model budget on it.
@@ -279,12 +308,14 @@ class PCAGauss(GaussianGenerator):
         :func:`dpcore.calibration.recommended_n_components` of ``n, d``, the class count, epsilon and
         (``noise="gaussian"``) delta, recorded on the card as ``details["recommended"]``.
         Laplace sensitivities grow like ``p^2`` (Alg. 2/3): small ``p`` is the point of the method.
-    noise : {"laplace", "gaussian"}, default "laplace"
+    noise : {"auto", "laplace", "gaussian"}, default "auto"
+        ``"auto"``: ``"gaussian"`` when ``delta`` is given, else ``"laplace"`` (the card's
+        ``details["noise_choice"]`` says which and why). ``"laplace"``: the paper's pure epsilon.
         ``"gaussian"``: (epsilon, delta)-DP, every statistic (the DP PCA as Analyze Gauss, the
         eigenvalues, the class histogram, means and second moments) gets Gaussian noise from its L2
         sensitivity (:func:`eigenvalue_l2_sensitivity`, :func:`class_l2_sensitivities`), composed in
         zCDP; the card's ``laplace_over_gaussian_variance`` shows the noise saved per part.
-    pca_source : {"lap", "analyze-gauss", "public"}, default "lap"
+    pca_source : {"lap", "analyze-gauss", "public", "dct"}, default "lap"
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1.
     pca_fraction : float, optional
         Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``); empty
@@ -293,6 +324,11 @@ class PCAGauss(GaussianGenerator):
         threshold), recorded in ``details["recommended"]``.
     public_data : array-like of shape (n_public, n_features) or Dataset, optional
         ``pca_source="public"``: the public rows ``W`` is computed from (required there).
+    covariance_repair : {"clip", "shrink"}, default "clip"
+        Alg. 3: each class covariance ``M_c,DP - mu mu^T`` made PSD by clipping negative eigenvalues
+        (the paper's repair), or by :func:`dpcore.calibration.shrink_noisy_covariance` with the
+        statistic's public noise scale (eigenvalues inside the noise bulk to 0, spikes debiased), so
+        samples do not carry the noise's variance in every direction. Post-processing: no budget.
     calibration : {"tight", "paper"}, default "tight"
         Sensitivities: the paper's values (noise on every matrix entry) or the tighter proven ones
         (``min(p, 2)`` for Alg. 1; upper-triangle noise and the L2-ball bound ``||x^||_2 <= a`` for
@@ -327,7 +363,7 @@ class PCAGauss(GaussianGenerator):
                 "for Non-Interactive Private Data Release (PCA-Gauss)")
     params = (
         EPSILON,
-        DELTA,
+        GAUSSIAN_DELTA,
         NOISE,
         Param("epsilon_split", "fraction_split", (0.1, 0.9), "Classification (GMM): fractions of "
               "the model budget for the class means and second moments (paper: 0.1 / 0.9).",
@@ -336,8 +372,9 @@ class PCAGauss(GaussianGenerator):
               "features); empty = automatic: the public rule of dpcore.calibration."
               "recommended_n_components (n, d, classes, epsilon, delta).", low=1, optional=True),
         Param("pca_source", "choice", "lap", "Supervised tasks: W from LapPCA (pure), Analyze "
-              "Gauss (epsilon, delta) or a separate public table, public_data (no budget).",
-              choices=("lap", "analyze-gauss", "public"), privacy=True),
+              "Gauss (epsilon, delta), a separate public table, public_data (no budget), or (images) "
+              "the low-frequency 2-D DCT basis of the public image shape (no budget).",
+              choices=("lap", "analyze-gauss", "public", "dct"), privacy=True),
         Param("pca_fraction", "float", None, "Fraction of epsilon spent on the DP PCA (lap, "
               "analyze-gauss); empty = automatic: the public rule of dpcore.calibration."
               "recommended_n_components.", low=0.0, high=1.0, low_open=True, high_open=True,
@@ -346,6 +383,11 @@ class PCAGauss(GaussianGenerator):
               "the paper's constants (also proven).", choices=("tight", "paper"), privacy=True),
         LABEL_PRIVACY,
         HISTOGRAM_FRACTION,
+        Param("covariance_repair", "choice", "clip", "Classification: class covariances from the noisy "
+              "moments by clipping negative eigenvalues (clip, the paper's PSD repair) or by shrinking "
+              "the eigenvalues to what the public noise scale implies (shrink: the noise bulk goes to 0, "
+              "spikes are debiased; dpcore.calibration.shrink_noisy_covariance). Post-processing: no "
+              "budget.", choices=("clip", "shrink")),
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -375,6 +417,9 @@ class PCAGauss(GaussianGenerator):
         if params["noise"] == "gaussian" and params["calibration"] == "paper":
             raise ValueError("noise='gaussian' needs calibration='tight' (the paper's constants are "
                              "L1 values for the Laplace mechanism)")
+        approximate = params["noise"] == "gaussian" or params["pca_source"] == "analyze-gauss"
+        if params["delta"] is None and approximate:  # (epsilon, delta) asked for without a delta
+            params = {**params, "delta": default_delta(n)}
         p, pca_fraction, rule = self._components(params, data)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
@@ -389,7 +434,7 @@ class PCAGauss(GaussianGenerator):
                 **rule, "mechanism": recommended_mechanism(
                     data.task, n, d, epsilon=params["epsilon"],
                     delta=params["delta"] if params["noise"] == "gaussian" else None,
-                    n_classes=0 if data.classes is None else data.classes.size)}
+                    n_classes=0 if data.classes is None else data.classes.size, image_shape=data.image_shape)}
         return fitted
 
     @staticmethod
@@ -402,7 +447,7 @@ class PCAGauss(GaussianGenerator):
         is predicted as all-Laplace (a larger basis noise: a conservative p)."""
         n, d = data.X.shape
         supervised = data.task != "unsupervised"
-        dp_basis = supervised and params["pca_source"] != "public"
+        dp_basis = supervised and params["pca_source"] not in PUBLIC_BASES
         if params["n_components"] is not None and (params["pca_fraction"] is not None or not dp_basis):
             return check_n_components(params["n_components"], d), params["pca_fraction"], None
         check_n_components(params["n_components"], d)  # names the problem (p >= d, a single feature)
@@ -421,7 +466,10 @@ class PCAGauss(GaussianGenerator):
         rec = recommended_n_components(
             n, d, epsilon=params["epsilon"], delta=params["delta"] if gaussian else None,
             n_classes=n_classes, model_share=model_share, dp_basis=dp_basis, basis_l1=basis_l1,
-            pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"])
+            pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"],
+            # Gaussian noise: the class means decide p (the second moments' noise does not grow with p);
+            # Laplace: their per-entry noise grows like p and the trace-norm criterion decides
+            mean_share=(1 - h) * params["epsilon_split"][0] if gmm and gaussian else None)
         f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
         return check_n_components(rec["n_components"], d), f, rec
 
@@ -441,7 +489,7 @@ class PCAGauss(GaussianGenerator):
                 statistic="top-p eigenvalues of (1/(n B^2)) Z^T Z",
                 formula="S2 = sqrt(2)/n (Hoffman-Wielandt: ||lambda - lambda'||_2 <= ||A - A'||_F; "
                         "rows of norm <= 1)", source=f"{SOURCE}, Alg. 1 (Gaussian variant)")
-            eps_g, delta_g, gaussian_details = gauss.guarantee(True)
+            eps_g, delta_g, gaussian_details = gauss.guarantee(self.delta is not None)
             guarantee = Guarantee(epsilon=eps_g, delta=delta_g, neighbouring="replace-one", kind="approx")
             noise = [rec]
         else:
@@ -498,7 +546,8 @@ class PCAGauss(GaussianGenerator):
         if protected:
             h = params["histogram_fraction"]
             model = {"histogram": h, **{k: (1 - h) * v for k, v in model.items()}}
-        if source == "public":
+        public_basis = source in PUBLIC_BASES  # no budget for W
+        if public_basis:
             fractions = model
         else:
             f = pca_fraction
@@ -509,7 +558,7 @@ class PCAGauss(GaussianGenerator):
             delta = check_delta(params["delta"])
             n_classes = data.classes.size if gmm and data.classes is not None else 0
             gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
-                                    _gaussian_coordinates(d, p, source != "public", gmm, protected,
+                                    _gaussian_coordinates(d, p, not public_basis, gmm, protected,
                                                           n_classes), bits)
             split = gauss.split
         else:
@@ -521,7 +570,7 @@ class PCAGauss(GaussianGenerator):
         gaussian_draws: list[NoiseDraw] = []
         diag: dict[str, Any] = {"pca_source": source}
         moments = None
-        if source != "public":
+        if not public_basis:
             # one pass (one per class for Alg. 3) gives X^T X for the DP PCA and everything the
             # Gaussian model needs: the PCA-space moments are W^T (.) W / B^2 of the same sums
             moments = _Moments.collect(X, bmap, None, y, data, gmm)
@@ -530,6 +579,8 @@ class PCAGauss(GaussianGenerator):
                               mechanism="pca-gauss with pca_source='public'", min_rows=1)
             W = top_eigvecs(box_gram(pub.X, bmap, clip=False), p)
             diag["public_data"] = pub.card()
+        elif source == "dct":
+            W = _dct_basis(data, p)
         elif gaussian:
             # Analyze Gauss inside the zCDP budget: Y^T Y for the rows Y = Z/B, of L2 norm <= 1
             assert moments is not None and gauss is not None
@@ -590,7 +641,8 @@ class PCAGauss(GaussianGenerator):
                     y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)",
                     gauss=gauss)
                 noise.append(hist_rec)
-            model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss, n_samples)
+            model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss, n_samples,
+                                     shrink=params["covariance_repair"] == "shrink")
             algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
         else:
             model, recs = self._alg2(data, stats, p, split, cal, bits, diag, gauss)
@@ -599,7 +651,7 @@ class PCAGauss(GaussianGenerator):
 
         gaussian_details: dict[str, Any] = {}
         if gauss is not None:
-            eps_total, delta, gaussian_details = gauss.guarantee(True)
+            eps_total, delta, gaussian_details = gauss.guarantee(self.delta is not None)
             slack = gaussian_details.pop("noise_slack")
         elif gaussian_draws:
             eps_total = math.fsum(split.parts)
@@ -620,6 +672,9 @@ class PCAGauss(GaussianGenerator):
                 "W was computed without noise from the public_data rows (identified by "
                 "public_data_sha256), which the custodian asserts are PUBLIC; they get no protection"
             )
+        if source == "dct":
+            assumptions.append(f"W is the {p} lowest-frequency functions of the 2-D DCT basis of the public "
+                               f"image shape {data.image_shape}: no data and no budget")
         if gmm:
             assumptions.append(label_privacy_assumption(params["label_privacy"]))
         else:
@@ -700,10 +755,13 @@ class PCAGauss(GaussianGenerator):
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
               cal: str, bits: BitSource, diag: dict[str, Any],
               noisy_counts: np.ndarray | None = None, gauss: ZCDPBudget | None = None,
-              n_samples: int | None = None) -> tuple[GaussianModel, list[NoiseRecord]]:
+              n_samples: int | None = None, shrink: bool = False,
+              ) -> tuple[GaussianModel, list[NoiseRecord]]:
         """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
         sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes.
-        ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`)."""
+        ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`). ``shrink``:
+        class covariances by :func:`~dpcore.calibration.shrink_noisy_covariance` instead of
+        :func:`~dpcore.calibration.psd_repair` (``covariance_repair="shrink"``)."""
         assert data.classes is not None and stats.sizes is not None
         sizes = stats.sizes
         protected = noisy_counts is not None
@@ -754,7 +812,11 @@ class PCAGauss(GaussianGenerator):
             if count is not None:
                 mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
             means.append(mu)
-            covariances.append(psd_repair(noisy - np.outer(mu, mu)))
+            # per-entry noise sd of the class second moment (Gaussian: sigma; Laplace: sqrt(2) b), per row
+            sd = class_recs[-1].scale * (1.0 if gauss is not None else math.sqrt(2.0))
+            sd /= 1.0 if count is None else max(1.0, count)
+            covariances.append(shrink_noisy_covariance(noisy - np.outer(mu, mu), sd) if shrink
+                               else psd_repair(noisy - np.outer(mu, mu)))
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
             diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
             recs += class_recs

@@ -92,6 +92,8 @@ from dpcore.calibration import (
     haar_stiefel,
     laplace_scale,
     psd_repair,
+    recommended_mechanism,
+    recommended_n_components,
 )
 from dpcore.mechanisms._gaussian_model import (
     GAUSSIAN_DELTA,
@@ -535,9 +537,15 @@ class RONGauss(GaussianGenerator):
         Fractions of ``epsilon`` for the DP mean (``eps_mu``) and the second moment
         (``eps_Sigma``); paper section 5.2. Parts are rounded down so they never exceed the total.
     n_components : int, optional
-        Projection dimension ``p`` (``1 <= p < n_features``). Default: Meckes's DFM bound
-        ``floor(2 ln d / ln ln d)`` (:func:`default_n_components`). Smaller ``p`` means less noise
-        (sensitivity ``(p + 1)/n``) and a more Gaussian projection, but more information lost.
+        Projection dimension ``p`` (``1 <= p < n_features``). Empty (default): the public rule
+        :func:`dpcore.calibration.recommended_n_components` with ``random_basis=True``, which trades
+        the mass a random projection leaves out (``1 - p/d``) against the model noise, from n, d,
+        the class count, epsilon and delta only (``details["recommended"]``; on Adult, d = 105:
+        p = 8 / 39 with Laplace noise at epsilon = 1 / 10, 104 with Gaussian noise). The paper's
+        choice is Meckes's DFM bound ``floor(2 ln d / ln ln d)``
+        (:func:`~dpcore.mechanisms._gaussian_model.default_n_components`; give it as ``n_components``).
+        Smaller ``p`` means less noise (Laplace sensitivity ``(p + 1)/n``) and a more Gaussian
+        projection, but more information lost.
     reconstruct : bool, default False
         Release ``x~ W^T + mu_DP`` in the ``d``-dimensional pre-processed space (unit-normalised
         rows, not the original units) instead of the ``p``-dimensional projection. For
@@ -562,12 +570,15 @@ class RONGauss(GaussianGenerator):
         ``"bounds"`` maps each feature from its public bounds to ``[0, 1]`` before the row
         normalisation (data-independent, no budget; identical to ``"none"`` when every feature has
         the same range, e.g. images). ``"none"`` normalises raw rows as the paper does.
-    noise : {"laplace", "gaussian"}, default "laplace"
+    noise : {"auto", "laplace", "gaussian"}, default "auto"
+        ``"auto"``: ``"gaussian"`` when ``delta`` is given, else ``"laplace"``
+        (:func:`dpcore.calibration.resolve_noise`; the card's ``details["noise_choice"]``).
         ``"laplace"``: the paper's pure epsilon-DP. ``"gaussian"``: (epsilon, delta)-DP, L2
         sensitivities composed in zCDP (module docstring); the card records each statistic's
         ``rho`` and how much noise variance it saves against the Laplace variant.
     delta : float, optional
-        ``noise="gaussian"`` only; default :func:`~dpcore.calibration.default_delta` of ``n``.
+        Given: Gaussian noise under ``noise="auto"``; empty with ``noise="gaussian"``:
+        :func:`~dpcore.calibration.default_delta` of ``n``.
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`. The row normalisation bounds each record's
         contribution, so feature bounds only matter for ``feature_scaling="bounds"``; a regression
@@ -613,7 +624,9 @@ class RONGauss(GaussianGenerator):
               "mean and the DP second moment (paper: 0.3 / 0.7).", privacy=True,
               split_names=("mean", "covariance")),
         Param("n_components", "int", None, "Projection dimension p (< number of features); "
-              "empty = Meckes's bound 2 ln d / ln ln d.", low=1, optional=True),
+              "empty = automatic: the public rule of dpcore.calibration.recommended_n_components for a "
+              "random basis (n, d, classes, epsilon, delta). The paper's choice, Meckes's bound "
+              "2 ln d / ln ln d, is 6 for d = 105 and 7 for d = 784.", low=1, optional=True),
         Param("reconstruct", "bool", False, "Release x~ W^T + mu_DP in the d-dimensional "
               "pre-processed space instead of the p-dimensional projection."),
         Param("projection", "choice", "haar", "Random orthonormal W: Haar (QR of a Gaussian "
@@ -664,7 +677,7 @@ class RONGauss(GaussianGenerator):
         (Alg. 5) in the p-dimensional projection, decoded by reconstruction (``reconstruct``) and the
         label map of Alg. 4."""
         n, d = data.X.shape
-        p = check_n_components(params["n_components"], d)
+        p, rule = _n_components(params, data)
         fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
         protected = data.task == "classification" and params["label_privacy"] == "protected"
         if protected:
@@ -736,6 +749,8 @@ class RONGauss(GaussianGenerator):
             else "p-dimensional RON projection",
             "assumptions": assumptions,
         }
+        if rule is not None:
+            details["recommended"] = rule
         if calibration == "published":
             details["calibration_note"] = (
                 "published (Lemma 4/5) sensitivities are not valid entrywise L1 bounds for p >= 3; "
@@ -865,6 +880,29 @@ class _Context:
     scaling: dict[str, np.ndarray | None]  # lo, width of the public feature scaling (or None)
     noise: str = "laplace"  # "laplace" (split: epsilon parts) or "gaussian" (gauss: zCDP parts)
     gauss: ZCDPBudget | None = None
+
+
+def _n_components(params: dict[str, Any], data: PreparedInput) -> tuple[int, dict[str, Any] | None]:
+    """``p``: given, or (empty) the public rule :func:`dpcore.calibration.recommended_n_components`
+    with ``random_basis=True`` (a Haar ``W`` keeps ``p/d`` of the mass; n, d, the class count,
+    epsilon, delta and the second moments' budget share only). Returns ``(p, the rule's record for
+    the card, with the recommended mechanism, or None when p was given)``."""
+    n, d = data.X.shape
+    if params["n_components"] is not None:
+        return check_n_components(params["n_components"], d), None
+    check_n_components(None, d)  # names a single-feature input
+    gmm = data.task == "classification" and data.classes is not None
+    n_classes = data.classes.size if gmm and data.classes is not None else 1
+    protected = gmm and params["label_privacy"] == "protected"
+    share = params["epsilon_split"][1] * ((1 - params["histogram_fraction"]) if protected else 1.0)
+    delta = None
+    if params["noise"] == "gaussian":
+        delta = params["delta"] if params["delta"] is not None else default_delta(n)
+    rec = recommended_n_components(n, d, epsilon=params["epsilon"], delta=delta, n_classes=n_classes,
+                                   model_share=share, random_basis=True)
+    rec["mechanism"] = recommended_mechanism(data.task, n, d, epsilon=params["epsilon"], delta=delta,
+                                             n_classes=n_classes if gmm else 0, image_shape=data.image_shape)
+    return check_n_components(rec["n_components"], d), rec
 
 
 def _gaussian_statistic(
