@@ -54,6 +54,7 @@ from dpcore.exceptions import DataValidationError, NonFiniteNoiseError, PrivacyL
 
 __all__ = [
     "CLIENT_NOISED",
+    "BATCH_BYTES",
     "CSV_SUFFIXES",
     "DEFAULT_BLOCKSIZE",
     "GATHER_BYTES",
@@ -111,6 +112,9 @@ MIXTURE_CHUNK_BYTES = 64 << 20
 GATHER_BYTES = 32 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
 DEFAULT_BLOCKSIZE = 128 << 20
+#: decoded bytes of the row batches a partition task checks and reduces at a time: small enough
+#: for the allocator to reuse their buffers (freshly mapped pages cost more than the arithmetic)
+BATCH_BYTES = 8 << 20
 #: rows of the first partition read on the client to resolve names, task and bounds
 HEAD_ROWS = 1_000
 #: partitions summed per node of the tree reductions
@@ -195,6 +199,8 @@ class LazyTable:
     n_source: str
     lengths: tuple[int, ...]
     sources: tuple[str, ...] = ()
+    pieces: tuple[_Piece, ...] = ()
+    options: _Options | None = None
 
     @property
     def feature_names(self) -> list[str]:
@@ -308,6 +314,8 @@ def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
 
 
 def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
+    import pandas as pd
+
     from dpcore.data import load_dataset
 
     missing = [c for c in options.columns if c not in frame.columns]
@@ -319,6 +327,9 @@ def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
             + f"; every file must hold the table's columns {list(options.columns)[:10]}")
     if tuple(frame.columns) != options.columns:
         frame = frame[list(options.columns)]
+    if len(frame) == 1:  # a one-row batch: the loader's checks are per row, its "two rows" is the table's
+        ds = _load_frame(pd.concat([frame, frame], ignore_index=True), where, options)
+        return replace(ds, X=ds.X[:1], y=None if ds.y is None else ds.y[:1])
     try:
         return load_dataset(frame, label=options.label if options.label else "",
                             task=options.task, bounds=options.bounds, label_bounds=options.label_bounds,
@@ -339,6 +350,99 @@ def _as_frame(ds: Dataset) -> Any:
     if ds.y is not None:
         out["label"] = ds.y
     return out
+
+
+# ------------------------------------------------------------------------------------ fused reading
+@dataclass(frozen=True)
+class _Source:
+    """How one task produces a partition's rows: read the piece in batches of about
+    :data:`BATCH_BYTES`, check each batch with the in-memory loader, clip it in place to the public
+    bounds ``[lo, hi]`` (``None``: raw), then apply the row maps ``maps`` in order."""
+
+    options: _Options
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    maps: tuple[Callable[[np.ndarray], np.ndarray], ...] = ()
+
+
+# Dask array name -> (its file partitions, how a task produces their rows). block_sums, row_map and
+# draw_mixtures look their input up here to run the whole chain (read, check, clip, maps, kernel)
+# inside one task per partition, batch by batch, instead of materialising each step's partition.
+_SOURCES: dict[str, tuple[tuple[_Piece, ...], _Source]] = {}
+_SOURCES_KEPT = 64
+
+
+def _cuts(rows: int, width: int) -> np.ndarray:
+    """Batch boundaries of ``rows`` rows of ``width`` float64 columns: about :data:`BATCH_BYTES`
+    each, never a one-row batch (unless ``rows`` is 1)."""
+    k = max(1, min(-(-rows * max(1, width) * 8 // BATCH_BYTES), rows // 2))
+    return np.linspace(0, rows, k + 1).astype(np.int64)
+
+
+def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
+    """The checked batches of a file partition, in row order (the loader's errors carry the file)."""
+    where = piece.label()
+    width = len(options.columns)
+    if piece.row_groups is None:  # a CSV file: read whole, checked batch by batch
+        from dpcore.data import read_table
+
+        frame = read_table(piece.path)
+        cuts = _cuts(len(frame), width)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            yield _load_frame(frame.iloc[a:b].reset_index(drop=True), where, options)
+        return
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(piece.path)
+    read = 0
+    for group in piece.row_groups:
+        table = handle.read_row_group(group)  # Arrow's pool; each batch is decoded on its own
+        cuts = _cuts(table.num_rows, width)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            yield _load_frame(table.slice(a, b - a).to_pandas(), where, options)
+        read += table.num_rows
+    if read != piece.rows:
+        raise DataValidationError(f"{where}: {read:,} rows read where the Parquet footer states "
+                                  f"{piece.rows:,}: the public n would not be the count")
+
+
+def _source_batches(piece: _Piece, source: _Source) -> Iterator[np.ndarray]:
+    """The rows of ``piece`` produced by ``source``, batch after batch (float64, C order)."""
+    for ds in _batches(piece, source.options):
+        X = ds.X
+        if source.lo is not None:
+            X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
+        for fn in source.maps:
+            X = fn(X)
+        yield X
+
+
+def _read_block(piece: _Piece, source: _Source, rows: int, width: int) -> np.ndarray:
+    """The whole partition ``(rows, width)`` produced by ``source`` (one allocation)."""
+    out = np.empty((rows, width))
+    start = 0
+    for X in _source_batches(piece, source):
+        out[start:start + X.shape[0]] = X
+        start += X.shape[0]
+    return out
+
+
+def _source_array(pieces: tuple[_Piece, ...], lengths: tuple[int, ...], source: _Source, width: int) -> Any:
+    """A lazy ``(n, width)`` array of the rows ``source`` produces from ``pieces``, registered in
+    :data:`_SOURCES` so the reductions and maps over it run fused per partition."""
+    import dask.array as da
+
+    blocks = [da.from_delayed(dask_delayed(_read_block)(piece, source, rows, width), shape=(rows, width),
+                              dtype=float) for piece, rows in zip(pieces, lengths, strict=True)]
+    arr = da.concatenate(blocks, axis=0)
+    while len(_SOURCES) >= _SOURCES_KEPT:
+        _SOURCES.pop(next(iter(_SOURCES)))
+    _SOURCES[arr.name] = (pieces, source)
+    return arr
+
+
+def _fused(X: Any) -> tuple[tuple[_Piece, ...], _Source] | None:
+    return _SOURCES.get(getattr(X, "name", None)) if is_lazy(X) else None
 
 
 def open_table(
@@ -428,7 +532,7 @@ def open_table(
         n_source = ("user (checked against the row count)" if n is not None
                     else "the input's row count (public)")
     return LazyTable(frame=frame, head=head, n=int(counted), n_source=n_source, lengths=lengths,
-                     sources=sources)
+                     sources=sources, pieces=tuple(parts) if sources else (), options=options)
 
 
 # ------------------------------------------------------------------------------------ preparing
@@ -477,7 +581,13 @@ def prepare_input(
     if task is not None and task != head.task:
         head = replace(head, task=task)
     check_supported(mechanism, head.task)
-    Xd = table.frame[table.feature_names].to_dask_array(lengths=list(table.lengths))
+    d = len(table.feature_names)
+    fused = bool(table.pieces) and table.options is not None and table.options.label is None
+    if fused:
+        assert table.options is not None
+        Xd = _source_array(table.pieces, table.lengths, _Source(table.options), d)
+    else:
+        Xd = table.frame[table.feature_names].to_dask_array(lengths=list(table.lengths))
     if bounds is None and head.bounds_source == "data":
         lo, hi = dask.compute(Xd.min(axis=0), Xd.max(axis=0))
         sources = list(head.bounds_sources)
@@ -487,7 +597,11 @@ def prepare_input(
     small = preprocessing.prepare_input(head, bounds=bounds, label_bounds=label_bounds, classes=classes,
                                         task=task, supported_tasks=supported_tasks)
     lo, hi = small.bounds[:, 0], small.bounds[:, 1]
-    clipped = Xd.map_blocks(np.clip, lo, hi, dtype=float)
+    if fused:  # read, check and clip in one task per partition, batch by batch
+        assert table.options is not None
+        clipped = _source_array(table.pieces, table.lengths, _Source(table.options, lo, hi), d)
+    else:
+        clipped = Xd.map_blocks(np.clip, lo, hi, dtype=float)
     facts = {**small.public_facts, "n": table.n, "n_source": table.n_source}
     # the clipping count (an exploration diagnostic) would cost one more pass: not counted
     return replace(small, X=clipped, y=None, diagnostics={}, public_facts=facts)
@@ -509,12 +623,21 @@ def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray,
     (``sum(split_every=SPLIT_EVERY)``) adds them up; the client receives only the totals.
     Integer outputs come back as floats (exact below 2^53).
     """
+    import dask.array as da
+
     probe = kernel(np.zeros((1, X.shape[1])))
     probe = probe if isinstance(probe, tuple) else (probe,)
     shapes = [np.shape(p) for p in probe]
     sizes = tuple(int(np.prod(s)) for s in shapes)
-    Xr = X.rechunk({1: -1})
-    rows = Xr.map_blocks(_packed, kernel, sizes, chunks=((1,) * Xr.numblocks[0], (sum(sizes),)), dtype=float)
+    fused = _fused(X)
+    if fused is not None:  # read, check, clip, map and reduce in one task per partition
+        pieces, source = fused
+        rows = da.concatenate([da.from_delayed(dask_delayed(_piece_sums)(piece, source, kernel, sizes),
+                                               shape=(1, sum(sizes)), dtype=float) for piece in pieces])
+    else:
+        Xr = X.rechunk({1: -1})
+        rows = Xr.map_blocks(_packed, kernel, sizes, chunks=((1,) * Xr.numblocks[0], (sum(sizes),)),
+                             dtype=float)
     total = np.asarray(rows.sum(axis=0, split_every=SPLIT_EVERY).compute())
     out, start = [], 0
     for shape, size in zip(shapes, sizes, strict=True):
@@ -523,9 +646,24 @@ def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray,
     return tuple(out)
 
 
+def _piece_sums(piece: _Piece, source: _Source, kernel: Callable[..., Any], sizes: tuple[int, ...]
+                ) -> np.ndarray:
+    """``kernel`` summed over the batches of one partition, packed as :func:`_packed`."""
+    total = np.zeros((1, sum(sizes)))
+    for X in _source_batches(piece, source):
+        total += _packed(X, kernel, sizes)
+    return total
+
+
 def row_map(kernel: Callable[[np.ndarray], np.ndarray], X: Any, n_columns: int) -> Any:
     """``kernel`` applied to every partition of ``X`` (a row-wise map): a lazy Dask array of shape
-    ``(n, n_columns)`` with ``X``'s row partitions."""
+    ``(n, n_columns)`` with ``X``'s row partitions. Over a table's rows the kernel joins the
+    partition task's chain (applied batch by batch after reading, checking and clipping)."""
+    fused = _fused(X)
+    if fused is not None:
+        pieces, source = fused
+        return _source_array(pieces, tuple(int(c) for c in X.chunks[0]),
+                             replace(source, maps=(*source.maps, kernel)), n_columns)
     Xr = X.rechunk({1: -1})
     return Xr.map_blocks(kernel, chunks=(Xr.chunks[0], (n_columns,)), dtype=float)
 
@@ -647,11 +785,30 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
     return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
 
 
-def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int) -> np.ndarray:
+def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray, m: int
+                        ) -> np.ndarray:
+    """:func:`_partial_sums` of a file partition, read batch by batch: each batch adds the pairs
+    whose rows it holds (a mask keeps their mixture order)."""
+    out: np.ndarray | None = None
+    start = 0
+    for X in _source_batches(piece, source):
+        if out is None:
+            out = np.zeros((m, X.shape[1]))
+        stop = start + X.shape[0]
+        inside = (rows >= start) & (rows < stop)
+        if inside.any():
+            _partial_sums(X, rows[inside] - start, mixtures[inside], m, out=out)
+        start = stop
+    assert out is not None
+    return out
+
+
+def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
     """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
     in mixture order (:func:`pairs_by_partition`): each mixture's rows are gathered and added with
-    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time."""
-    out = np.zeros((m, block.shape[1]))
+    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time. ``out``: added to."""
+    out = np.zeros((m, block.shape[1])) if out is None else out
     step = max(1, GATHER_BYTES // (8 * max(1, block.shape[1])))
     for start in range(0, rows.size, step):
         r, t = rows[start:start + step], mixtures[start:start + step]
@@ -683,9 +840,13 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     if denoise > 0:
         raise ValueError("denoise is not available on the Dask engine")
     n, w = Z.shape
+    fused = _fused(Z)
     Z = Z.rechunk({1: -1})
     offsets = np.concatenate([[0], np.cumsum(Z.chunks[0])])
-    blocks = Z.to_delayed().ravel()
+    if fused is not None:  # each task reads its partition batch by batch and gathers from the batches
+        blocks = [partial(dask_delayed(_piece_partial_sums), piece, fused[1]) for piece in fused[0]]
+    else:
+        blocks = [partial(dask_delayed(_partial_sums), block) for block in Z.to_delayed().ravel()]
     idx_rng, _ = rng.spawn(2)  # as dpmix.draw_mixtures: indices from the first child
     streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start)) for sl, plan in plans]
     step = max(1, MIXTURE_CHUNK_BYTES // (8 * max(1, w)))
@@ -693,8 +854,7 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     for i, start in enumerate(range(0, n_mixtures, step)):
         m = min(step, n_mixtures - start)
         rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method), offsets)
-        partials = [da.from_delayed(dask_delayed(_partial_sums)(blocks[p], rows[lo:hi], mixtures[lo:hi], m),
-                                    shape=(m, w), dtype=float)
+        partials = [da.from_delayed(blocks[p](rows[lo:hi], mixtures[lo:hi], m), shape=(m, w), dtype=float)
                     for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
         block = np.asarray(da.stack(partials).sum(axis=0, split_every=SPLIT_EVERY).compute()) / ell
         block = block.astype(dtype, copy=False)
