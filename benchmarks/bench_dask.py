@@ -27,10 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's dpcore
+
 N_COLUMNS = 20
 FILE_ROWS = 1_000_000
 ROW_GROUP = 250_000
-MECHANISMS = ("read-and-sum", "ron-gauss", "pca-gauss", "dpmix")
+MECHANISMS = ("read-and-sum", "ron-gauss", "pca-gauss", "dppro", "dpmix")
 
 
 def generate(folder: Path, rows: int, seed: int = 0) -> None:
@@ -86,13 +88,13 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=float, nargs="+", default=[1e6, 1e7])
+    parser.add_argument("--sizes", type=float, nargs="+", default=[1e6, 4e6, 1.6e7])
     parser.add_argument("--folder", default="/tmp/dpcore_bench_dask")
     parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
     parser.add_argument("--memory", nargs="*", default=[], metavar="MECHANISM",
                         help="also run these in memory (memory:NAME) at sizes up to --memory-max rows")
     parser.add_argument("--memory-max", type=float, default=1e6)
-    parser.add_argument("--dpmix-mixtures", type=float, default=None, help="cap on T (default: T = n)")
+    parser.add_argument("--dpmix-mixtures", type=float, default=1e6, help="cap on T (0: T = n)")
     parser.add_argument("--one", nargs=2, metavar=("MECHANISM", "ROWS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = Path(args.folder)

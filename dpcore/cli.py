@@ -549,8 +549,12 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
     """``dpcore release ... --engine dask``: the table is read partition by partition."""
     from dpcore import dask_engine
 
-    if args.ledger or getattr(args, "public_data", None) or args.missing == "drop" or args.drop_nonfinite:
-        raise CLIError("--ledger, --public-data and --missing drop are not available with --engine dask yet")
+    if getattr(args, "public_data", None) or args.missing == "drop" or args.drop_nonfinite:
+        raise CLIError("--public-data and --missing drop are not available with --engine dask yet")
+    if args.ledger:
+        Ledger.load(args.ledger)  # a bad path or file is refused before any work
+    elif args.budget is not None or args.delta_budget is not None:
+        raise CLIError("--budget and --delta-budget need --ledger FILE")
     if os.path.exists(args.output) and not (os.path.isdir(args.output) and not os.listdir(args.output)):
         raise CLIError(f"--output {args.output}: with --engine dask the output is a new (or empty) folder")
     with dask_engine.connect(args.scheduler):
@@ -563,8 +567,25 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
             raise CLIError("no public bounds for some columns of the input: pass --bounds FILE, or "
                            "--data-bounds to accept bounds from the data (the guarantee then does NOT hold)")
         print(f"{table.n:,} rows in {table.n_partitions:,} partitions (n: {table.n_source})", file=sys.stderr)
-        release, written = dask_engine.release_table(cls(**params), table, args.output, fmt=args.format,
-                                                     n_samples=args.n_samples, progress=True)
+        if not args.ledger:
+            release, written = dask_engine.release_table(cls(**params), table, args.output, fmt=args.format,
+                                                         n_samples=args.n_samples, progress=True)
+        else:  # the row guarantee checked, the folder written, recorded, then renamed into place
+            release, _ = dask_engine.release_table(cls(**params), table, None, n_samples=args.n_samples,
+                                                   progress=True)
+            row = release.row_guarantee() or release.guarantee
+            dataset = Path(table.sources[0]).stem if len(table.sources) == 1 else args.input
+            with ledger_transaction(args.ledger, budget=args.budget, delta_budget=args.delta_budget) as tx:
+                tx.check(LedgerEntry(release.mechanism, row.epsilon, row.delta or 0.0, row.neighbouring,
+                                     dataset))
+
+                def record(card: dict[str, Any]) -> Any:
+                    tx.commit(LedgerEntry.from_card(card, dataset))
+                    return tx.revert
+
+                written = dask_engine.write_release(release, args.output, fmt=args.format, progress=True,
+                                                    commit=record)
+            print(f"ledger: {tx.ledger.summary()}")
     g = release.guarantee
     print(f"wrote {args.output}: {len(written) - 1 - ('transform' in written)} part(s), card.json")
     print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "

@@ -107,7 +107,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
 CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
-MIXTURE_CHUNK_BYTES = 64 << 20
+MIXTURE_CHUNK_BYTES = 256 << 20
 #: bytes of rows gathered at once by a DPMix partition task
 GATHER_BYTES = 32 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
@@ -854,15 +854,38 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     for i, start in enumerate(range(0, n_mixtures, step)):
         m = min(step, n_mixtures - start)
         rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method), offsets)
-        partials = [da.from_delayed(blocks[p](rows[lo:hi], mixtures[lo:hi], m), shape=(m, w), dtype=float)
+        partials = [blocks[p](rows[lo:hi], mixtures[lo:hi], m)
                     for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
-        block = np.asarray(da.stack(partials).sum(axis=0, split_every=SPLIT_EVERY).compute()) / ell
+        block = _sum_partials(partials, m, w) / ell
         block = block.astype(dtype, copy=False)
         for sl, plan, stream in streams:
             block[:, sl] = plan.apply(block[:, sl], stream.take(m))
         path = spill.save(i, block)
         parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, path), shape=(m, w), dtype=block.dtype))
     return da.concatenate(parts, axis=0)
+
+
+def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
+    """The sum of the partitions' ``(m, w)`` partial sums (delayed). On a ``distributed`` cluster, a
+    tree reduction on the workers (four per node, to bound their memory); on the local scheduler,
+    added in place into one buffer as they are computed, a few partitions (one per CPU) at a time,
+    so at most that many partial sums are held besides the total."""
+    import dask
+    import dask.array as da
+
+    try:
+        from distributed import get_client
+
+        get_client()
+    except (ImportError, ValueError):
+        total = np.zeros((m, w))
+        step = max(1, os.cpu_count() or 1)
+        for start in range(0, len(partials), step):
+            for part in dask.compute(*partials[start:start + step]):
+                total += part
+        return total
+    stacked = da.stack([da.from_delayed(p, shape=(m, w), dtype=float) for p in partials])
+    return np.asarray(stacked.sum(axis=0, split_every=4).compute())
 
 
 def dask_delayed(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -947,7 +970,9 @@ def _sha256(path: Path) -> str:
 
 
 def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "parquet",
-                  progress: bool = False, diagnostics: dict[str, Any] | None = None) -> dict[str, Path]:
+                  progress: bool = False, diagnostics: dict[str, Any] | None = None,
+                  commit: Callable[[dict[str, Any]], Callable[[], None] | None] | None = None
+                  ) -> dict[str, Path]:
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
@@ -959,7 +984,9 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     The card is :meth:`Release.card` with ``sha256`` the digest of the manifest (``name sha256``
     lines of the part files, sorted) and ``files`` the digest of each part. ``diagnostics`` (the
     exploration facts of :meth:`Mechanism.explore`, never written): its lazy entries are computed in
-    the same pass as the write.
+    the same pass as the write. ``commit`` (e.g. a privacy ledger's): called with the card once every
+    file is written, before the folder is renamed into place; it may return an undo, called if the
+    rename fails (an exception from ``commit`` itself leaves nothing written).
 
     Raises
     ------
@@ -1011,9 +1038,15 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         (tmp / "card.json").write_text(json.dumps(card, indent=2, allow_nan=False), encoding="utf-8")
         if release.transform_arrays:
             (tmp / "transform.npz").write_bytes(release.transform_npz_bytes())
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
+        undo = commit(card) if commit is not None else None
+        try:
+            if out.exists():
+                out.rmdir()
+            os.replace(tmp, out)
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

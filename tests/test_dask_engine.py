@@ -342,3 +342,26 @@ def test_fused_batches_give_the_same_statistics_and_mixtures(table, monkeypatch)
     memory = DPMix(epsilon=2.0, delta=1e-6, random_state=4, ell=5).release(_in_memory(X))
     np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
     assert dask_engine._cuts(3, 6).tolist() == [0, 3] and min(np.diff(dask_engine._cuts(75, 6))) >= 2
+
+
+def test_cli_ledger_records_the_written_card(table, tmp_path, capsys):
+    """`--ledger` on the Dask engine: the release is checked against the budget, recorded with the
+    written card's sha256 and epsilon, and renamed into place; over the budget, exit 2 and nothing is
+    written or recorded."""
+    from dpcore.cli import main
+    from dpcore.ledger import Ledger
+
+    _, glob = table
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    ledger = tmp_path / "ledger.json"
+    common = ["--bounds", str(bounds), "--engine", "dask", "--ledger", str(ledger), "--budget", "1.5"]
+    out = tmp_path / "out"
+    assert main(["release", "pca-gauss", glob, "-o", str(out), "--epsilon", "1", *common]) == 0
+    card = json.loads((out / "card.json").read_text())
+    (entry,) = Ledger.load(ledger).entries
+    assert entry.sha256 == card["sha256"] and entry.epsilon == pytest.approx(card["row_level"]["epsilon"])
+    out2 = tmp_path / "out2"
+    assert main(["release", "pca-gauss", glob, "-o", str(out2), "--epsilon", "1", *common]) == 2
+    assert "budget" in capsys.readouterr().err and not out2.exists()
+    assert len(Ledger.load(ledger).entries) == 1 and not list(tmp_path.glob(".out2.*"))
