@@ -65,7 +65,9 @@ __all__ = [
     "SPLIT_EVERY",
     "SUPPORTED",
     "block_sums",
+    "add_grid_noise",
     "check_supported",
+    "column_stack",
     "connect",
     "dask_delayed",
     "draw_mixtures",
@@ -102,10 +104,14 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "jl-laplace": ("unsupervised",),
     "dppro": ("unsupervised",),
     "local-gaussian": ("unsupervised",),
+    "identity-laplace": ("unsupervised",),
+    "pca-identity": ("unsupervised",),
+    "rp-gaussian": ("unsupervised",),
 }
 #: mechanisms whose rows get their noise on the client: their release is spilled on the client's
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
-CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian"})
+CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian", "identity-laplace",
+                           "pca-identity", "rp-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
 MIXTURE_CHUNK_BYTES = 256 << 20
 #: bytes of rows gathered at once by a DPMix partition task
@@ -722,12 +728,43 @@ def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[
     Returns a :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
     from dpcore import noise as dpnoise
 
-    plan = dpnoise.calibrated_gaussian_plan(l2_sensitivity, calibrate, n_changed=n_changed, bits=bits)
+    return add_grid_noise(
+        dpnoise.calibrated_gaussian_plan(l2_sensitivity, calibrate, n_changed=n_changed, bits=bits), values)
+
+
+def add_grid_noise(plan: Any, values: Any) -> Any:
+    """``plan.add(values)`` (:class:`dpcore.noise.GridNoise`) for a lazy array of rows: the grid
+    noise is drawn with the release's sampler on the client, partition after partition in row
+    order, and the noisy partitions spilled (:func:`_client_rows`). Returns a
+    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
+    from dpcore import noise as dpnoise
+
     return dpnoise.NoiseDraw(
         values=_client_rows(values, lambda block: plan.apply(block, plan.draw(block.shape))), grid=plan.grid,
         scale=plan.scale, sensitivity_used=plan.sensitivity_used, distribution=plan.distribution,
         sampler=plan.sampler, extra_epsilon=plan.extra_epsilon, extra_delta=plan.extra_delta,
         n_changed=plan.n_changed, sigma_grid=plan.sigma_grid)
+
+
+def column_stack(blocks: list[Any]) -> Any:
+    """``np.column_stack(blocks)``, lazily when a block is a Dask array (``np.column_stack`` would
+    load it into memory): the lazy blocks side by side, empty ``(n, 0)`` blocks dropped.
+
+    Raises
+    ------
+    ValueError
+        A non-empty in-memory block beside a lazy one (the engine never mixes them).
+    """
+    if not any(is_lazy(b) for b in blocks):
+        return np.column_stack(blocks)
+    import dask.array as da
+
+    kept = [b for b in blocks if not (not is_lazy(b) and np.ndim(b) == 2 and np.shape(b)[1] == 0)]
+    if any(not is_lazy(b) for b in kept):
+        raise ValueError("column_stack: an in-memory block beside a Dask array")
+    kept = [b[:, None] if b.ndim == 1 else b for b in kept]
+    return kept[0] if len(kept) == 1 else da.concatenate([b.rechunk({0: kept[0].chunks[0]}) for b in kept],
+                                                         axis=1)
 
 
 def _project_block(block: np.ndarray, inp: Any, P: np.ndarray, kernel: Callable[..., np.ndarray]
