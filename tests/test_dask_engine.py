@@ -394,8 +394,9 @@ def test_baselines_on_dask(table, name):
 
 @pytest.fixture
 def refuse_collect(monkeypatch):
-    """Converting a Dask array of more than 2,000 cells to NumPy raises: what a mechanism may bring
-    to the client is a statistic, never the table (np.column_stack, np.asarray... on the rows)."""
+    """Converting a Dask array of more than 2,000 cells to NumPy raises, and so does a NumPy function
+    Dask does not implement (it computes its arguments): what a mechanism may bring to the client is
+    a statistic, never the table (np.asarray, np.column_stack... on the rows)."""
     import dask.array as da
 
     original = da.Array.__array__
@@ -406,6 +407,9 @@ def refuse_collect(monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(da.Array, "__array__", guarded)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*is not implemented by Dask array", category=FutureWarning)
+        yield
 
 
 @pytest.mark.parametrize("name", sorted(dask_engine.SUPPORTED))
