@@ -856,7 +856,7 @@ def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: 
 
 def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, plans: list[Any], *,
                   sample_indices: Callable[..., np.ndarray], method: str, noise_rows: Callable[..., Any],
-                  dtype: Any, denoise: float = 0.0) -> Any:
+                  dtype: Any, finish: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
     """DPMix over a Dask array ``Z`` (``n`` scaled rows of width ``w``), the lazy branch of
     :func:`dpcore.mechanisms.dpmix.draw_mixtures`, with the same randomness.
 
@@ -865,17 +865,16 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     independent per mixture; the stream does not depend on the chunking, so a seed gives the
     in-memory path's index sets). Per chunk of mixtures, the client groups the pairs by partition
     (:func:`pairs_by_partition`, a stable sort), every partition gathers its rows and sums them into
-    their mixtures (:func:`_partial_sums`); Dask adds the partial sums up in a tree
-    (``sum(split_every=SPLIT_EVERY)``). The client divides by ``ell``, adds the grid
+    their mixtures (:func:`_partial_sums`). The client divides by ``ell``, adds the grid
     Gaussian noise of ``plans`` with the release's sampler, in the same fixed order as in memory
-    (``noise_rows`` is ``dpmix._NoiseRows``), and spills the chunk to a temporary file. Returns a
-    lazy ``(T, w)`` array over those files. Cost: one read of ``Z`` per chunk of
-    :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures.
+    (``noise_rows`` is ``dpmix._NoiseRows``), applies ``finish`` (post-processing: DPMix's
+    denoising filter), and spills the chunk to a temporary file. Returns a lazy ``(T, w)`` array over
+    those files. Cost: one read of ``Z`` per chunk of :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures;
+    the partial sums are added in place on the client (local scheduler) or in a tree on the
+    workers (:func:`_sum_partials`).
     """
     import dask.array as da
 
-    if denoise > 0:
-        raise ValueError("denoise is not available on the Dask engine")
     n, w = Z.shape
     fused = _fused(Z)
     Z = Z.rechunk({1: -1})
@@ -897,6 +896,8 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
         block = block.astype(dtype, copy=False)
         for sl, plan, stream in streams:
             block[:, sl] = plan.apply(block[:, sl], stream.take(m))
+        if finish is not None:  # post-processing of the noisy chunk (dpmix._denoise)
+            block = finish(block)
         path = spill.save(i, block)
         parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, path), shape=(m, w), dtype=block.dtype))
     return da.concatenate(parts, axis=0)

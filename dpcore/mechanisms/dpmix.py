@@ -267,7 +267,9 @@ def draw_mixtures(
             raise ValueError("the Dask engine needs the release's noise plans and never returns indices")
         return dask_engine.draw_mixtures(Z, ell, n_mixtures, rng, plans, method=method,
                                          sample_indices=sample_mixture_indices, noise_rows=_NoiseRows,
-                                         dtype=dtype or np.float64, denoise=denoise)
+                                         dtype=dtype or np.float64,
+                                         finish=partial(_denoise, image_shape=image_shape,
+                                                        n_image_columns=n_image_columns, denoise=denoise))
     rows = _chunk_rows(n, ell, width, method, chunk_rows)
     workers = n_threads(n_jobs)
     idx_rng, noise_rng = rng.spawn(2)
@@ -308,16 +310,24 @@ def draw_mixtures(
             for sl, plan, integers in drawn:
                 # rounded to the public grid in float64 whatever the dtype, integers added exactly
                 block[:, sl] = plan.apply(block[:, sl], integers)
-            if denoise > 0 and image_shape is not None and n_image_columns:
-                imgs = block[:, :n_image_columns].reshape((-1, *image_shape))
-                block[:, :n_image_columns] = ndimage.gaussian_filter(
-                    imgs, sigma=(0, denoise, denoise)).reshape(len(block), -1)
+            _denoise(block, image_shape, n_image_columns, denoise)
             if all_idx is not None:
                 all_idx[start:stop] = idx
     finally:
         if pool is not None:
             pool.shutdown()
     return (out, all_idx) if all_idx is not None else out
+
+
+def _denoise(block: np.ndarray, image_shape: tuple[int, int] | None, n_image_columns: int | None,
+             denoise: float) -> np.ndarray:
+    """The paper's Gaussian denoising filter (post-processing), in place on the first
+    ``n_image_columns`` columns of the noisy mixtures ``block`` (images of ``image_shape``)."""
+    if denoise > 0 and image_shape is not None and n_image_columns:
+        imgs = block[:, :n_image_columns].reshape((-1, *image_shape))
+        block[:, :n_image_columns] = ndimage.gaussian_filter(
+            imgs, sigma=(0, denoise, denoise)).reshape(len(block), -1)
+    return block
 
 
 class _NoiseRows:
