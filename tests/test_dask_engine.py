@@ -441,7 +441,8 @@ def test_dpmix_denoise_on_dask(tmp_path):
         pd.DataFrame(part, columns=columns).to_parquet(tmp_path / f"img{i}.parquet", row_group_size=400)
     lazy_table = dask_engine.open_table(str(tmp_path / "img*.parquet"), bounds=(0.0, 1.0))
     lazy_table = replace(lazy_table, head=replace(lazy_table.head, image_shape=(4, 4)))
-    memory_ds = replace(load_dataset(pd.DataFrame(images, columns=columns), bounds=(0.0, 1.0)), image_shape=(4, 4))
+    memory_ds = replace(load_dataset(pd.DataFrame(images, columns=columns), bounds=(0.0, 1.0)),
+                        image_shape=(4, 4))
     params = {"epsilon": 4.0, "delta": 1e-6, "ell": 4, "denoise": 0.8, "random_state": 2}
     with dask_engine.lazy_output(1_000):
         lazy = DPMix(**params).release(lazy_table)
