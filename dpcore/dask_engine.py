@@ -67,9 +67,11 @@ __all__ = [
     "block_sums",
     "add_grid_noise",
     "check_supported",
+    "client_map",
     "column_stack",
     "connect",
     "dask_delayed",
+    "escaped_cells",
     "draw_mixtures",
     "expand_paths",
     "fits_in_memory",
@@ -87,6 +89,7 @@ __all__ = [
     "release_table",
     "row_map",
     "standard_normal",
+    "take",
     "unit_rows_pass",
     "write_release",
 ]
@@ -101,12 +104,12 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "ron-gauss": ("unsupervised",),
     "pca-gauss": ("unsupervised",),
     "dpmix": ("unsupervised",),
-    "jl-laplace": ("unsupervised",),
-    "dppro": ("unsupervised",),
+    "jl-laplace": ("unsupervised", "classification", "regression"),
+    "dppro": ("unsupervised", "classification", "regression"),
     "local-gaussian": ("unsupervised",),
-    "identity-laplace": ("unsupervised",),
-    "pca-identity": ("unsupervised",),
-    "rp-gaussian": ("unsupervised",),
+    "identity-laplace": ("unsupervised", "classification", "regression"),
+    "pca-identity": ("unsupervised", "classification", "regression"),
+    "rp-gaussian": ("unsupervised", "classification", "regression"),
 }
 #: mechanisms whose rows get their noise on the client: their release is spilled on the client's
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
@@ -369,6 +372,9 @@ class _Source:
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     maps: tuple[Callable[[np.ndarray], np.ndarray], ...] = ()
+    #: produce the label instead of the features: ``("classification", classes)`` (indices into
+    #: the public class list) or ``("regression", (lo, hi))`` (clipped to the public label bounds)
+    label: tuple[str, Any] | None = None
 
 
 # Dask array name -> (its file partitions, how a task produces their rows). block_sums, row_map and
@@ -415,6 +421,9 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
 def _source_batches(piece: _Piece, source: _Source) -> Iterator[np.ndarray]:
     """The rows of ``piece`` produced by ``source``, batch after batch (float64, C order)."""
     for ds in _batches(piece, source.options):
+        if source.label is not None:
+            yield _encoded_labels(ds.y, *source.label)[:, None]
+            continue
         X = ds.X
         if source.lo is not None:
             X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
@@ -423,9 +432,21 @@ def _source_batches(piece: _Piece, source: _Source) -> Iterator[np.ndarray]:
         yield X
 
 
+def _encoded_labels(y: np.ndarray, task: str, public: Any) -> np.ndarray:
+    """Labels as :func:`dpcore.preprocessing.prepare_input` encodes them: indices into the public
+    class list (the loader has checked every label is in it), or floats clipped to the public
+    label bounds."""
+    from dpcore.preprocessing import _index_of, _sorted
+
+    if task == "classification":
+        y = np.asarray(y).ravel()
+        return np.searchsorted(public, y) if _sorted(public) else _index_of(public, y)
+    return np.clip(np.asarray(y, dtype=float).ravel(), public[0], public[1])
+
+
 def _read_block(piece: _Piece, source: _Source, rows: int, width: int) -> np.ndarray:
     """The whole partition ``(rows, width)`` produced by ``source`` (one allocation)."""
-    out = np.empty((rows, width))
+    out = np.empty((rows, width), dtype=_source_dtype(source))
     start = 0
     for X in _source_batches(piece, source):
         out[start:start + X.shape[0]] = X
@@ -433,13 +454,18 @@ def _read_block(piece: _Piece, source: _Source, rows: int, width: int) -> np.nda
     return out
 
 
+def _source_dtype(source: _Source) -> Any:
+    return np.int64 if source.label is not None and source.label[0] == "classification" else np.float64
+
+
 def _source_array(pieces: tuple[_Piece, ...], lengths: tuple[int, ...], source: _Source, width: int) -> Any:
     """A lazy ``(n, width)`` array of the rows ``source`` produces from ``pieces``, registered in
     :data:`_SOURCES` so the reductions and maps over it run fused per partition."""
     import dask.array as da
 
+    dtype = _source_dtype(source)
     blocks = [da.from_delayed(dask_delayed(_read_block)(piece, source, rows, width), shape=(rows, width),
-                              dtype=float) for piece, rows in zip(pieces, lengths, strict=True)]
+                              dtype=dtype) for piece, rows in zip(pieces, lengths, strict=True)]
     arr = da.concatenate(blocks, axis=0)
     while len(_SOURCES) >= _SOURCES_KEPT:
         _SOURCES.pop(next(iter(_SOURCES)))
@@ -588,7 +614,7 @@ def prepare_input(
         head = replace(head, task=task)
     check_supported(mechanism, head.task)
     d = len(table.feature_names)
-    fused = bool(table.pieces) and table.options is not None and table.options.label is None
+    fused = bool(table.pieces) and table.options is not None
     if fused:
         assert table.options is not None
         Xd = _source_array(table.pieces, table.lengths, _Source(table.options), d)
@@ -608,9 +634,33 @@ def prepare_input(
         clipped = _source_array(table.pieces, table.lengths, _Source(table.options, lo, hi), d)
     else:
         clipped = Xd.map_blocks(np.clip, lo, hi, dtype=float)
+    labels = None
+    if small.task in ("classification", "regression"):
+        _check_public_label_facts(small)
+        encoding = (small.task, small.classes if small.task == "classification" else small.label_bounds)
+        if fused:
+            assert table.options is not None
+            labels = _source_array(table.pieces, table.lengths, _Source(table.options, label=encoding),
+                                   1)[:, 0]
+        else:
+            raw = table.frame["label"].to_dask_array(lengths=list(table.lengths))
+            labels = raw.map_blocks(_encoded_labels, *encoding, dtype=_source_dtype(
+                _Source(table.options, label=encoding)))  # type: ignore[arg-type]
     facts = {**small.public_facts, "n": table.n, "n_source": table.n_source}
     # the clipping count (an exploration diagnostic) would cost one more pass: not counted
-    return replace(small, X=clipped, y=None, diagnostics={}, public_facts=facts)
+    return replace(small, X=clipped, y=labels, diagnostics={}, public_facts=facts)
+
+
+def _check_public_label_facts(small: PreparedInput) -> None:
+    """The class list / label bounds of a labelled table must be public on the Dask engine: read
+    from the first rows they would not be the table's (and from the whole table, one more pass for a
+    release whose guarantee would not hold)."""
+    if small.task == "classification" and small.classes_source == "data":
+        raise DataValidationError("the Dask engine needs the public class list of the label (classes=, CLI "
+                                  "--classes); it is not read from the data")
+    if small.task == "regression" and small.public_facts.get("label_bounds_source", "user") == "data":
+        raise DataValidationError("the Dask engine needs the public label bounds (label_bounds=, CLI "
+                                  "--label-bounds); they are not read from the data")
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -767,6 +817,31 @@ def column_stack(blocks: list[Any]) -> Any:
                                                          axis=1)
 
 
+def client_map(values: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``finish`` applied on the client to the partitions of a lazy array, in row order (noise
+    drawn with the release's sampler, e.g. randomized response of the labels); the results are
+    spilled to temporary files and returned as a lazy array."""
+    return _client_rows(values, finish)
+
+
+def take(table: np.ndarray, indices: Any) -> Any:
+    """``table[indices]`` for a lazy ``indices`` (``np.ndarray[dask_array]`` would load it)."""
+    return indices.map_blocks(lambda block: table[block], dtype=table.dtype)
+
+
+def escaped_cells(labels: Any, escape: Callable[[str], str]) -> int:
+    """How many text cells of lazy ``labels`` ``escape`` changes (:meth:`Release.csv_escaping`),
+    counted per partition."""
+    if labels.dtype.kind not in "OUS":
+        return 0
+    labels = labels if labels.ndim == 1 else labels.rechunk({1: -1})
+    counts = labels.map_blocks(lambda b: np.array([sum(isinstance(v, str) and escape(v) != v
+                                                       for v in b.ravel())]),
+                               chunks=((1,) * labels.numblocks[0],) + ((1,) if labels.ndim == 2 else ()),
+                               dtype=np.int64)
+    return int(counts.sum().compute())
+
+
 def _project_block(block: np.ndarray, inp: Any, P: np.ndarray, kernel: Callable[..., np.ndarray]
                    ) -> np.ndarray:
     return kernel(replace(inp, raw=block), P, None)
@@ -779,12 +854,12 @@ def _client_rows(Y: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
     import dask
     import dask.array as da
 
-    blocks = Y.rechunk({1: -1}).to_delayed().ravel()
+    blocks = (Y.rechunk({1: -1}) if Y.ndim == 2 else Y).to_delayed().ravel()
     step = max(1, os.cpu_count() or 1)
     spill, parts = _Spill(), []
     for start in range(0, len(blocks), step):
         for i, block in enumerate(dask.compute(*blocks[start:start + step]), start=start):
-            noisy = finish(np.array(block, dtype=float))
+            noisy = finish(np.array(block, dtype=float if Y.dtype.kind == "f" else Y.dtype))
             parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, spill.save(i, noisy)),
                                          shape=noisy.shape, dtype=noisy.dtype))
     return da.concatenate(parts, axis=0)
@@ -1035,7 +1110,6 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     """
     import dask
     import dask.array as da
-    import dask.dataframe as dd
 
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt must be 'parquet' or 'csv', got {fmt!r}")
@@ -1050,9 +1124,7 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         if not is_lazy(values):
             rows = max(1, DEFAULT_BLOCKSIZE // (8 * max(1, values.shape[1])))
             values = da.from_array(np.asarray(values), chunks=(rows, -1))
-        frame = dd.from_dask_array(values, columns=list(release.columns))
-        if release.labels is not None:
-            raise ValueError("labelled releases are not written by the Dask engine yet")
+        frame = _release_frame(values, release)
         frame = frame.map_partitions(_checked_partition, fmt == "csv", meta=frame._meta)
         if fmt == "csv":
             job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False)
@@ -1092,6 +1164,37 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     if release.transform_arrays:
         written["transform"] = out / "transform.npz"
     return written
+
+
+def _release_frame(values: Any, release: Release) -> Any:
+    """The released rows as a Dask DataFrame, the labels (lazy or not) appended as the last columns
+    partition by partition (as :meth:`Release.to_frame`)."""
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    columns = list(release.columns)
+    if release.labels is None:
+        return dd.from_dask_array(values, columns=columns)
+    values = values.rechunk({1: -1})
+    labels = release.labels if is_lazy(release.labels) else da.from_array(np.asarray(release.labels))
+    labels = labels.rechunk({0: values.chunks[0], **({1: -1} if labels.ndim == 2 else {})})
+    label_columns = list(release.label_columns)
+    meta = _label_frame(np.zeros((0, values.shape[1])), np.zeros((0,) + labels.shape[1:], labels.dtype),
+                        columns, label_columns)
+    parts = [dask_delayed(_label_frame)(v, lab, columns, label_columns)
+             for v, lab in zip(values.to_delayed().ravel(), labels.to_delayed().ravel(), strict=True)]
+    return dd.from_delayed(parts, meta=pd.DataFrame(meta), verify_meta=False)
+
+
+def _label_frame(values: np.ndarray, labels: np.ndarray, columns: list[str], label_columns: list[str]) -> Any:
+    import pandas as pd
+
+    frame = pd.DataFrame(values, columns=columns)
+    lab = labels[:, None] if labels.ndim == 1 else labels
+    for j, name in enumerate(label_columns):
+        frame[name] = lab[:, j]
+    return frame
 
 
 @contextlib.contextmanager

@@ -262,8 +262,8 @@ def test_unsupported_mechanism_or_task_is_refused(table):
 
     _, glob = table
     lazy = dask_engine.open_table(glob, bounds=BOUNDS)
-    with pytest.raises(ValueError, match="identity-laplace is not supported on the Dask engine"):
-        get_mechanism("identity-laplace")(epsilon=1.0).release(lazy)
+    with pytest.raises(ValueError, match="modips is not supported on the Dask engine"):
+        get_mechanism("modips")(epsilon=1.0).release(lazy)
     with pytest.raises(ValueError, match="supports the task"):
         RONGauss(epsilon=1.0, task="classification").release(lazy)
 
@@ -450,3 +450,104 @@ def test_dpmix_denoise_on_dask(tmp_path):
     undenoised = DPMix(**{**params, "denoise": 0.0}).release(memory_ds)
     np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
     assert np.abs(memory.data - undenoised.data).max() > 0.01  # the filter did act
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """The table with a class label ``kind`` (strings) and a regression label ``score``."""
+    folder = tmp_path_factory.mktemp("labelled")
+    X = _rows(6_000, seed=3)
+    kind = np.array(["a", "b", "c"])[(X[:, 0] * 3).astype(int).clip(0, 2)]
+    score = 10 * X[:, 1] + X[:, 3]
+    for i, part in enumerate(np.array_split(np.arange(len(X)), 3)):
+        frame = pd.DataFrame(X[part], columns=COLUMNS).assign(kind=kind[part], score=score[part])
+        frame.to_parquet(folder / f"part{i}.parquet", row_group_size=700)
+    return X, kind, score, folder
+
+
+def _labelled_tables(labelled, task):
+    X, kind, score, folder = labelled
+    label, other = ("kind", "score") if task == "classification" else ("score", "kind")
+    options = {"classes": ["a", "b", "c"]} if task == "classification" else {"label_bounds": (0.0, 11.0)}
+    for i in range(3):  # one table per label: drop the other label's column
+        path = folder / f"{label}{i}.parquet"
+        if not path.exists():
+            frame = pd.read_parquet(folder / f"part{i}.parquet").drop(columns=[other])
+            frame.to_parquet(path, row_group_size=700)
+    lazy = dask_engine.open_table(str(folder / f"{label}*.parquet"), label=label, task=task, bounds=BOUNDS,
+                                  blocksize=30_000, **options)
+    y = kind if task == "classification" else score
+    memory = load_dataset(pd.DataFrame(X, columns=COLUMNS).assign(**{label: y}), label=label, task=task,
+                          bounds=BOUNDS, **options)
+    return lazy, memory, y
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+@pytest.mark.parametrize("name", ["jl-laplace", "dppro", "identity-laplace", "pca-identity", "rp-gaussian"])
+def test_labels_released_separately_on_dask(labelled, tmp_path, task, name):
+    """Mechanisms that release labels on their own (randomized response / Laplace): at epsilon = inf
+    the Dask labels are the in-memory ones exactly; at epsilon = 2 the card is the in-memory card,
+    the randomized response flips the share of labels its card states, the Laplace residuals have
+    the in-memory spread; the written parts carry the label column."""
+    from dpcore.mechanisms import get_mechanism
+
+    lazy_table, memory_ds, y = _labelled_tables(labelled, task)
+    cls = get_mechanism(name)
+    params = {"public_data": _in_memory(_rows(500, seed=9))} if name == "pca-identity" else {}
+    if name in ("dppro", "rp-gaussian"):
+        params["delta"] = 1e-6
+    lazy = cls(epsilon=float("inf"), random_state=1, **params).release(lazy_table)
+    memory = cls(epsilon=float("inf"), random_state=1, **params).release(memory_ds)
+    assert lazy.label_columns == memory.label_columns
+    np.testing.assert_array_equal(np.asarray(lazy.labels), memory.labels)
+    lazy = cls(epsilon=2.0, random_state=1, **params).release(lazy_table)
+    memory = cls(epsilon=2.0, random_state=1, **params).release(memory_ds)
+    assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+    got = np.asarray(lazy.labels)
+    record = lazy.noise[-1]
+    if task == "classification":
+        flipped = np.mean(got != y)
+        assert abs(flipped - record.scale) < 5 * np.sqrt(record.scale * (1 - record.scale) / y.size)
+    else:
+        assert np.std(got - y) == pytest.approx(np.std(memory.labels - y), rel=0.1)
+    out = tmp_path / "out"
+    dask_engine.write_release(cls(epsilon=2.0, **params).release(lazy_table), out)
+    frame = pd.concat([pd.read_parquet(p) for p in sorted(out.glob("part-*.parquet"))])
+    assert list(frame.columns[-1:]) == memory.label_columns and len(frame) == y.size
+    if task == "classification":
+        assert set(frame[memory.label_columns[0]]) <= {"a", "b", "c"}
+
+
+@pytest.mark.parametrize(("name", "task"), [(m, t) for m, tasks in sorted(dask_engine.SUPPORTED.items())
+                                            for t in tasks if t != "unsupervised"])
+def test_no_labelled_release_collects_the_table(labelled, tmp_path, refuse_collect, name, task):
+    """Labelled releases on the Dask engine never load the rows or the labels into memory."""
+    from dpcore.mechanisms import get_mechanism
+
+    lazy_table, _, y = _labelled_tables(labelled, task)
+    params = {"public_data": _in_memory(_rows(500, seed=9))} if name == "pca-identity" else {}
+    if name in ("dpmix", "dppro", "rp-gaussian", "local-gaussian"):
+        params["delta"] = 1e-6
+    rel, written = dask_engine.release_table(get_mechanism(name)(epsilon=1.0, **params), lazy_table,
+                                             tmp_path / "out")
+    assert sum(len(pd.read_parquet(tmp_path / "out" / f)) for f in json.loads(
+        written["card"].read_text())["files"]) == rel.data.shape[0]
+
+
+def test_labels_need_public_facts_and_joint_rp_labels_are_refused(labelled):
+    X, kind, score, folder = labelled
+    _labelled_tables(labelled, "classification")
+    _labelled_tables(labelled, "regression")
+    no_classes = dask_engine.open_table(str(folder / "kind*.parquet"), label="kind", task="classification",
+                                        bounds=BOUNDS)
+    with pytest.raises(DataValidationError, match="needs the public class list"):
+        DPPro(epsilon=1.0, delta=1e-6).release(no_classes)
+    no_bounds = dask_engine.open_table(str(folder / "score*.parquet"), label="score", task="regression",
+                                       bounds=BOUNDS)
+    with pytest.raises(DataValidationError, match="needs the public label bounds"):
+        DPPro(epsilon=1.0, delta=1e-6).release(no_bounds)
+    from dpcore.mechanisms import get_mechanism
+
+    table_c, _, _ = _labelled_tables(labelled, "classification")
+    with pytest.raises(ValueError, match="label_release='separate'"):
+        get_mechanism("rp-gaussian")(epsilon=1.0, delta=1e-6, label_release="appended").release(table_c)

@@ -168,6 +168,9 @@ class RPGaussian(Mechanism):
         widths = box_widths(data.bounds)
         s_r, s_r_spectral = box_l2_sensitivity(R, widths)
         separate = params["label_release"] == "separate" and data.task != "unsupervised"
+        if dask_engine.is_lazy(data.X) and data.task != "unsupervised" and not separate:
+            raise ValueError("rp-gaussian on the Dask engine releases labels separately only "
+                             "(label_release='separate'); 'appended' is not available there")
         if separate:  # features (eps_f, delta) + labels eps_l, pure: basic composition
             split = EpsilonSplit.from_fractions(
                 eps, dict(zip(("features", "labels"), params["epsilon_split"], strict=True)))
