@@ -103,7 +103,7 @@ if TYPE_CHECKING:
 SUPPORTED: dict[str, tuple[str, ...]] = {
     "ron-gauss": ("unsupervised",),
     "pca-gauss": ("unsupervised",),
-    "dpmix": ("unsupervised",),
+    "dpmix": ("unsupervised", "classification", "regression"),
     "jl-laplace": ("unsupervised", "classification", "regression"),
     "dppro": ("unsupervised", "classification", "regression"),
     "local-gaussian": ("unsupervised",),
@@ -835,8 +835,8 @@ def escaped_cells(labels: Any, escape: Callable[[str], str]) -> int:
     if labels.dtype.kind not in "OUS":
         return 0
     labels = labels if labels.ndim == 1 else labels.rechunk({1: -1})
-    counts = labels.map_blocks(lambda b: np.array([sum(isinstance(v, str) and escape(v) != v
-                                                       for v in b.ravel())]),
+    counts = labels.map_blocks(lambda b: np.full((1,) * b.ndim, sum(isinstance(v, str) and escape(v) != v
+                                                                    for v in b.ravel())),
                                chunks=((1,) * labels.numblocks[0],) + ((1,) if labels.ndim == 2 else ()),
                                dtype=np.int64)
     return int(counts.sum().compute())

@@ -551,3 +551,22 @@ def test_labels_need_public_facts_and_joint_rp_labels_are_refused(labelled):
     table_c, _, _ = _labelled_tables(labelled, "classification")
     with pytest.raises(ValueError, match="label_release='separate'"):
         get_mechanism("rp-gaussian")(epsilon=1.0, delta=1e-6, label_release="appended").release(table_c)
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_dpmix_labels_on_dask(labelled, task):
+    """DPMix mixes the encoded labels with the rows (one-hot / scaled to [0, 1]): with a seed, the
+    Dask mixtures, soft labels and argmax class equal the in-memory ones."""
+    lazy_table, memory_ds, _ = _labelled_tables(labelled, task)
+    params = {"epsilon": 3.0, "delta": 1e-6, "ell": 6, "n_mixtures": 2_500, "random_state": 8}
+    with dask_engine.lazy_output(1_000):
+        lazy = DPMix(**params).release(lazy_table)
+    memory = DPMix(**params).release(memory_ds)
+    np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
+    assert lazy.label_columns == memory.label_columns and lazy.noise == memory.noise
+    got = np.asarray(lazy.labels)
+    if task == "classification":
+        np.testing.assert_allclose(got[:, :-1].astype(float), memory.labels[:, :-1].astype(float), atol=1e-12)
+        np.testing.assert_array_equal(got[:, -1], memory.labels[:, -1])
+    else:
+        np.testing.assert_allclose(got, memory.labels, atol=1e-12)

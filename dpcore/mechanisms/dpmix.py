@@ -410,8 +410,9 @@ def _mixing_input(data: PreparedInput, labels01: np.ndarray, dtype: np.dtype
     block on threads, no full-size temporary.
     """
     n, d_x = data.X.shape
-    if dask_engine.is_lazy(data.X):  # partitions of a table larger than memory (unsupervised)
-        return dask_engine.row_map(partial(scale_to_unit, bounds=data.bounds), data.X, d_x), None
+    if dask_engine.is_lazy(data.X):  # partitions of a table larger than memory
+        return dask_engine.column_stack([dask_engine.row_map(partial(scale_to_unit, bounds=data.bounds),
+                                                             data.X, d_x), labels01]), None
     lo, hi = data.bounds[:, 0], data.bounds[:, 1]
     width = hi - lo
     constant = ~(width > 0)
@@ -458,16 +459,24 @@ def _encode_labels(data: PreparedInput) -> tuple[np.ndarray, list[str]]:
     """One-hot labels (classification), the label scaled to [0, 1] (regression) or nothing."""
     n = data.n_samples
     name = data.label_name or "label"
-    if data.task == "classification":
-        assert data.classes is not None and data.y is not None
-        onehot = np.zeros((n, data.classes.size))
-        onehot[np.arange(n), data.y] = 1.0
-        return onehot, [f"{name}={c}" for c in data.classes.tolist()]
-    if data.task == "regression":
-        assert data.label_bounds is not None and data.y is not None
-        lb = np.array([data.label_bounds])
-        return scale_to_unit(data.y[:, None], lb), [name]
-    return np.zeros((n, 0)), []
+    if data.task == "unsupervised" or data.y is None:
+        return np.zeros((n, 0)), []
+    width = 1 if data.task == "regression" else data.classes.size  # type: ignore[union-attr]
+    encode = partial(_encoded_block, task=data.task, width=width, label_bounds=data.label_bounds)
+    encoded = (data.y.map_blocks(encode, new_axis=1, chunks=(data.y.chunks[0], (width,)), dtype=float)
+               if dask_engine.is_lazy(data.y) else encode(data.y))  # a table larger than memory: lazily
+    names = [name] if data.task == "regression" else [f"{name}={c}" for c in data.classes.tolist()]  # type: ignore[union-attr]
+    return encoded, names
+
+
+def _encoded_block(y: np.ndarray, task: str, width: int, label_bounds: Any) -> np.ndarray:
+    """One-hot rows of class indices ``y`` (classification) or ``y`` scaled from its public bounds
+    to [0, 1] (regression), shape ``(len(y), width)``."""
+    if task == "classification":
+        onehot = np.zeros((len(y), width))
+        onehot[np.arange(len(y)), y] = 1.0
+        return onehot
+    return scale_to_unit(np.asarray(y, dtype=float)[:, None], np.array([label_bounds]))
 
 
 # ---------------------------------------------------------------------------------------- mechanism
@@ -740,7 +749,17 @@ def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
     if data.task == "regression":
         return mixed_labels[:, 0].astype(float), names
     assert data.classes is not None
-    hard = data.classes[np.argmax(mixed_labels, axis=1)]
+    names = [*names, f"{data.label_name or 'label'}_argmax"]
+    if dask_engine.is_lazy(mixed_labels):  # mixtures of a table larger than memory: per chunk
+        kind = float if data.classes.dtype.kind in "biuf" else object
+        return mixed_labels.map_blocks(_soft_and_hard, data.classes, chunks=(
+            mixed_labels.chunks[0], (mixed_labels.shape[1] + 1,)), dtype=kind), names
+    return _soft_and_hard(mixed_labels, data.classes), names
+
+
+def _soft_and_hard(mixed_labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """The soft label columns and the argmax class (float, or object for text classes)."""
+    hard = classes[np.argmax(mixed_labels, axis=1)]
     soft = mixed_labels.astype(float)
     if hard.dtype.kind in "biuf":
         labels = np.column_stack([soft, hard.astype(float)])
@@ -748,4 +767,4 @@ def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
         labels = np.empty((len(soft), soft.shape[1] + 1), dtype=object)
         labels[:, :-1] = soft
         labels[:, -1] = hard
-    return labels, [*names, f"{data.label_name or 'label'}_argmax"]
+    return labels
