@@ -570,3 +570,26 @@ def test_dpmix_labels_on_dask(labelled, task):
         np.testing.assert_array_equal(got[:, -1], memory.labels[:, -1])
     else:
         np.testing.assert_allclose(got, memory.labels, atol=1e-12)
+
+
+def test_cli_public_data_on_dask(table, tmp_path):
+    """`--public-data` with `--engine dask`: the public rows (in memory) give pca-identity its basis;
+    the card identifies them, as in memory."""
+    from dpcore.cli import main
+
+    _, glob = table
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    public = tmp_path / "public.csv"
+    pd.DataFrame(_rows(400, seed=12), columns=COLUMNS).to_csv(public, index=False)
+    out = tmp_path / "out"
+    assert main(["release", "pca-identity", glob, "-o", str(out), "--bounds", str(bounds), "--engine", "dask",
+                 "--public-data", str(public), "--n-components", "3"]) == 0
+    card = json.loads((out / "card.json").read_text())
+    assert card["mechanism"] == "pca-identity" and "public_data_sha256" in json.dumps(card)
+    assert sum(len(pd.read_parquet(out / name)) for name in card["files"]) == 12_000
+    wrong = tmp_path / "wrong.csv"
+    pd.DataFrame(_rows(50, seed=1)[:, :4], columns=COLUMNS[:4]).to_csv(wrong, index=False)
+    assert main(["release", "pca-identity", glob, "-o", str(tmp_path / "o2"), "--bounds", str(bounds),
+                 "--engine", "dask", "--public-data", str(wrong)]) == 2
+    assert not (tmp_path / "o2").exists()
