@@ -21,13 +21,22 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   Dask array; products such as ``Z^T Z`` are Dask's own ``matmul`` reduction. The noise code then
   calls ``np.asarray`` on the (small) statistic, which computes it: noise is drawn once, on the
   client, with the release's secure sampler (:mod:`dpcore.noise`).
+- **One task per partition, in batches.** Over a table's files, reading, the loader's checks,
+  clipping, the row maps and the kernel of a reduction run inside one task per partition, on
+  batches of about :data:`BATCH_BYTES` (:class:`_Source`, :data:`_SOURCES`): no partition-sized
+  intermediate is materialised and the buffers stay small enough to be reused (page faults on
+  fresh large buffers cost more than the arithmetic on this kind of machine).
+- **Labels** (classification with a public class list, regression with public label bounds) are a
+  lazy column encoded per batch as the in-memory ``prepare_input`` encodes them; labels released
+  on their own (randomized response, Laplace) get their noise on the client partition by
+  partition, and the label columns are written with the parts.
 - **Row-wise outputs stay lazy.** Synthetic rows are drawn per output partition from generators
   spawned from the release's public ``rng`` (:func:`standard_normal`, :func:`gaussian_rows`), and
   :func:`write_release` writes them partition by partition (a Parquet or CSV directory) without
   collecting them.
 
-Mechanisms and tasks not in :data:`SUPPORTED` are refused with a clear error: the engine never falls
-back to loading a large table into memory.
+Mechanisms and tasks not in :data:`SUPPORTED` are refused with a clear error saying why
+(:data:`NOT_STREAMED`): the engine never falls back to loading a large table into memory.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ __all__ = [
     "HEAD_ROWS",
     "LazyTable",
     "MIXTURE_CHUNK_BYTES",
+    "NOT_STREAMED",
     "PARQUET_SUFFIXES",
     "SPLIT_EVERY",
     "SUPPORTED",
@@ -110,6 +120,19 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "identity-laplace": ("unsupervised", "classification", "regression"),
     "pca-identity": ("unsupervised", "classification", "regression"),
     "rp-gaussian": ("unsupervised", "classification", "regression"),
+}
+#: why a (mechanism, task) is refused: none of them is impossible to stream (each is an aggregate of
+#: rows or a row map), they are not wired to the engine yet
+NOT_STREAMED: dict[str, str] = {
+    "ron-gauss": "Alg. 4 appends the label to the projected rows and Alg. 5 selects each class's rows "
+                 "by index (np.flatnonzero(y == c)), both in memory; per-class sums in one pass are not "
+                 "written yet",
+    "pca-gauss": "Alg. 2/3 derive W (LapPCA/AGPCA/PubPCA) and then per-class moments of rows selected "
+                 "by index in memory; not written for partitions yet",
+    "modips": "the box-mapped rows, per-class row selections and the synthetic table are built in "
+              "memory (np.vstack, np.tile of n rows); not written for partitions yet",
+    "local-gaussian": "the one-hot / scaled label columns are built in memory; not written for "
+                      "partitions yet",
 }
 #: mechanisms whose rows get their noise on the client: their release is spilled on the client's
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
@@ -577,11 +600,13 @@ def check_supported(mechanism: str, task: str) -> None:
         Naming what is supported.
     """
     tasks = SUPPORTED.get(mechanism)
+    why = f" ({NOT_STREAMED[mechanism]})" if mechanism in NOT_STREAMED else ""
     if tasks is None:
-        raise ValueError(f"{mechanism} is not supported on the Dask engine yet (supported: "
+        raise ValueError(f"{mechanism} is not supported on the Dask engine yet{why} (supported: "
                          f"{sorted(SUPPORTED)}); load the table in memory instead if it fits")
     if task not in tasks:
-        raise ValueError(f"{mechanism} on the Dask engine supports the task(s) {list(tasks)}, not {task!r}")
+        raise ValueError(f"{mechanism} on the Dask engine supports the task(s) {list(tasks)}, not {task!r}"
+                         f"{why}; load the table in memory instead if it fits")
 
 
 def prepare_input(
