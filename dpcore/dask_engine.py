@@ -811,9 +811,12 @@ def add_grid_noise(plan: Any, values: Any) -> Any:
     """``plan.add(values)`` (:class:`dpcore.noise.GridNoise`) for a lazy array of rows: the grid
     noise is drawn with the release's sampler on the client, partition after partition in row
     order, and the noisy partitions spilled (:func:`_client_rows`). Returns a
-    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
+    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy. A lazy array of one block (a small
+    statistic, such as a mean) is computed and noised in memory, as any statistic."""
     from dpcore import noise as dpnoise
 
+    if values.numblocks[0] == 1:
+        return plan.add(np.asarray(values.compute(), dtype=np.float64))
     return dpnoise.NoiseDraw(
         values=_client_rows(values, lambda block: plan.apply(block, plan.draw(block.shape))), grid=plan.grid,
         scale=plan.scale, sensitivity_used=plan.sensitivity_used, distribution=plan.distribution,
