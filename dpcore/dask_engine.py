@@ -116,7 +116,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "dpmix": ("unsupervised", "classification", "regression"),
     "jl-laplace": ("unsupervised", "classification", "regression"),
     "dppro": ("unsupervised", "classification", "regression"),
-    "local-gaussian": ("unsupervised",),
+    "local-gaussian": ("unsupervised", "classification", "regression"),
     "identity-laplace": ("unsupervised", "classification", "regression"),
     "pca-identity": ("unsupervised", "classification", "regression"),
     "rp-gaussian": ("unsupervised", "classification", "regression"),
@@ -131,8 +131,6 @@ NOT_STREAMED: dict[str, str] = {
                  "by index in memory; not written for partitions yet",
     "modips": "the box-mapped rows, per-class row selections and the synthetic table are built in "
               "memory (np.vstack, np.tile of n rows); not written for partitions yet",
-    "local-gaussian": "the one-hot / scaled label columns are built in memory; not written for "
-                      "partitions yet",
 }
 #: mechanisms whose rows get their noise on the client: their release is spilled on the client's
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster

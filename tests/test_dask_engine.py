@@ -483,7 +483,8 @@ def _labelled_tables(labelled, task):
 
 
 @pytest.mark.parametrize("task", ["classification", "regression"])
-@pytest.mark.parametrize("name", ["jl-laplace", "dppro", "identity-laplace", "pca-identity", "rp-gaussian"])
+@pytest.mark.parametrize("name", ["jl-laplace", "dppro", "identity-laplace", "pca-identity", "rp-gaussian",
+                                  "local-gaussian"])
 def test_labels_released_separately_on_dask(labelled, tmp_path, task, name):
     """Mechanisms that release labels on their own (randomized response / Laplace): at epsilon = inf
     the Dask labels are the in-memory ones exactly; at epsilon = 2 the card is the in-memory card,
@@ -494,7 +495,7 @@ def test_labels_released_separately_on_dask(labelled, tmp_path, task, name):
     lazy_table, memory_ds, y = _labelled_tables(labelled, task)
     cls = get_mechanism(name)
     params = {"public_data": _in_memory(_rows(500, seed=9))} if name == "pca-identity" else {}
-    if name in ("dppro", "rp-gaussian"):
+    if name in ("dppro", "rp-gaussian", "local-gaussian"):
         params["delta"] = 1e-6
     lazy = cls(epsilon=float("inf"), random_state=1, **params).release(lazy_table)
     memory = cls(epsilon=float("inf"), random_state=1, **params).release(memory_ds)
