@@ -111,7 +111,7 @@ if TYPE_CHECKING:
 
 #: mechanism name -> tasks the Dask engine runs for it (everything else is refused by name)
 SUPPORTED: dict[str, tuple[str, ...]] = {
-    "ron-gauss": ("unsupervised",),
+    "ron-gauss": ("unsupervised", "regression"),
     "pca-gauss": ("unsupervised",),
     "dpmix": ("unsupervised", "classification", "regression"),
     "jl-laplace": ("unsupervised", "classification", "regression"),
@@ -124,9 +124,8 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 #: why a (mechanism, task) is refused: none of them is impossible to stream (each is an aggregate of
 #: rows or a row map), they are not wired to the engine yet
 NOT_STREAMED: dict[str, str] = {
-    "ron-gauss": "Alg. 4 appends the label to the projected rows and Alg. 5 selects each class's rows "
-                 "by index (np.flatnonzero(y == c)), both in memory; per-class sums in one pass are not "
-                 "written yet",
+    "ron-gauss": "Alg. 5 selects each class's rows by index (np.flatnonzero(y == c)) in memory; "
+                 "per-class sums in one pass are not written yet",
     "pca-gauss": "Alg. 2/3 derive W (LapPCA/AGPCA/PubPCA) and then per-class moments of rows selected "
                  "by index in memory; not written for partitions yet",
     "modips": "the box-mapped rows, per-class row selections and the synthetic table are built in "
@@ -809,8 +808,9 @@ def add_grid_noise(plan: Any, values: Any) -> Any:
     """``plan.add(values)`` (:class:`dpcore.noise.GridNoise`) for a lazy array of rows: the grid
     noise is drawn with the release's sampler on the client, partition after partition in row
     order, and the noisy partitions spilled (:func:`_client_rows`). Returns a
-    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy. A lazy array of one block (a small
-    statistic, such as a mean) is computed and noised in memory, as any statistic."""
+    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy. A lazy array of one block (a
+    statistic reduced over the row partitions, such as a mean) is computed and noised in memory, as
+    any statistic."""
     from dpcore import noise as dpnoise
 
     if values.numblocks[0] == 1:
@@ -839,8 +839,10 @@ def column_stack(blocks: list[Any]) -> Any:
     if any(not is_lazy(b) for b in kept):
         raise ValueError("column_stack: an in-memory block beside a Dask array")
     kept = [b[:, None] if b.ndim == 1 else b for b in kept]
-    return kept[0] if len(kept) == 1 else da.concatenate([b.rechunk({0: kept[0].chunks[0]}) for b in kept],
-                                                         axis=1)
+    if len(kept) == 1:
+        return kept[0]
+    # full-width row partitions, as everywhere in the engine (a reduction over rows is then one block)
+    return da.concatenate([b.rechunk({0: kept[0].chunks[0]}) for b in kept], axis=1).rechunk({1: -1})
 
 
 def client_map(values: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:

@@ -594,3 +594,15 @@ def test_cli_public_data_on_dask(table, tmp_path):
     assert main(["release", "pca-identity", glob, "-o", str(tmp_path / "o2"), "--bounds", str(bounds),
                  "--engine", "dask", "--public-data", str(wrong)]) == 2
     assert not (tmp_path / "o2").exists()
+
+
+def test_ron_gauss_regression_on_dask(labelled):
+    """RON-Gauss Alg. 4 (the label appended to the projected rows): with a seed, the Dask path gives
+    the in-memory augmented second moment and DP means to rounding, and the same card."""
+    lazy_table, memory_ds, _ = _labelled_tables(labelled, "regression")
+    lazy, lazy_diag = RONGauss(epsilon=1.0, random_state=6).explore(lazy_table)
+    memory, memory_diag = RONGauss(epsilon=1.0, random_state=6).explore(memory_ds)
+    for key in ("mu_dp", "sigma_dp", "mean_dp_augmented"):
+        np.testing.assert_allclose(lazy_diag[key], memory_diag[key], rtol=1e-9, atol=1e-12)
+    assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+    assert lazy.label_columns == memory.label_columns and dask_engine.is_lazy(lazy.data) is False
