@@ -549,8 +549,13 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
     """``dpcore release ... --engine dask``: the table is read partition by partition."""
     from dpcore import dask_engine
 
-    if args.ledger or getattr(args, "public_data", None) or args.missing == "drop" or args.drop_nonfinite:
-        raise CLIError("--ledger, --public-data and --missing drop are not available with --engine dask yet")
+    if args.missing == "drop" or args.drop_nonfinite:
+        raise CLIError("--missing drop is not available with --engine dask: n would depend on the data; use "
+                       "--missing impute (the midpoint of each column's public bounds) or clean the files")
+    if args.ledger:
+        Ledger.load(args.ledger)  # a bad path or file is refused before any work
+    elif args.budget is not None or args.delta_budget is not None:
+        raise CLIError("--budget and --delta-budget need --ledger FILE")
     if os.path.exists(args.output) and not (os.path.isdir(args.output) and not os.listdir(args.output)):
         raise CLIError(f"--output {args.output}: with --engine dask the output is a new (or empty) folder")
     with dask_engine.connect(args.scheduler):
@@ -563,12 +568,45 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
             raise CLIError("no public bounds for some columns of the input: pass --bounds FILE, or "
                            "--data-bounds to accept bounds from the data (the guarantee then does NOT hold)")
         print(f"{table.n:,} rows in {table.n_partitions:,} partitions (n: {table.n_source})", file=sys.stderr)
-        release, written = dask_engine.release_table(cls(**params), table, args.output, fmt=args.format,
-                                                     n_samples=args.n_samples, progress=True)
+        if getattr(args, "public_data", None):  # public rows, in memory (small by nature)
+            params = {**params, "public_data": _public_rows(args, table.head)}
+        if not args.ledger:
+            release, written = dask_engine.release_table(cls(**params), table, args.output, fmt=args.format,
+                                                         n_samples=args.n_samples, progress=True)
+        else:  # the row guarantee checked, the folder written, recorded, then renamed into place
+            release, _ = dask_engine.release_table(cls(**params), table, None, n_samples=args.n_samples,
+                                                   progress=True)
+            row = release.row_guarantee() or release.guarantee
+            dataset = Path(table.sources[0]).stem if len(table.sources) == 1 else args.input
+            with ledger_transaction(args.ledger, budget=args.budget, delta_budget=args.delta_budget) as tx:
+                tx.check(LedgerEntry(release.mechanism, row.epsilon, row.delta or 0.0, row.neighbouring,
+                                     dataset))
+
+                def record(card: dict[str, Any]) -> Any:
+                    tx.commit(LedgerEntry.from_card(card, dataset))
+                    return tx.revert
+
+                written = dask_engine.write_release(release, args.output, fmt=args.format, progress=True,
+                                                    commit=record)
+            print(f"ledger: {tx.ledger.summary()}")
     g = release.guarantee
     print(f"wrote {args.output}: {len(written) - 1 - ('transform' in written)} part(s), card.json")
     print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
           f"neighbouring = {g.neighbouring}")
+
+
+def _public_rows(args: argparse.Namespace, ds: Any) -> Any:
+    """The ``--public-data`` rows, loaded with the private input's feature columns and bounds
+    (``ds``: the input's Dataset, or the first rows of a Dask table)."""
+    frame = read_table(args.public_data)
+    frame = frame.drop(columns=[c for c in (ds.label_name, args.label) if c and c in frame.columns])
+    same = list(frame.columns) == ds.feature_names
+    bounds = dict(zip(ds.feature_names, ds.bounds.tolist(), strict=True)) if same else None
+    public = load_dataset(frame, label="", bounds=bounds, categories=_load_categories(args.categories))
+    if public.feature_names != ds.feature_names:
+        raise CLIError(f"--public-data {args.public_data} must have the input's feature columns "
+                       f"{ds.feature_names[:5]}{' ...' if ds.n_features > 5 else ''}")
+    return public
 
 
 def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
@@ -597,16 +635,7 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
             "guarantee then does NOT hold and the card says so)"
         )
     if getattr(args, "public_data", None):
-        frame = read_table(args.public_data)
-        frame = frame.drop(columns=[c for c in (ds.label_name, args.label) if c and c in frame.columns])
-        same = list(frame.columns) == ds.feature_names
-        bounds = dict(zip(ds.feature_names, ds.bounds.tolist(), strict=True)) if same else None
-        public = load_dataset(frame, label="", bounds=bounds,
-                              categories=_load_categories(args.categories))
-        if public.feature_names != ds.feature_names:
-            raise CLIError(f"--public-data {args.public_data} must have the input's feature columns "
-                           f"{ds.feature_names[:5]}{' ...' if ds.n_features > 5 else ''}")
-        params["public_data"] = public
+        params["public_data"] = _public_rows(args, ds)
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
     release.check_downloadable()

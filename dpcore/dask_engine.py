@@ -21,13 +21,22 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   Dask array; products such as ``Z^T Z`` are Dask's own ``matmul`` reduction. The noise code then
   calls ``np.asarray`` on the (small) statistic, which computes it: noise is drawn once, on the
   client, with the release's secure sampler (:mod:`dpcore.noise`).
+- **One task per partition, in batches.** Over a table's files, reading, the loader's checks,
+  clipping, the row maps and the kernel of a reduction run inside one task per partition, on
+  batches of about :data:`BATCH_BYTES` (:class:`_Source`, :data:`_SOURCES`): no partition-sized
+  intermediate is materialised and the buffers stay small enough to be reused (page faults on
+  fresh large buffers cost more than the arithmetic on this kind of machine).
+- **Labels** (classification with a public class list, regression with public label bounds) are a
+  lazy column encoded per batch as the in-memory ``prepare_input`` encodes them; labels released
+  on their own (randomized response, Laplace) get their noise on the client partition by
+  partition, and the label columns are written with the parts.
 - **Row-wise outputs stay lazy.** Synthetic rows are drawn per output partition from generators
   spawned from the release's public ``rng`` (:func:`standard_normal`, :func:`gaussian_rows`), and
   :func:`write_release` writes them partition by partition (a Parquet or CSV directory) without
   collecting them.
 
-Mechanisms and tasks not in :data:`SUPPORTED` are refused with a clear error: the engine never falls
-back to loading a large table into memory.
+Mechanisms and tasks not in :data:`SUPPORTED` are refused with a clear error saying why
+(:data:`NOT_STREAMED`): the engine never falls back to loading a large table into memory.
 """
 
 from __future__ import annotations
@@ -54,19 +63,25 @@ from dpcore.exceptions import DataValidationError, NonFiniteNoiseError, PrivacyL
 
 __all__ = [
     "CLIENT_NOISED",
+    "BATCH_BYTES",
     "CSV_SUFFIXES",
     "DEFAULT_BLOCKSIZE",
     "GATHER_BYTES",
     "HEAD_ROWS",
     "LazyTable",
     "MIXTURE_CHUNK_BYTES",
+    "NOT_STREAMED",
     "PARQUET_SUFFIXES",
     "SPLIT_EVERY",
     "SUPPORTED",
     "block_sums",
+    "add_grid_noise",
     "check_supported",
+    "client_map",
+    "column_stack",
     "connect",
     "dask_delayed",
+    "escaped_cells",
     "draw_mixtures",
     "expand_paths",
     "fits_in_memory",
@@ -84,6 +99,7 @@ __all__ = [
     "release_table",
     "row_map",
     "standard_normal",
+    "take",
     "unit_rows_pass",
     "write_release",
 ]
@@ -95,22 +111,39 @@ if TYPE_CHECKING:
 
 #: mechanism name -> tasks the Dask engine runs for it (everything else is refused by name)
 SUPPORTED: dict[str, tuple[str, ...]] = {
-    "ron-gauss": ("unsupervised",),
+    "ron-gauss": ("unsupervised", "regression"),
     "pca-gauss": ("unsupervised",),
-    "dpmix": ("unsupervised",),
-    "jl-laplace": ("unsupervised",),
-    "dppro": ("unsupervised",),
-    "local-gaussian": ("unsupervised",),
+    "dpmix": ("unsupervised", "classification", "regression"),
+    "jl-laplace": ("unsupervised", "classification", "regression"),
+    "dppro": ("unsupervised", "classification", "regression"),
+    "local-gaussian": ("unsupervised", "classification", "regression"),
+    "identity-laplace": ("unsupervised", "classification", "regression"),
+    "pca-identity": ("unsupervised", "classification", "regression"),
+    "rp-gaussian": ("unsupervised", "classification", "regression"),
+}
+#: why a (mechanism, task) is refused: none of them is impossible to stream (each is an aggregate of
+#: rows or a row map), they are not wired to the engine yet
+NOT_STREAMED: dict[str, str] = {
+    "ron-gauss": "Alg. 5 selects each class's rows by index (np.flatnonzero(y == c)) in memory; "
+                 "per-class sums in one pass are not written yet",
+    "pca-gauss": "Alg. 2/3 derive W (LapPCA/AGPCA/PubPCA) and then per-class moments of rows selected "
+                 "by index in memory; not written for partitions yet",
+    "modips": "the box-mapped rows, per-class row selections and the synthetic table are built in "
+              "memory (np.vstack, np.tile of n rows); not written for partitions yet",
 }
 #: mechanisms whose rows get their noise on the client: their release is spilled on the client's
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
-CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian"})
+CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian", "identity-laplace",
+                           "pca-identity", "rp-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
-MIXTURE_CHUNK_BYTES = 64 << 20
+MIXTURE_CHUNK_BYTES = 256 << 20
 #: bytes of rows gathered at once by a DPMix partition task
 GATHER_BYTES = 32 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
 DEFAULT_BLOCKSIZE = 128 << 20
+#: decoded bytes of the row batches a partition task checks and reduces at a time: small enough
+#: for the allocator to reuse their buffers (freshly mapped pages cost more than the arithmetic)
+BATCH_BYTES = 8 << 20
 #: rows of the first partition read on the client to resolve names, task and bounds
 HEAD_ROWS = 1_000
 #: partitions summed per node of the tree reductions
@@ -195,6 +228,8 @@ class LazyTable:
     n_source: str
     lengths: tuple[int, ...]
     sources: tuple[str, ...] = ()
+    pieces: tuple[_Piece, ...] = ()
+    options: _Options | None = None
 
     @property
     def feature_names(self) -> list[str]:
@@ -308,6 +343,8 @@ def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
 
 
 def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
+    import pandas as pd
+
     from dpcore.data import load_dataset
 
     missing = [c for c in options.columns if c not in frame.columns]
@@ -319,6 +356,9 @@ def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
             + f"; every file must hold the table's columns {list(options.columns)[:10]}")
     if tuple(frame.columns) != options.columns:
         frame = frame[list(options.columns)]
+    if len(frame) == 1:  # a one-row batch: the loader's checks are per row, its "two rows" is the table's
+        ds = _load_frame(pd.concat([frame, frame], ignore_index=True), where, options)
+        return replace(ds, X=ds.X[:1], y=None if ds.y is None else ds.y[:1])
     try:
         return load_dataset(frame, label=options.label if options.label else "",
                             task=options.task, bounds=options.bounds, label_bounds=options.label_bounds,
@@ -339,6 +379,122 @@ def _as_frame(ds: Dataset) -> Any:
     if ds.y is not None:
         out["label"] = ds.y
     return out
+
+
+# ------------------------------------------------------------------------------------ fused reading
+@dataclass(frozen=True)
+class _Source:
+    """How one task produces a partition's rows: read the piece in batches of about
+    :data:`BATCH_BYTES`, check each batch with the in-memory loader, clip it in place to the public
+    bounds ``[lo, hi]`` (``None``: raw), then apply the row maps ``maps`` in order."""
+
+    options: _Options
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    maps: tuple[Callable[[np.ndarray], np.ndarray], ...] = ()
+    #: produce the label instead of the features: ``("classification", classes)`` (indices into
+    #: the public class list) or ``("regression", (lo, hi))`` (clipped to the public label bounds)
+    label: tuple[str, Any] | None = None
+
+
+# Dask array name -> (its file partitions, how a task produces their rows). block_sums, row_map and
+# draw_mixtures look their input up here to run the whole chain (read, check, clip, maps, kernel)
+# inside one task per partition, batch by batch, instead of materialising each step's partition.
+_SOURCES: dict[str, tuple[tuple[_Piece, ...], _Source]] = {}
+_SOURCES_KEPT = 64
+
+
+def _cuts(rows: int, width: int) -> np.ndarray:
+    """Batch boundaries of ``rows`` rows of ``width`` float64 columns: about :data:`BATCH_BYTES`
+    each, never a one-row batch (unless ``rows`` is 1)."""
+    k = max(1, min(-(-rows * max(1, width) * 8 // BATCH_BYTES), rows // 2))
+    return np.linspace(0, rows, k + 1).astype(np.int64)
+
+
+def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
+    """The checked batches of a file partition, in row order (the loader's errors carry the file)."""
+    where = piece.label()
+    width = len(options.columns)
+    if piece.row_groups is None:  # a CSV file: read whole, checked batch by batch
+        from dpcore.data import read_table
+
+        frame = read_table(piece.path)
+        cuts = _cuts(len(frame), width)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            yield _load_frame(frame.iloc[a:b].reset_index(drop=True), where, options)
+        return
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(piece.path)
+    read = 0
+    for group in piece.row_groups:
+        table = handle.read_row_group(group)  # Arrow's pool; each batch is decoded on its own
+        cuts = _cuts(table.num_rows, width)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            yield _load_frame(table.slice(a, b - a).to_pandas(), where, options)
+        read += table.num_rows
+    if read != piece.rows:
+        raise DataValidationError(f"{where}: {read:,} rows read where the Parquet footer states "
+                                  f"{piece.rows:,}: the public n would not be the count")
+
+
+def _source_batches(piece: _Piece, source: _Source) -> Iterator[np.ndarray]:
+    """The rows of ``piece`` produced by ``source``, batch after batch (float64, C order)."""
+    for ds in _batches(piece, source.options):
+        if source.label is not None:
+            yield _encoded_labels(ds.y, *source.label)[:, None]
+            continue
+        X = ds.X
+        if source.lo is not None:
+            X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
+        for fn in source.maps:
+            X = fn(X)
+        yield X
+
+
+def _encoded_labels(y: np.ndarray, task: str, public: Any) -> np.ndarray:
+    """Labels as :func:`dpcore.preprocessing.prepare_input` encodes them: indices into the public
+    class list (the loader has checked every label is in it), or floats clipped to the public
+    label bounds."""
+    from dpcore.preprocessing import _index_of, _sorted
+
+    if task == "classification":
+        y = np.asarray(y).ravel()
+        return np.searchsorted(public, y) if _sorted(public) else _index_of(public, y)
+    return np.clip(np.asarray(y, dtype=float).ravel(), public[0], public[1])
+
+
+def _read_block(piece: _Piece, source: _Source, rows: int, width: int) -> np.ndarray:
+    """The whole partition ``(rows, width)`` produced by ``source`` (one allocation)."""
+    out = np.empty((rows, width), dtype=_source_dtype(source))
+    start = 0
+    for X in _source_batches(piece, source):
+        out[start:start + X.shape[0]] = X
+        start += X.shape[0]
+    return out
+
+
+def _source_dtype(source: _Source) -> Any:
+    return np.int64 if source.label is not None and source.label[0] == "classification" else np.float64
+
+
+def _source_array(pieces: tuple[_Piece, ...], lengths: tuple[int, ...], source: _Source, width: int) -> Any:
+    """A lazy ``(n, width)`` array of the rows ``source`` produces from ``pieces``, registered in
+    :data:`_SOURCES` so the reductions and maps over it run fused per partition."""
+    import dask.array as da
+
+    dtype = _source_dtype(source)
+    blocks = [da.from_delayed(dask_delayed(_read_block)(piece, source, rows, width), shape=(rows, width),
+                              dtype=dtype) for piece, rows in zip(pieces, lengths, strict=True)]
+    arr = da.concatenate(blocks, axis=0)
+    while len(_SOURCES) >= _SOURCES_KEPT:
+        _SOURCES.pop(next(iter(_SOURCES)))
+    _SOURCES[arr.name] = (pieces, source)
+    return arr
+
+
+def _fused(X: Any) -> tuple[tuple[_Piece, ...], _Source] | None:
+    return _SOURCES.get(getattr(X, "name", None)) if is_lazy(X) else None
 
 
 def open_table(
@@ -428,7 +584,7 @@ def open_table(
         n_source = ("user (checked against the row count)" if n is not None
                     else "the input's row count (public)")
     return LazyTable(frame=frame, head=head, n=int(counted), n_source=n_source, lengths=lengths,
-                     sources=sources)
+                     sources=sources, pieces=tuple(parts) if sources else (), options=options)
 
 
 # ------------------------------------------------------------------------------------ preparing
@@ -441,11 +597,13 @@ def check_supported(mechanism: str, task: str) -> None:
         Naming what is supported.
     """
     tasks = SUPPORTED.get(mechanism)
+    why = f" ({NOT_STREAMED[mechanism]})" if mechanism in NOT_STREAMED else ""
     if tasks is None:
-        raise ValueError(f"{mechanism} is not supported on the Dask engine yet (supported: "
+        raise ValueError(f"{mechanism} is not supported on the Dask engine yet{why} (supported: "
                          f"{sorted(SUPPORTED)}); load the table in memory instead if it fits")
     if task not in tasks:
-        raise ValueError(f"{mechanism} on the Dask engine supports the task(s) {list(tasks)}, not {task!r}")
+        raise ValueError(f"{mechanism} on the Dask engine supports the task(s) {list(tasks)}, not {task!r}"
+                         f"{why}; load the table in memory instead if it fits")
 
 
 def prepare_input(
@@ -477,7 +635,13 @@ def prepare_input(
     if task is not None and task != head.task:
         head = replace(head, task=task)
     check_supported(mechanism, head.task)
-    Xd = table.frame[table.feature_names].to_dask_array(lengths=list(table.lengths))
+    d = len(table.feature_names)
+    fused = bool(table.pieces) and table.options is not None
+    if fused:
+        assert table.options is not None
+        Xd = _source_array(table.pieces, table.lengths, _Source(table.options), d)
+    else:
+        Xd = table.frame[table.feature_names].to_dask_array(lengths=list(table.lengths))
     if bounds is None and head.bounds_source == "data":
         lo, hi = dask.compute(Xd.min(axis=0), Xd.max(axis=0))
         sources = list(head.bounds_sources)
@@ -487,10 +651,38 @@ def prepare_input(
     small = preprocessing.prepare_input(head, bounds=bounds, label_bounds=label_bounds, classes=classes,
                                         task=task, supported_tasks=supported_tasks)
     lo, hi = small.bounds[:, 0], small.bounds[:, 1]
-    clipped = Xd.map_blocks(np.clip, lo, hi, dtype=float)
+    if fused:  # read, check and clip in one task per partition, batch by batch
+        assert table.options is not None
+        clipped = _source_array(table.pieces, table.lengths, _Source(table.options, lo, hi), d)
+    else:
+        clipped = Xd.map_blocks(np.clip, lo, hi, dtype=float)
+    labels = None
+    if small.task in ("classification", "regression"):
+        _check_public_label_facts(small)
+        encoding = (small.task, small.classes if small.task == "classification" else small.label_bounds)
+        if fused:
+            assert table.options is not None
+            labels = _source_array(table.pieces, table.lengths, _Source(table.options, label=encoding),
+                                   1)[:, 0]
+        else:
+            raw = table.frame["label"].to_dask_array(lengths=list(table.lengths))
+            labels = raw.map_blocks(_encoded_labels, *encoding, dtype=_source_dtype(
+                _Source(table.options, label=encoding)))  # type: ignore[arg-type]
     facts = {**small.public_facts, "n": table.n, "n_source": table.n_source}
     # the clipping count (an exploration diagnostic) would cost one more pass: not counted
-    return replace(small, X=clipped, y=None, diagnostics={}, public_facts=facts)
+    return replace(small, X=clipped, y=labels, diagnostics={}, public_facts=facts)
+
+
+def _check_public_label_facts(small: PreparedInput) -> None:
+    """The class list / label bounds of a labelled table must be public on the Dask engine: read
+    from the first rows they would not be the table's (and from the whole table, one more pass for a
+    release whose guarantee would not hold)."""
+    if small.task == "classification" and small.classes_source == "data":
+        raise DataValidationError("the Dask engine needs the public class list of the label (classes=, CLI "
+                                  "--classes); it is not read from the data")
+    if small.task == "regression" and small.public_facts.get("label_bounds_source", "user") == "data":
+        raise DataValidationError("the Dask engine needs the public label bounds (label_bounds=, CLI "
+                                  "--label-bounds); they are not read from the data")
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -509,12 +701,21 @@ def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray,
     (``sum(split_every=SPLIT_EVERY)``) adds them up; the client receives only the totals.
     Integer outputs come back as floats (exact below 2^53).
     """
+    import dask.array as da
+
     probe = kernel(np.zeros((1, X.shape[1])))
     probe = probe if isinstance(probe, tuple) else (probe,)
     shapes = [np.shape(p) for p in probe]
     sizes = tuple(int(np.prod(s)) for s in shapes)
-    Xr = X.rechunk({1: -1})
-    rows = Xr.map_blocks(_packed, kernel, sizes, chunks=((1,) * Xr.numblocks[0], (sum(sizes),)), dtype=float)
+    fused = _fused(X)
+    if fused is not None:  # read, check, clip, map and reduce in one task per partition
+        pieces, source = fused
+        rows = da.concatenate([da.from_delayed(dask_delayed(_piece_sums)(piece, source, kernel, sizes),
+                                               shape=(1, sum(sizes)), dtype=float) for piece in pieces])
+    else:
+        Xr = X.rechunk({1: -1})
+        rows = Xr.map_blocks(_packed, kernel, sizes, chunks=((1,) * Xr.numblocks[0], (sum(sizes),)),
+                             dtype=float)
     total = np.asarray(rows.sum(axis=0, split_every=SPLIT_EVERY).compute())
     out, start = [], 0
     for shape, size in zip(shapes, sizes, strict=True):
@@ -523,9 +724,24 @@ def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray,
     return tuple(out)
 
 
+def _piece_sums(piece: _Piece, source: _Source, kernel: Callable[..., Any], sizes: tuple[int, ...]
+                ) -> np.ndarray:
+    """``kernel`` summed over the batches of one partition, packed as :func:`_packed`."""
+    total = np.zeros((1, sum(sizes)))
+    for X in _source_batches(piece, source):
+        total += _packed(X, kernel, sizes)
+    return total
+
+
 def row_map(kernel: Callable[[np.ndarray], np.ndarray], X: Any, n_columns: int) -> Any:
     """``kernel`` applied to every partition of ``X`` (a row-wise map): a lazy Dask array of shape
-    ``(n, n_columns)`` with ``X``'s row partitions."""
+    ``(n, n_columns)`` with ``X``'s row partitions. Over a table's rows the kernel joins the
+    partition task's chain (applied batch by batch after reading, checking and clipping)."""
+    fused = _fused(X)
+    if fused is not None:
+        pieces, source = fused
+        return _source_array(pieces, tuple(int(c) for c in X.chunks[0]),
+                             replace(source, maps=(*source.maps, kernel)), n_columns)
     Xr = X.rechunk({1: -1})
     return Xr.map_blocks(kernel, chunks=(Xr.chunks[0], (n_columns,)), dtype=float)
 
@@ -584,12 +800,74 @@ def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[
     Returns a :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
     from dpcore import noise as dpnoise
 
-    plan = dpnoise.calibrated_gaussian_plan(l2_sensitivity, calibrate, n_changed=n_changed, bits=bits)
+    return add_grid_noise(
+        dpnoise.calibrated_gaussian_plan(l2_sensitivity, calibrate, n_changed=n_changed, bits=bits), values)
+
+
+def add_grid_noise(plan: Any, values: Any) -> Any:
+    """``plan.add(values)`` (:class:`dpcore.noise.GridNoise`) for a lazy array of rows: the grid
+    noise is drawn with the release's sampler on the client, partition after partition in row
+    order, and the noisy partitions spilled (:func:`_client_rows`). Returns a
+    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy. A lazy array of one block (a
+    statistic reduced over the row partitions, such as a mean) is computed and noised in memory, as
+    any statistic."""
+    from dpcore import noise as dpnoise
+
+    if values.numblocks[0] == 1:
+        return plan.add(np.asarray(values.compute(), dtype=np.float64))
     return dpnoise.NoiseDraw(
         values=_client_rows(values, lambda block: plan.apply(block, plan.draw(block.shape))), grid=plan.grid,
         scale=plan.scale, sensitivity_used=plan.sensitivity_used, distribution=plan.distribution,
         sampler=plan.sampler, extra_epsilon=plan.extra_epsilon, extra_delta=plan.extra_delta,
         n_changed=plan.n_changed, sigma_grid=plan.sigma_grid)
+
+
+def column_stack(blocks: list[Any]) -> Any:
+    """``np.column_stack(blocks)``, lazily when a block is a Dask array (``np.column_stack`` would
+    load it into memory): the lazy blocks side by side, empty ``(n, 0)`` blocks dropped.
+
+    Raises
+    ------
+    ValueError
+        A non-empty in-memory block beside a lazy one (the engine never mixes them).
+    """
+    if not any(is_lazy(b) for b in blocks):
+        return np.column_stack(blocks)
+    import dask.array as da
+
+    kept = [b for b in blocks if not (not is_lazy(b) and np.ndim(b) == 2 and np.shape(b)[1] == 0)]
+    if any(not is_lazy(b) for b in kept):
+        raise ValueError("column_stack: an in-memory block beside a Dask array")
+    kept = [b[:, None] if b.ndim == 1 else b for b in kept]
+    if len(kept) == 1:
+        return kept[0]
+    # full-width row partitions, as everywhere in the engine (a reduction over rows is then one block)
+    return da.concatenate([b.rechunk({0: kept[0].chunks[0]}) for b in kept], axis=1).rechunk({1: -1})
+
+
+def client_map(values: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``finish`` applied on the client to the partitions of a lazy array, in row order (noise
+    drawn with the release's sampler, e.g. randomized response of the labels); the results are
+    spilled to temporary files and returned as a lazy array."""
+    return _client_rows(values, finish)
+
+
+def take(table: np.ndarray, indices: Any) -> Any:
+    """``table[indices]`` for a lazy ``indices`` (``np.ndarray[dask_array]`` would load it)."""
+    return indices.map_blocks(lambda block: table[block], dtype=table.dtype)
+
+
+def escaped_cells(labels: Any, escape: Callable[[str], str]) -> int:
+    """How many text cells of lazy ``labels`` ``escape`` changes (:meth:`Release.csv_escaping`),
+    counted per partition."""
+    if labels.dtype.kind not in "OUS":
+        return 0
+    labels = labels if labels.ndim == 1 else labels.rechunk({1: -1})
+    counts = labels.map_blocks(lambda b: np.full((1,) * b.ndim, sum(isinstance(v, str) and escape(v) != v
+                                                                    for v in b.ravel())),
+                               chunks=((1,) * labels.numblocks[0],) + ((1,) if labels.ndim == 2 else ()),
+                               dtype=np.int64)
+    return int(counts.sum().compute())
 
 
 def _project_block(block: np.ndarray, inp: Any, P: np.ndarray, kernel: Callable[..., np.ndarray]
@@ -604,12 +882,12 @@ def _client_rows(Y: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
     import dask
     import dask.array as da
 
-    blocks = Y.rechunk({1: -1}).to_delayed().ravel()
+    blocks = (Y.rechunk({1: -1}) if Y.ndim == 2 else Y).to_delayed().ravel()
     step = max(1, os.cpu_count() or 1)
     spill, parts = _Spill(), []
     for start in range(0, len(blocks), step):
         for i, block in enumerate(dask.compute(*blocks[start:start + step]), start=start):
-            noisy = finish(np.array(block, dtype=float))
+            noisy = finish(np.array(block, dtype=float if Y.dtype.kind == "f" else Y.dtype))
             parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, spill.save(i, noisy)),
                                          shape=noisy.shape, dtype=noisy.dtype))
     return da.concatenate(parts, axis=0)
@@ -647,11 +925,30 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
     return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
 
 
-def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int) -> np.ndarray:
+def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray, m: int
+                        ) -> np.ndarray:
+    """:func:`_partial_sums` of a file partition, read batch by batch: each batch adds the pairs
+    whose rows it holds (a mask keeps their mixture order)."""
+    out: np.ndarray | None = None
+    start = 0
+    for X in _source_batches(piece, source):
+        if out is None:
+            out = np.zeros((m, X.shape[1]))
+        stop = start + X.shape[0]
+        inside = (rows >= start) & (rows < stop)
+        if inside.any():
+            _partial_sums(X, rows[inside] - start, mixtures[inside], m, out=out)
+        start = stop
+    assert out is not None
+    return out
+
+
+def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
     """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
     in mixture order (:func:`pairs_by_partition`): each mixture's rows are gathered and added with
-    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time."""
-    out = np.zeros((m, block.shape[1]))
+    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time. ``out``: added to."""
+    out = np.zeros((m, block.shape[1])) if out is None else out
     step = max(1, GATHER_BYTES // (8 * max(1, block.shape[1])))
     for start in range(0, rows.size, step):
         r, t = rows[start:start + step], mixtures[start:start + step]
@@ -662,7 +959,7 @@ def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: 
 
 def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, plans: list[Any], *,
                   sample_indices: Callable[..., np.ndarray], method: str, noise_rows: Callable[..., Any],
-                  dtype: Any, denoise: float = 0.0) -> Any:
+                  dtype: Any, finish: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
     """DPMix over a Dask array ``Z`` (``n`` scaled rows of width ``w``), the lazy branch of
     :func:`dpcore.mechanisms.dpmix.draw_mixtures`, with the same randomness.
 
@@ -671,21 +968,24 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     independent per mixture; the stream does not depend on the chunking, so a seed gives the
     in-memory path's index sets). Per chunk of mixtures, the client groups the pairs by partition
     (:func:`pairs_by_partition`, a stable sort), every partition gathers its rows and sums them into
-    their mixtures (:func:`_partial_sums`); Dask adds the partial sums up in a tree
-    (``sum(split_every=SPLIT_EVERY)``). The client divides by ``ell``, adds the grid
+    their mixtures (:func:`_partial_sums`). The client divides by ``ell``, adds the grid
     Gaussian noise of ``plans`` with the release's sampler, in the same fixed order as in memory
-    (``noise_rows`` is ``dpmix._NoiseRows``), and spills the chunk to a temporary file. Returns a
-    lazy ``(T, w)`` array over those files. Cost: one read of ``Z`` per chunk of
-    :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures.
+    (``noise_rows`` is ``dpmix._NoiseRows``), applies ``finish`` (post-processing: DPMix's
+    denoising filter), and spills the chunk to a temporary file. Returns a lazy ``(T, w)`` array over
+    those files. Cost: one read of ``Z`` per chunk of :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures;
+    the partial sums are added in place on the client (local scheduler) or in a tree on the
+    workers (:func:`_sum_partials`).
     """
     import dask.array as da
 
-    if denoise > 0:
-        raise ValueError("denoise is not available on the Dask engine")
     n, w = Z.shape
+    fused = _fused(Z)
     Z = Z.rechunk({1: -1})
     offsets = np.concatenate([[0], np.cumsum(Z.chunks[0])])
-    blocks = Z.to_delayed().ravel()
+    if fused is not None:  # each task reads its partition batch by batch and gathers from the batches
+        blocks = [partial(dask_delayed(_piece_partial_sums), piece, fused[1]) for piece in fused[0]]
+    else:
+        blocks = [partial(dask_delayed(_partial_sums), block) for block in Z.to_delayed().ravel()]
     idx_rng, _ = rng.spawn(2)  # as dpmix.draw_mixtures: indices from the first child
     streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start)) for sl, plan in plans]
     step = max(1, MIXTURE_CHUNK_BYTES // (8 * max(1, w)))
@@ -693,16 +993,40 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     for i, start in enumerate(range(0, n_mixtures, step)):
         m = min(step, n_mixtures - start)
         rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method), offsets)
-        partials = [da.from_delayed(dask_delayed(_partial_sums)(blocks[p], rows[lo:hi], mixtures[lo:hi], m),
-                                    shape=(m, w), dtype=float)
+        partials = [blocks[p](rows[lo:hi], mixtures[lo:hi], m)
                     for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
-        block = np.asarray(da.stack(partials).sum(axis=0, split_every=SPLIT_EVERY).compute()) / ell
+        block = _sum_partials(partials, m, w) / ell
         block = block.astype(dtype, copy=False)
         for sl, plan, stream in streams:
             block[:, sl] = plan.apply(block[:, sl], stream.take(m))
+        if finish is not None:  # post-processing of the noisy chunk (dpmix._denoise)
+            block = finish(block)
         path = spill.save(i, block)
         parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, path), shape=(m, w), dtype=block.dtype))
     return da.concatenate(parts, axis=0)
+
+
+def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
+    """The sum of the partitions' ``(m, w)`` partial sums (delayed). On a ``distributed`` cluster, a
+    tree reduction on the workers (four per node, to bound their memory); on the local scheduler,
+    added in place into one buffer as they are computed, a few partitions (one per CPU) at a time,
+    so at most that many partial sums are held besides the total."""
+    import dask
+    import dask.array as da
+
+    try:
+        from distributed import get_client
+
+        get_client()
+    except (ImportError, ValueError):
+        total = np.zeros((m, w))
+        step = max(1, os.cpu_count() or 1)
+        for start in range(0, len(partials), step):
+            for part in dask.compute(*partials[start:start + step]):
+                total += part
+        return total
+    stacked = da.stack([da.from_delayed(p, shape=(m, w), dtype=float) for p in partials])
+    return np.asarray(stacked.sum(axis=0, split_every=4).compute())
 
 
 def dask_delayed(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -787,7 +1111,9 @@ def _sha256(path: Path) -> str:
 
 
 def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "parquet",
-                  progress: bool = False, diagnostics: dict[str, Any] | None = None) -> dict[str, Path]:
+                  progress: bool = False, diagnostics: dict[str, Any] | None = None,
+                  commit: Callable[[dict[str, Any]], Callable[[], None] | None] | None = None
+                  ) -> dict[str, Path]:
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
@@ -799,7 +1125,9 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     The card is :meth:`Release.card` with ``sha256`` the digest of the manifest (``name sha256``
     lines of the part files, sorted) and ``files`` the digest of each part. ``diagnostics`` (the
     exploration facts of :meth:`Mechanism.explore`, never written): its lazy entries are computed in
-    the same pass as the write.
+    the same pass as the write. ``commit`` (e.g. a privacy ledger's): called with the card once every
+    file is written, before the folder is renamed into place; it may return an undo, called if the
+    rename fails (an exception from ``commit`` itself leaves nothing written).
 
     Raises
     ------
@@ -810,7 +1138,6 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     """
     import dask
     import dask.array as da
-    import dask.dataframe as dd
 
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt must be 'parquet' or 'csv', got {fmt!r}")
@@ -825,9 +1152,7 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         if not is_lazy(values):
             rows = max(1, DEFAULT_BLOCKSIZE // (8 * max(1, values.shape[1])))
             values = da.from_array(np.asarray(values), chunks=(rows, -1))
-        frame = dd.from_dask_array(values, columns=list(release.columns))
-        if release.labels is not None:
-            raise ValueError("labelled releases are not written by the Dask engine yet")
+        frame = _release_frame(values, release)
         frame = frame.map_partitions(_checked_partition, fmt == "csv", meta=frame._meta)
         if fmt == "csv":
             job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False)
@@ -851,9 +1176,15 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         (tmp / "card.json").write_text(json.dumps(card, indent=2, allow_nan=False), encoding="utf-8")
         if release.transform_arrays:
             (tmp / "transform.npz").write_bytes(release.transform_npz_bytes())
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
+        undo = commit(card) if commit is not None else None
+        try:
+            if out.exists():
+                out.rmdir()
+            os.replace(tmp, out)
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -861,6 +1192,37 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     if release.transform_arrays:
         written["transform"] = out / "transform.npz"
     return written
+
+
+def _release_frame(values: Any, release: Release) -> Any:
+    """The released rows as a Dask DataFrame, the labels (lazy or not) appended as the last columns
+    partition by partition (as :meth:`Release.to_frame`)."""
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    columns = list(release.columns)
+    if release.labels is None:
+        return dd.from_dask_array(values, columns=columns)
+    values = values.rechunk({1: -1})
+    labels = release.labels if is_lazy(release.labels) else da.from_array(np.asarray(release.labels))
+    labels = labels.rechunk({0: values.chunks[0], **({1: -1} if labels.ndim == 2 else {})})
+    label_columns = list(release.label_columns)
+    meta = _label_frame(np.zeros((0, values.shape[1])), np.zeros((0,) + labels.shape[1:], labels.dtype),
+                        columns, label_columns)
+    parts = [dask_delayed(_label_frame)(v, lab, columns, label_columns)
+             for v, lab in zip(values.to_delayed().ravel(), labels.to_delayed().ravel(), strict=True)]
+    return dd.from_delayed(parts, meta=pd.DataFrame(meta), verify_meta=False)
+
+
+def _label_frame(values: np.ndarray, labels: np.ndarray, columns: list[str], label_columns: list[str]) -> Any:
+    import pandas as pd
+
+    frame = pd.DataFrame(values, columns=columns)
+    lab = labels[:, None] if labels.ndim == 1 else labels
+    for j, name in enumerate(label_columns):
+        frame[name] = lab[:, j]
+    return frame
 
 
 @contextlib.contextmanager

@@ -807,6 +807,10 @@ class GridNoise:
         return _on_grid(values, self.grid, integers)
 
     def add(self, values: np.ndarray) -> NoiseDraw:
+        from dpcore import dask_engine
+
+        if dask_engine.is_lazy(values):  # rows of a table larger than memory: noised on the client
+            return dask_engine.add_grid_noise(self, values)
         values = np.asarray(values, dtype=np.float64)
         return NoiseDraw(
             values=self.apply(values, self.draw(values.shape)), grid=self.grid, scale=self.scale,

@@ -38,7 +38,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
-from dpcore import __version__
+from dpcore import __version__, dask_engine
 from dpcore.exceptions import NotPrivateError
 
 __all__ = [
@@ -391,7 +391,9 @@ class Release:
         renamed = {str(n): escape_formula(n) for n in names if isinstance(n, str)
                    and escape_formula(n) != n}
         n_cells = 0
-        if self.labels is not None:
+        if self.labels is not None and dask_engine.is_lazy(self.labels):  # counted partition by partition
+            n_cells = dask_engine.escaped_cells(self.labels, escape_formula)
+        elif self.labels is not None:
             lab = np.asarray(self.labels)
             if lab.dtype.kind in "OUS":
                 n_cells = sum(isinstance(v, str) and escape_formula(v) != v for v in lab.ravel())

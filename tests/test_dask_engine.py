@@ -262,8 +262,8 @@ def test_unsupported_mechanism_or_task_is_refused(table):
 
     _, glob = table
     lazy = dask_engine.open_table(glob, bounds=BOUNDS)
-    with pytest.raises(ValueError, match="identity-laplace is not supported on the Dask engine"):
-        get_mechanism("identity-laplace")(epsilon=1.0).release(lazy)
+    with pytest.raises(ValueError, match="modips is not supported on the Dask engine"):
+        get_mechanism("modips")(epsilon=1.0).release(lazy)
     with pytest.raises(ValueError, match="supports the task"):
         RONGauss(epsilon=1.0, task="classification").release(lazy)
 
@@ -322,3 +322,287 @@ def test_bounds_from_data_are_the_whole_tables_with_a_warning(table):
     assert [facts[c]["lo"] for c in COLUMNS] == X.min(axis=0).tolist()
     assert [facts[c]["hi"] for c in COLUMNS] == X.max(axis=0).tolist()
     assert {facts[c]["lo_source"] for c in COLUMNS} == {"data"} and not rel.guarantee.holds
+
+
+def test_fused_batches_give_the_same_statistics_and_mixtures(table, monkeypatch):
+    """Each partition task reads, checks, clips, maps and reduces its rows in batches of
+    BATCH_BYTES: with batches of a few dozen rows (odd sizes, several per row group) the statistics
+    and the DPMix mixtures equal the in-memory ones to rounding, and the input checks still run
+    (a wrong n from a footer is caught)."""
+    X, glob = table
+    monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 37)
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    for cls in (RONGauss, PCAGauss):
+        _, lazy_diag = cls(epsilon=1.0, random_state=3).explore(lazy_table)
+        _, memory_diag = cls(epsilon=1.0, random_state=3).explore(_in_memory(X))
+        key = "sigma_dp" if cls is RONGauss else "eigenvalues_dp"
+        np.testing.assert_allclose(lazy_diag[key], memory_diag[key], rtol=1e-9, atol=1e-12)
+    with dask_engine.lazy_output(2_000):
+        lazy = DPMix(epsilon=2.0, delta=1e-6, random_state=4, ell=5).release(lazy_table)
+    memory = DPMix(epsilon=2.0, delta=1e-6, random_state=4, ell=5).release(_in_memory(X))
+    np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
+    assert dask_engine._cuts(3, 6).tolist() == [0, 3] and min(np.diff(dask_engine._cuts(75, 6))) >= 2
+
+
+def test_cli_ledger_records_the_written_card(table, tmp_path, capsys):
+    """`--ledger` on the Dask engine: the release is checked against the budget, recorded with the
+    written card's sha256 and epsilon, and renamed into place; over the budget, exit 2 and nothing is
+    written or recorded."""
+    from dpcore.cli import main
+    from dpcore.ledger import Ledger
+
+    _, glob = table
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    ledger = tmp_path / "ledger.json"
+    common = ["--bounds", str(bounds), "--engine", "dask", "--ledger", str(ledger), "--budget", "1.5"]
+    out = tmp_path / "out"
+    assert main(["release", "pca-gauss", glob, "-o", str(out), "--epsilon", "1", *common]) == 0
+    card = json.loads((out / "card.json").read_text())
+    (entry,) = Ledger.load(ledger).entries
+    assert entry.sha256 == card["sha256"] and entry.epsilon == pytest.approx(card["row_level"]["epsilon"])
+    out2 = tmp_path / "out2"
+    assert main(["release", "pca-gauss", glob, "-o", str(out2), "--epsilon", "1", *common]) == 2
+    assert "budget" in capsys.readouterr().err and not out2.exists()
+    assert len(Ledger.load(ledger).entries) == 1 and not list(tmp_path.glob(".out2.*"))
+
+
+@pytest.mark.parametrize("name", ["identity-laplace", "pca-identity", "rp-gaussian"])
+def test_baselines_on_dask(table, name):
+    """The projection baselines: (scaled X) M per partition equals the in-memory product (epsilon =
+    inf), and the client's per-partition noise has the in-memory distribution and card."""
+    from dpcore.mechanisms import get_mechanism
+
+    X, glob = table
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    params = {"public_data": _in_memory(_rows(500, seed=9))} if name == "pca-identity" else {}
+    cls = get_mechanism(name)
+    exact = None
+    for eps in (float("inf"), 1.0):
+        with dask_engine.lazy_output(2_000):
+            lazy = cls(epsilon=eps, random_state=3, **params).release(lazy_table)
+        memory = cls(epsilon=eps, random_state=3, **params).release(_in_memory(X))
+        drawn = np.asarray(lazy.data)
+        assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+        if exact is None:
+            np.testing.assert_allclose(drawn, memory.data, rtol=1e-12, atol=1e-12)
+            exact = memory.data
+            continue
+        residual_lazy, residual_memory = (drawn - exact).ravel(), (memory.data - exact).ravel()
+        assert stats.ks_2samp(residual_lazy, residual_memory).pvalue > 1e-4
+
+
+@pytest.fixture
+def refuse_collect(monkeypatch):
+    """Converting a Dask array of more than 2,000 cells to NumPy raises, and so does a NumPy function
+    Dask does not implement (it computes its arguments): what a mechanism may bring to the client is
+    a statistic, never the table (np.asarray, np.column_stack... on the rows)."""
+    import dask.array as da
+
+    original = da.Array.__array__
+
+    def guarded(self, *args, **kwargs):
+        if self.size > 2_000:
+            raise AssertionError(f"a Dask array of shape {self.shape} was loaded into memory")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(da.Array, "__array__", guarded)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*is not implemented by Dask array", category=FutureWarning)
+        yield
+
+
+@pytest.mark.parametrize("name", sorted(dask_engine.SUPPORTED))
+def test_no_supported_mechanism_collects_the_table(table, tmp_path, refuse_collect, name):
+    """Every mechanism the engine accepts releases and writes without loading the rows into memory."""
+    from dpcore.mechanisms import get_mechanism
+
+    _, glob = table
+    params = {"public_data": _in_memory(_rows(500, seed=9))} if name == "pca-identity" else {}
+    if name in ("dpmix", "dppro", "rp-gaussian", "local-gaussian"):
+        params["delta"] = 1e-6
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    rel, written = dask_engine.release_table(get_mechanism(name)(epsilon=1.0, **params), lazy_table,
+                                             tmp_path / "out")
+    card = json.loads(written["card"].read_text())
+    assert card["mechanism"] == name and card["engine"] == "dask"
+    assert sum(len(pd.read_parquet(tmp_path / "out" / f)) for f in card["files"]) == rel.data.shape[0]
+
+
+def test_dpmix_denoise_on_dask(tmp_path):
+    """DPMix's denoising filter (post-processing) runs on each noisy chunk of mixtures on the client:
+    with a seed, the Dask release of 4 x 4 images equals the in-memory one to rounding."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(5)
+    images = rng.uniform(0, 1, (3_000, 16))
+    columns = [f"p{j}" for j in range(16)]
+    for i, part in enumerate(np.array_split(images, 3)):
+        pd.DataFrame(part, columns=columns).to_parquet(tmp_path / f"img{i}.parquet", row_group_size=400)
+    lazy_table = dask_engine.open_table(str(tmp_path / "img*.parquet"), bounds=(0.0, 1.0))
+    lazy_table = replace(lazy_table, head=replace(lazy_table.head, image_shape=(4, 4)))
+    memory_ds = replace(load_dataset(pd.DataFrame(images, columns=columns), bounds=(0.0, 1.0)),
+                        image_shape=(4, 4))
+    params = {"epsilon": 4.0, "delta": 1e-6, "ell": 4, "denoise": 0.8, "random_state": 2}
+    with dask_engine.lazy_output(1_000):
+        lazy = DPMix(**params).release(lazy_table)
+    memory = DPMix(**params).release(memory_ds)
+    undenoised = DPMix(**{**params, "denoise": 0.0}).release(memory_ds)
+    np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
+    assert np.abs(memory.data - undenoised.data).max() > 0.01  # the filter did act
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """The table with a class label ``kind`` (strings) and a regression label ``score``."""
+    folder = tmp_path_factory.mktemp("labelled")
+    X = _rows(6_000, seed=3)
+    kind = np.array(["a", "b", "c"])[(X[:, 0] * 3).astype(int).clip(0, 2)]
+    score = 10 * X[:, 1] + X[:, 3]
+    for i, part in enumerate(np.array_split(np.arange(len(X)), 3)):
+        frame = pd.DataFrame(X[part], columns=COLUMNS).assign(kind=kind[part], score=score[part])
+        frame.to_parquet(folder / f"part{i}.parquet", row_group_size=700)
+    return X, kind, score, folder
+
+
+def _labelled_tables(labelled, task):
+    X, kind, score, folder = labelled
+    label, other = ("kind", "score") if task == "classification" else ("score", "kind")
+    options = {"classes": ["a", "b", "c"]} if task == "classification" else {"label_bounds": (0.0, 11.0)}
+    for i in range(3):  # one table per label: drop the other label's column
+        path = folder / f"{label}{i}.parquet"
+        if not path.exists():
+            frame = pd.read_parquet(folder / f"part{i}.parquet").drop(columns=[other])
+            frame.to_parquet(path, row_group_size=700)
+    lazy = dask_engine.open_table(str(folder / f"{label}*.parquet"), label=label, task=task, bounds=BOUNDS,
+                                  blocksize=30_000, **options)
+    y = kind if task == "classification" else score
+    memory = load_dataset(pd.DataFrame(X, columns=COLUMNS).assign(**{label: y}), label=label, task=task,
+                          bounds=BOUNDS, **options)
+    return lazy, memory, y
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+@pytest.mark.parametrize("name", ["jl-laplace", "dppro", "identity-laplace", "pca-identity", "rp-gaussian",
+                                  "local-gaussian"])
+def test_labels_released_separately_on_dask(labelled, tmp_path, task, name):
+    """Mechanisms that release labels on their own (randomized response / Laplace): at epsilon = inf
+    the Dask labels are the in-memory ones exactly; at epsilon = 2 the card is the in-memory card,
+    the randomized response flips the share of labels its card states, the Laplace residuals have
+    the in-memory spread; the written parts carry the label column."""
+    from dpcore.mechanisms import get_mechanism
+
+    lazy_table, memory_ds, y = _labelled_tables(labelled, task)
+    cls = get_mechanism(name)
+    params = {"public_data": _in_memory(_rows(500, seed=9))} if name == "pca-identity" else {}
+    if name in ("dppro", "rp-gaussian", "local-gaussian"):
+        params["delta"] = 1e-6
+    lazy = cls(epsilon=float("inf"), random_state=1, **params).release(lazy_table)
+    memory = cls(epsilon=float("inf"), random_state=1, **params).release(memory_ds)
+    assert lazy.label_columns == memory.label_columns
+    np.testing.assert_array_equal(np.asarray(lazy.labels), memory.labels)
+    lazy = cls(epsilon=2.0, random_state=1, **params).release(lazy_table)
+    memory = cls(epsilon=2.0, random_state=1, **params).release(memory_ds)
+    assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+    got = np.asarray(lazy.labels)
+    record = lazy.noise[-1]
+    if task == "classification":
+        flipped = np.mean(got != y)
+        assert abs(flipped - record.scale) < 5 * np.sqrt(record.scale * (1 - record.scale) / y.size)
+    else:
+        assert np.std(got - y) == pytest.approx(np.std(memory.labels - y), rel=0.1)
+    out = tmp_path / "out"
+    dask_engine.write_release(cls(epsilon=2.0, **params).release(lazy_table), out)
+    frame = pd.concat([pd.read_parquet(p) for p in sorted(out.glob("part-*.parquet"))])
+    assert list(frame.columns[-1:]) == memory.label_columns and len(frame) == y.size
+    if task == "classification":
+        assert set(frame[memory.label_columns[0]]) <= {"a", "b", "c"}
+
+
+@pytest.mark.parametrize(("name", "task"), [(m, t) for m, tasks in sorted(dask_engine.SUPPORTED.items())
+                                            for t in tasks if t != "unsupervised"])
+def test_no_labelled_release_collects_the_table(labelled, tmp_path, refuse_collect, name, task):
+    """Labelled releases on the Dask engine never load the rows or the labels into memory."""
+    from dpcore.mechanisms import get_mechanism
+
+    lazy_table, _, y = _labelled_tables(labelled, task)
+    params = {"public_data": _in_memory(_rows(500, seed=9))} if name == "pca-identity" else {}
+    if name in ("dpmix", "dppro", "rp-gaussian", "local-gaussian"):
+        params["delta"] = 1e-6
+    rel, written = dask_engine.release_table(get_mechanism(name)(epsilon=1.0, **params), lazy_table,
+                                             tmp_path / "out")
+    assert sum(len(pd.read_parquet(tmp_path / "out" / f)) for f in json.loads(
+        written["card"].read_text())["files"]) == rel.data.shape[0]
+
+
+def test_labels_need_public_facts_and_joint_rp_labels_are_refused(labelled):
+    X, kind, score, folder = labelled
+    _labelled_tables(labelled, "classification")
+    _labelled_tables(labelled, "regression")
+    no_classes = dask_engine.open_table(str(folder / "kind*.parquet"), label="kind", task="classification",
+                                        bounds=BOUNDS)
+    with pytest.raises(DataValidationError, match="needs the public class list"):
+        DPPro(epsilon=1.0, delta=1e-6).release(no_classes)
+    no_bounds = dask_engine.open_table(str(folder / "score*.parquet"), label="score", task="regression",
+                                       bounds=BOUNDS)
+    with pytest.raises(DataValidationError, match="needs the public label bounds"):
+        DPPro(epsilon=1.0, delta=1e-6).release(no_bounds)
+    from dpcore.mechanisms import get_mechanism
+
+    table_c, _, _ = _labelled_tables(labelled, "classification")
+    with pytest.raises(ValueError, match="label_release='separate'"):
+        get_mechanism("rp-gaussian")(epsilon=1.0, delta=1e-6, label_release="appended").release(table_c)
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_dpmix_labels_on_dask(labelled, task):
+    """DPMix mixes the encoded labels with the rows (one-hot / scaled to [0, 1]): with a seed, the
+    Dask mixtures, soft labels and argmax class equal the in-memory ones."""
+    lazy_table, memory_ds, _ = _labelled_tables(labelled, task)
+    params = {"epsilon": 3.0, "delta": 1e-6, "ell": 6, "n_mixtures": 2_500, "random_state": 8}
+    with dask_engine.lazy_output(1_000):
+        lazy = DPMix(**params).release(lazy_table)
+    memory = DPMix(**params).release(memory_ds)
+    np.testing.assert_allclose(np.asarray(lazy.data), memory.data, rtol=0, atol=1e-12)
+    assert lazy.label_columns == memory.label_columns and lazy.noise == memory.noise
+    got = np.asarray(lazy.labels)
+    if task == "classification":
+        np.testing.assert_allclose(got[:, :-1].astype(float), memory.labels[:, :-1].astype(float), atol=1e-12)
+        np.testing.assert_array_equal(got[:, -1], memory.labels[:, -1])
+    else:
+        np.testing.assert_allclose(got, memory.labels, atol=1e-12)
+
+
+def test_cli_public_data_on_dask(table, tmp_path):
+    """`--public-data` with `--engine dask`: the public rows (in memory) give pca-identity its basis;
+    the card identifies them, as in memory."""
+    from dpcore.cli import main
+
+    _, glob = table
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    public = tmp_path / "public.csv"
+    pd.DataFrame(_rows(400, seed=12), columns=COLUMNS).to_csv(public, index=False)
+    out = tmp_path / "out"
+    assert main(["release", "pca-identity", glob, "-o", str(out), "--bounds", str(bounds), "--engine", "dask",
+                 "--public-data", str(public), "--n-components", "3"]) == 0
+    card = json.loads((out / "card.json").read_text())
+    assert card["mechanism"] == "pca-identity" and "public_data_sha256" in json.dumps(card)
+    assert sum(len(pd.read_parquet(out / name)) for name in card["files"]) == 12_000
+    wrong = tmp_path / "wrong.csv"
+    pd.DataFrame(_rows(50, seed=1)[:, :4], columns=COLUMNS[:4]).to_csv(wrong, index=False)
+    assert main(["release", "pca-identity", glob, "-o", str(tmp_path / "o2"), "--bounds", str(bounds),
+                 "--engine", "dask", "--public-data", str(wrong)]) == 2
+    assert not (tmp_path / "o2").exists()
+
+
+def test_ron_gauss_regression_on_dask(labelled):
+    """RON-Gauss Alg. 4 (the label appended to the projected rows): with a seed, the Dask path gives
+    the in-memory augmented second moment and DP means to rounding, and the same card."""
+    lazy_table, memory_ds, _ = _labelled_tables(labelled, "regression")
+    lazy, lazy_diag = RONGauss(epsilon=1.0, random_state=6).explore(lazy_table)
+    memory, memory_diag = RONGauss(epsilon=1.0, random_state=6).explore(memory_ds)
+    for key in ("mu_dp", "sigma_dp", "mean_dp_augmented"):
+        np.testing.assert_allclose(lazy_diag[key], memory_diag[key], rtol=1e-9, atol=1e-12)
+    assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+    assert lazy.label_columns == memory.label_columns and dask_engine.is_lazy(lazy.data) is False

@@ -283,6 +283,8 @@ def box_l2_sensitivity(R: np.ndarray, widths: np.ndarray) -> tuple[float, float]
 def box_projection(X: np.ndarray, *, bounds: np.ndarray, center: np.ndarray, M: np.ndarray
                     ) -> np.ndarray:
     """Public transform of the projection baselines: ``(scale_to_box(clip(X)) - center) @ M``."""
+    if dask_engine.is_lazy(X):  # partitions of a table larger than memory: a row map
+        return dask_engine.row_map(partial(box_projection, bounds=bounds, center=center, M=M), X, M.shape[1])
     X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[1] != bounds.shape[0]:
         raise ValueError(f"X must have shape (m, {bounds.shape[0]}), got {X.shape}")

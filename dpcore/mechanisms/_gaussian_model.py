@@ -147,7 +147,7 @@ def unit_to_label(y: np.ndarray, label_bounds: tuple[float, float], a: float) ->
     """Inverse of :func:`label_to_unit` (post-processing back to the label's units)."""
     lo, hi = label_bounds
     half = (hi - lo) / 2 if hi > lo else 1.0
-    return (lo + hi) / 2 + np.asarray(y) * half / a
+    return (lo + hi) / 2 + (y if dask_engine.is_lazy(y) else np.asarray(y)) * half / a
 
 
 NOISE_CHOICES = ("auto", "laplace", "gaussian")

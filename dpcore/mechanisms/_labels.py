@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import laplace_scale
 from dpcore.noise import BitSource
@@ -232,6 +234,9 @@ def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, bits: Bit
     is exactly Bernoulli(keep_p) for the float ``keep_p`` (whose rounding moves the likelihood ratio by
     a relative 2^-53), the other class by exact uniform integers.
     """
+    if dask_engine.is_lazy(y):  # the labels of a table larger than memory: coins drawn on the client
+        return dask_engine.client_map(y, partial(randomized_response, n_classes=n_classes, epsilon=epsilon,
+                                                 bits=bits))
     y = np.asarray(y, dtype=int)
     if math.isinf(epsilon):
         return y.copy()
@@ -277,7 +282,8 @@ def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> Labe
                     "probability of reporting another class",
             source="Warner 1965; Kairouz, Oh & Viswanath 2016 (k-ary randomized response)",
         )
-        return LabelRelease(data.classes[noisy], name, rec)
+        return LabelRelease(dask_engine.take(data.classes, noisy) if dask_engine.is_lazy(noisy)
+                            else data.classes[noisy], name, rec)
     assert data.label_bounds is not None
     width = float(data.label_bounds[1] - data.label_bounds[0])
     draw = dpnoise.laplace(data.y, width, scale=laplace_scale(width, epsilon), n_changed=1, bits=bits)

@@ -266,7 +266,9 @@ def draw_mixtures(
             raise ValueError("the Dask engine needs the release's noise plans and never returns indices")
         return dask_engine.draw_mixtures(Z, ell, n_mixtures, rng, plans, method=method,
                                          sample_indices=sample_mixture_indices, noise_rows=_NoiseRows,
-                                         dtype=dtype or np.float64, denoise=denoise)
+                                         dtype=dtype or np.float64,
+                                         finish=partial(_denoise, image_shape=image_shape,
+                                                        n_image_columns=n_image_columns, denoise=denoise))
     rows = _chunk_rows(n, ell, width, method, chunk_rows)
     workers = n_threads(n_jobs)
     idx_rng, noise_rng = rng.spawn(2)
@@ -307,18 +309,26 @@ def draw_mixtures(
             for sl, plan, integers in drawn:
                 # rounded to the public grid in float64 whatever the dtype, integers added exactly
                 block[:, sl] = plan.apply(block[:, sl], integers)
-            if denoise > 0 and image_shape is not None and n_image_columns:
-                imgs = block[:, :n_image_columns].reshape((-1, *image_shape))
-                from scipy.ndimage import gaussian_filter
-
-                block[:, :n_image_columns] = gaussian_filter(
-                    imgs, sigma=(0, denoise, denoise)).reshape(len(block), -1)
+            _denoise(block, image_shape, n_image_columns, denoise)
             if all_idx is not None:
                 all_idx[start:stop] = idx
     finally:
         if pool is not None:
             pool.shutdown()
     return (out, all_idx) if all_idx is not None else out
+
+
+def _denoise(block: np.ndarray, image_shape: tuple[int, int] | None, n_image_columns: int | None,
+             denoise: float) -> np.ndarray:
+    """The paper's Gaussian denoising filter (post-processing), in place on the first
+    ``n_image_columns`` columns of the noisy mixtures ``block`` (images of ``image_shape``)."""
+    if denoise > 0 and image_shape is not None and n_image_columns:
+        from scipy.ndimage import gaussian_filter  # here: scipy costs seconds at the app's first import
+
+        imgs = block[:, :n_image_columns].reshape((-1, *image_shape))
+        block[:, :n_image_columns] = gaussian_filter(
+            imgs, sigma=(0, denoise, denoise)).reshape(len(block), -1)
+    return block
 
 
 class _NoiseRows:
@@ -403,8 +413,9 @@ def _mixing_input(data: PreparedInput, labels01: np.ndarray, dtype: np.dtype
     block on threads, no full-size temporary.
     """
     n, d_x = data.X.shape
-    if dask_engine.is_lazy(data.X):  # partitions of a table larger than memory (unsupervised)
-        return dask_engine.row_map(partial(scale_to_unit, bounds=data.bounds), data.X, d_x), None
+    if dask_engine.is_lazy(data.X):  # partitions of a table larger than memory
+        return dask_engine.column_stack([dask_engine.row_map(partial(scale_to_unit, bounds=data.bounds),
+                                                             data.X, d_x), labels01]), None
     lo, hi = data.bounds[:, 0], data.bounds[:, 1]
     width = hi - lo
     constant = ~(width > 0)
@@ -451,16 +462,24 @@ def _encode_labels(data: PreparedInput) -> tuple[np.ndarray, list[str]]:
     """One-hot labels (classification), the label scaled to [0, 1] (regression) or nothing."""
     n = data.n_samples
     name = data.label_name or "label"
-    if data.task == "classification":
-        assert data.classes is not None and data.y is not None
-        onehot = np.zeros((n, data.classes.size))
-        onehot[np.arange(n), data.y] = 1.0
-        return onehot, [f"{name}={c}" for c in data.classes.tolist()]
-    if data.task == "regression":
-        assert data.label_bounds is not None and data.y is not None
-        lb = np.array([data.label_bounds])
-        return scale_to_unit(data.y[:, None], lb), [name]
-    return np.zeros((n, 0)), []
+    if data.task == "unsupervised" or data.y is None:
+        return np.zeros((n, 0)), []
+    width = 1 if data.task == "regression" else data.classes.size  # type: ignore[union-attr]
+    encode = partial(_encoded_block, task=data.task, width=width, label_bounds=data.label_bounds)
+    encoded = (data.y.map_blocks(encode, new_axis=1, chunks=(data.y.chunks[0], (width,)), dtype=float)
+               if dask_engine.is_lazy(data.y) else encode(data.y))  # a table larger than memory: lazily
+    names = [name] if data.task == "regression" else [f"{name}={c}" for c in data.classes.tolist()]  # type: ignore[union-attr]
+    return encoded, names
+
+
+def _encoded_block(y: np.ndarray, task: str, width: int, label_bounds: Any) -> np.ndarray:
+    """One-hot rows of class indices ``y`` (classification) or ``y`` scaled from its public bounds
+    to [0, 1] (regression), shape ``(len(y), width)``."""
+    if task == "classification":
+        onehot = np.zeros((len(y), width))
+        onehot[np.arange(len(y)), y] = 1.0
+        return onehot
+    return scale_to_unit(np.asarray(y, dtype=float)[:, None], np.array([label_bounds]))
 
 
 # ---------------------------------------------------------------------------------------- mechanism
@@ -733,7 +752,17 @@ def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
     if data.task == "regression":
         return mixed_labels[:, 0].astype(float), names
     assert data.classes is not None
-    hard = data.classes[np.argmax(mixed_labels, axis=1)]
+    names = [*names, f"{data.label_name or 'label'}_argmax"]
+    if dask_engine.is_lazy(mixed_labels):  # mixtures of a table larger than memory: per chunk
+        kind = float if data.classes.dtype.kind in "biuf" else object
+        return mixed_labels.map_blocks(_soft_and_hard, data.classes, chunks=(
+            mixed_labels.chunks[0], (mixed_labels.shape[1] + 1,)), dtype=kind), names
+    return _soft_and_hard(mixed_labels, data.classes), names
+
+
+def _soft_and_hard(mixed_labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """The soft label columns and the argmax class (float, or object for text classes)."""
+    hard = classes[np.argmax(mixed_labels, axis=1)]
     soft = mixed_labels.astype(float)
     if hard.dtype.kind in "biuf":
         labels = np.column_stack([soft, hard.astype(float)])
@@ -741,4 +770,4 @@ def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
         labels = np.empty((len(soft), soft.shape[1] + 1), dtype=object)
         labels[:, :-1] = soft
         labels[:, -1] = hard
-    return labels, [*names, f"{data.label_name or 'label'}_argmax"]
+    return labels

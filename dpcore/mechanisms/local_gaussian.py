@@ -243,6 +243,9 @@ class LocalGaussian(Mechanism):
             )
         eps, delta = params["epsilon"], params["delta"]
         separate = params["label_release"] == "separate" and data.task != "unsupervised"
+        if dask_engine.is_lazy(data.X) and data.task != "unsupervised" and not separate:
+            raise ValueError("local-gaussian on the Dask engine releases labels separately only "
+                             "(label_release='separate'); 'appended' is not available there")
         eps_l = None
         if separate:  # features (eps_f, delta) + labels eps_l, pure: basic composition
             split = EpsilonSplit.from_fractions(

@@ -790,7 +790,7 @@ class RONGauss(GaussianGenerator):
         supervised = data.task == "regression"
         if supervised:
             assert data.y is not None and data.label_bounds is not None
-            Z = np.column_stack([Z, label_to_unit(data.y, data.label_bounds, a)])
+            Z = dask_engine.column_stack([Z, label_to_unit(data.y, data.label_bounds, a)])
         cov_rec, noisy, repaired = _noisy_cov(
             Z, ctx, "augmented second moment [x~, y]" if supervised else "second moment Sigma",
             label_bound=a if supervised else None,

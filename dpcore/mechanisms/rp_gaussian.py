@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -167,6 +168,9 @@ class RPGaussian(Mechanism):
         widths = box_widths(data.bounds)
         s_r, s_r_spectral = box_l2_sensitivity(R, widths)
         separate = params["label_release"] == "separate" and data.task != "unsupervised"
+        if dask_engine.is_lazy(data.X) and data.task != "unsupervised" and not separate:
+            raise ValueError("rp-gaussian on the Dask engine releases labels separately only "
+                             "(label_release='separate'); 'appended' is not available there")
         if separate:  # features (eps_f, delta) + labels eps_l, pure: basic composition
             split = EpsilonSplit.from_fractions(
                 eps, dict(zip(("features", "labels"), params["epsilon_split"], strict=True)))
@@ -189,8 +193,8 @@ class RPGaussian(Mechanism):
             formula = ("S2 = sqrt(min(sigma_max(R) ||w||_2, sum_l w_l ||R_l||_2)^2 + S_label^2); "
                        "sigma = analytic Gaussian(S2, eps, delta)")
             source = f"{DPMIX_RP_CITATION}; Balle & Wang, ICML 2018, Thm 8 / Alg. 1"
-        block = np.column_stack([box_projection(data.X, bounds=data.bounds, center=np.zeros(d), M=R),
-                                 encoded])
+        block = dask_engine.column_stack([box_projection(data.X, bounds=data.bounds, center=np.zeros(d), M=R),
+                                          encoded])
         # one replaced row moves its projected row and encoded label: n_changed = its width
         n_changed = block.shape[1]
         s2_rounded = s2
