@@ -11,7 +11,7 @@ import streamlit as st
 from app import state
 from app.controls import initial, mechanism_controls
 from app.figures.common import noise_table, release_scatter_figure
-from app.figures.images import image_grid_figure
+from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
 from app.runner import (
     draw_release,
@@ -120,12 +120,14 @@ def explore_body() -> None:
         k = 24
         c1, c2 = st.columns(2)
         c1.caption("real (held-out)")
+        # still pictures, not Plotly heatmaps: redrawing two 24-image heatmaps on every epsilon move
+        # was most of the browser's work per move (no hover values on these grids)
         real_images = state.memo(("real_images", ds.fingerprint, st.session_state["p:test_size"], k),
-                                 lambda: image_grid_figure(test.X[:k], ds.image_shape, ncols=8))
-        c1.plotly_chart(real_images, key="real_images")  # no parameter changes it: built once
+                                 lambda: image_grid_pixels(test.X[:k], ds.image_shape, ncols=8))
+        c1.image(real_images, output_format="PNG")  # no parameter changes it: built once
         c2.caption("released")
-        c2.plotly_chart(image_grid_figure(np.asarray(release.data)[:k], ds.image_shape, ncols=8),
-                        key="released_images")
+        released_images = image_grid_pixels(np.asarray(release.data)[:k], ds.image_shape, ncols=8)
+        c2.image(released_images, output_format="PNG")
 
 
 explore_body()

@@ -106,3 +106,20 @@ def test_explore_view_axes_are_fitted_once_per_real_rows_not_per_move():
     hollow = [t for t in before["data"] if not t.get("showlegend", True)]
     assert hollow == [t for t in after["data"] if not t.get("showlegend", True)]  # real points stay
     assert before["data"] != after["data"]  # the released points moved
+
+
+def test_explore_image_grids_are_pictures_and_the_released_one_follows_epsilon():
+    """digits on Explore: the real and released grids are still pictures (no Plotly heatmaps to
+    redraw per move); moving epsilon changes the released picture and keeps the real one."""
+    at = new_app()
+    goto(at, "explore")
+
+    def urls() -> list[str]:
+        return [im.proto.imgs[0].url for im in at.get("image")]
+
+    real, released = urls()
+    assert len(at.get("plotly_chart")) == 1  # the scatter only
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
+    assert not at.exception
+    real_after, released_after = urls()
+    assert real_after == real and released_after != released
