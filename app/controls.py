@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 EPSILON_GRID = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, math.inf]
+#: key suffix of the "automatic" checkbox of an optional budget split (its slider keeps the plain key)
+AUTOMATIC_SUFFIX = ":automatic"
 DELTA_GRID = [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
 
 
@@ -89,6 +91,11 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         return st.select_slider("δ (delta) :material/lock:" if p.name == "delta" else label, grid,
                                 format_func=lambda v: "1/n" if v is None else f"{v:.0e}",
                                 **initial(key, "value", default), **common)
+    if p.kind == "bool" and p.optional:  # empty = automatic, as in the CLI without the option
+        options = [None, True, False]
+        return st.selectbox(label, options,
+                            format_func=lambda v: {None: "automatic", True: "on"}.get(v, "off"),
+                            **initial(key, "index", options.index(p.default)), **common)
     if p.kind == "bool":
         return st.checkbox(label, **initial(key, "value", bool(p.default)), **common)
     if p.kind == "choice":
@@ -97,8 +104,14 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
                             **common)
     if p.kind == "fraction_split":
         names = p.split_names or ("first", "second")
+        if p.optional:  # an untouched control stays automatic; unticking reveals the slider
+            auto_key = key + AUTOMATIC_SUFFIX
+            if st.checkbox(f"{label}: automatic", key=auto_key, help=p.help, disabled=disabled,
+                           **initial(auto_key, "value", p.default is None)):
+                return None
+        start = 1 / len(names) if p.default is None else float(p.default[0])
         first = st.slider(f"{label}: share of {names[0]}", 0.05, 0.95, step=0.05,
-                          **initial(key, "value", float(p.default[0])), **common)
+                          **initial(key, "value", round(start * 20) / 20), **common)
         parts = split_from_first(p, first)
         st.caption(" · ".join(f"{n} {v:.2f}" for n, v in zip(names, parts, strict=False)))
         return parts
@@ -195,7 +208,10 @@ def stored_params(mech: type[Mechanism]) -> dict[str, Any]:
     for p in mech.params:
         key = f"{WIDGET_PREFIX}{mech.name}:{p.name}"
         value = st.session_state.get(key, p.default)
-        if p.kind == "fraction_split" and not isinstance(value, (tuple, list)):
+        if p.kind == "fraction_split" and p.optional and st.session_state.get(
+                key + AUTOMATIC_SUFFIX, p.default is None):
+            value = None
+        elif p.kind == "fraction_split" and value is not None and not isinstance(value, (tuple, list)):
             value = split_from_first(p, float(value))
         out[p.name] = value
     return {**out, **public_args(mech)}

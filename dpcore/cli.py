@@ -164,7 +164,7 @@ def _add_data_options(parser: argparse.ArgumentParser) -> None:
 def _option_text(p: Param) -> str:
     """``--flag`` with its value form and default, for the ``release --help`` overview."""
     if p.kind == "bool":
-        return f"--[no-]{p.cli_flag[2:]} [{p.default}]"
+        return f"--[no-]{p.cli_flag[2:]} [{'automatic' if p.default is None else p.default}]"
     if p.kind == "choice":
         value = " {" + ",".join(str(c) for c in p.choices or ()) + "}"
     elif p.kind == "fraction_split":

@@ -99,7 +99,8 @@ def unsupervised_error(n_rows: int, n_features: int, *, epsilon: float, delta: f
 
 
 def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
-                             delta: float | None = None) -> dict:
+                             delta: float | None = None, n_components: int | None = None,
+                             mean_fraction: float | None = None) -> dict:
     """The default unsupervised release from public facts only: RON-Gauss Alg. 3 with its model mean
     (``model_mean=True``), and ``p`` and the budget split ``(mean, covariance)`` that minimise
     :func:`unsupervised_error` (the centring mean ``mu_DP`` gets half of the mean's share) over ``p`` in
@@ -111,6 +112,9 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
     Never tuned on private data; checked on the bundled tables by ``benchmarks/unsupervised_null.py``
     (README, "Unsupervised releases against the null"). ``epsilon = inf`` (no noise) gives
     ``p = d - 1`` and the paper's split.
+
+    ``n_components`` / ``mean_fraction`` (given by the user, public): the rule minimises over the
+    other one only (``p`` fixed: the best mean fraction for that ``p``; fraction fixed: the best ``p``).
 
     Returns
     -------
@@ -130,15 +134,19 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
     best: tuple[float, int, float, float] | None = None
     fractions = (0.3,) if math.isinf(epsilon) else MEAN_FRACTIONS
+    if mean_fraction is not None:
+        fractions = (float(mean_fraction),)
     for f in fractions:
         # model_mean=True: half of the mean's share centres the rows (mu_DP), half is m_DP
         pred = unsupervised_error(n_rows, n_features, epsilon=epsilon, delta=delta, mean_fraction=f / 2,
                                   covariance_fraction=1.0 - f)
-        j = int(np.argmin(pred["error"]))
+        j = int(np.argmin(pred["error"])) if n_components is None else int(n_components) - 1
         if best is None or pred["error"][j] < best[0]:
             best = (float(pred["error"][j]), int(pred["p"][j]), f, float(pred["centring_error"]))
     assert best is not None
     error, p, f, centring = best
+    kept = [k for k, v in (("p", n_components), ("mean fraction", mean_fraction)) if v is not None]
+    fixed = f" (the user's {' and '.join(kept)} kept)" if kept else ""
     params: dict = {"n_components": p, "epsilon_split": (f, round(1.0 - f, 10)), "model_mean": True}
     if delta is not None:
         params.update(noise="gaussian", delta=delta)
@@ -150,7 +158,7 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
         "reason": (f"no labels: RON-Gauss, a public random orthonormal basis, so real rows map into the "
                    f"release; {noise}; its model's DP mean (model_mean) so the release sits where the real "
                    f"rows do; p = {p} and {f:g} of the budget for the DP means by the public rule of "
-                   "dpcore.unsupervised.recommended_unsupervised (n, d, epsilon, delta only)"),
+                   f"dpcore.unsupervised.recommended_unsupervised (n, d, epsilon, delta only){fixed}"),
         "rule": ("minimise r^2/p + ||e||^2 + 2 sigma_M (d/sqrt(p)) (r^2 + ||e||^2) over p and the DP "
                  "mean's share: what competes with the data's top direction in the release (the rest of "
                  "the spread, the DP mean's centring error, the edge of the noise's semicircle) at the "
@@ -158,7 +166,8 @@ def recommended_unsupervised(n_rows: int, n_features: int, *, epsilon: float,
                  "(dpcore.unsupervised.recommended_unsupervised)"),
         "inputs": {"n": int(n_rows), "d": int(n_features), "epsilon": epsilon, "delta": delta,
                    "noise": "gaussian" if delta is not None else "laplace",
-                   "spread_reference": SPREAD_REFERENCE},
+                   "spread_reference": SPREAD_REFERENCE, "n_components": n_components,
+                   "mean_fraction": mean_fraction},
         "predicted_error": error,
         "centring_error": centring,
     }

@@ -385,3 +385,25 @@ def test_upload_box_states_its_size_limit_in_words():
     uploader = at.get("file_uploader")[0]
     assert "up to 50 MB" in uploader.proto.label and "command line" in uploader.proto.help
     assert uploader.proto.max_upload_size_mb == 50
+
+
+def test_optional_budget_split_and_model_mean_stay_automatic_until_set():
+    """RON-Gauss's ``epsilon_split`` and ``model_mean`` are empty (automatic) by default: the split's
+    "automatic" box is ticked and hides the slider; unticking it reveals the slider and the card
+    then carries the chosen split; the model-mean box set to "on" puts True on the card."""
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("ron-gauss").run()
+    goto(at, "release")
+    auto = at.checkbox(key="p:ron-gauss:epsilon_split:automatic")
+    assert auto.value is True
+    assert not [s for s in at.slider if s.key == "p:ron-gauss:epsilon_split"]
+    assert at.selectbox(key="p:ron-gauss:model_mean").value is None
+    auto.uncheck().run()
+    slider = at.slider(key="p:ron-gauss:epsilon_split")
+    slider.set_value(0.4).run()
+    at.selectbox(key="p:ron-gauss:model_mean").select(True).run()
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    card = json.loads(at.session_state.pending_release["card"])
+    assert card["parameters"]["epsilon_split"] == pytest.approx([0.4, 0.6])
+    assert card["parameters"]["model_mean"] is True

@@ -161,8 +161,8 @@ def test_published_mode_reports_larger_guaranteed_epsilon():
     X = _data(300, 20)
     y = X[:, 1]
     for p in (2, 4, 9):
-        rel, rel_diag = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
-                       bounds=(-1, 1)).explore(X)
+        rel, rel_diag = RONGauss(epsilon=1.0, n_components=p, epsilon_split=(0.3, 0.7),
+                                 calibration="published", random_state=0, bounds=(-1, 1)).explore(X)
         expected = 0.3 + 0.7 * math.sqrt(p)  # S1_sound,full / S1_published = 2p / (2 sqrt p)
         assert rel.guarantee.epsilon == pytest.approx(expected)
         assert rel.guarantee.epsilon > rel.details["nominal_epsilon"] == 1.0

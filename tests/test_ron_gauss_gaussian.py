@@ -141,7 +141,8 @@ def test_gaussian_noise_spread_matches_the_stated_sigmas():
     and sigma = S2'/sqrt(2 rho_part) with S2' the rounding-inflated sensitivity."""
     n, d, p, eps = 300, 24, 8, 1.0
     X = _data(n, d, seed=3)
-    mech = RONGauss(epsilon=eps, noise="gaussian", n_components=p, bounds=(-1, 1), feature_scaling="none")
+    mech = RONGauss(epsilon=eps, noise="gaussian", n_components=p, epsilon_split=(0.3, 0.7), bounds=(-1, 1),
+                    feature_scaling="none")  # the paper's Alg. 3 (split given)
     Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
     true_mean = Xn.mean(axis=0)
     iu = np.triu_indices(p)
@@ -189,8 +190,8 @@ def test_zcdp_composition_and_conversion_match_dp_accounting(task):
     X = _data(800, 12, seed=4)
     y = {"unsupervised": None, "regression": X[:, 0] * 2 + 1, "classification": np.arange(800) % 3}[task]
     kw = {"regression": {"label_bounds": (-1, 3)}, "classification": {"classes": [0, 1, 2]}}.get(task, {})
-    rel = RONGauss(epsilon=1.0, noise="gaussian", n_components=4, bounds=(-1, 1), random_state=1,
-                   **kw).release(X, y)
+    rel = RONGauss(epsilon=1.0, noise="gaussian", n_components=4, epsilon_split=(0.3, 0.7), bounds=(-1, 1),
+                   random_state=1, **kw).release(X, y)
     det = rel.details
     ideal = det["noise_slack"]["calibrated_at"]
     # rho actually spent per record: S2'^2 / (2 sigma^2), summed over the budget parts
@@ -228,7 +229,8 @@ def test_zcdp_rho_inverts_zcdp_epsilon_and_matches_the_closed_form_bound():
 # ------------------------------------------------------------------------------ card
 def test_gaussian_card_states_approx_guarantee_rho_split_and_variance_saving():
     X = _data(2000, 30, seed=2)
-    rel = RONGauss(epsilon=1.0, noise="gaussian", delta=1e-6, n_components=6, bounds=(-1, 1),
+    rel = RONGauss(epsilon=1.0, noise="gaussian", delta=1e-6, n_components=6, epsilon_split=(0.3, 0.7),
+                   bounds=(-1, 1),
                    random_state=0).release(X)
     card = json.loads(rel.card_json())
     g = card["guarantee"]
@@ -247,7 +249,8 @@ def test_gaussian_card_states_approx_guarantee_rho_split_and_variance_saving():
     for rec, part, frac in ((rel.noise[0], "mean", 0.3), (rel.noise[1], "covariance", 0.7)):
         assert saving[part] == pytest.approx(2 * (s1[part] / (frac * 1.0)) ** 2 / rec.scale**2, rel=1e-6)
         assert saving[part] > 1
-    lap = RONGauss(epsilon=1.0, n_components=6, bounds=(-1, 1), random_state=0).release(X)
+    lap = RONGauss(epsilon=1.0, n_components=6, epsilon_split=(0.3, 0.7), bounds=(-1, 1),
+                   random_state=0).release(X)
     assert lap.details["noise"] == "laplace" and lap.guarantee.kind == "pure"
     assert all(r.rho is None for r in lap.noise)
 

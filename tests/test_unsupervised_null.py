@@ -97,12 +97,13 @@ def test_predicted_centring_error_is_the_dp_means_error(delta):
     assert 0.8 * pred < np.mean(err) < 1.35 * pred
 
 
-def test_model_mean_is_off_by_default_and_its_sensitivity_holds_for_unit_rows():
+def test_model_mean_is_off_in_the_papers_mode_and_its_sensitivity_holds_for_unit_rows():
     from dpcore.mechanisms.ron_gauss import augmented_mean_sensitivity
 
     rng = np.random.default_rng(3)
     X = rng.uniform(0, 1, size=(300, 8))
-    kw = dict(epsilon=1.0, n_components=3, bounds=(0, 1), random_state=0)
+    # p and the split given: the paper's Alg. 3 (model_mean automatic = off)
+    kw = dict(epsilon=1.0, n_components=3, epsilon_split=(0.3, 0.7), bounds=(0, 1), random_state=0)
     paper = RONGauss(**kw).release(X)
     assert len(paper.noise) == 2 and "with the DP mean" not in paper.details["algorithm"]
     rel = RONGauss(model_mean=True, **kw).release(X)
@@ -129,6 +130,43 @@ def test_model_mean_is_off_by_default_and_its_sensitivity_holds_for_unit_rows():
     assert np.all(np.abs(Z0.mean(axis=0)) < 5 * Z0.std(axis=0) / math.sqrt(20_000))
 
 
+@pytest.mark.parametrize("delta", [None, 1e-6])
+def test_unsupervised_defaults_are_the_public_rule_and_given_values_win(delta):
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1, size=(400, 12))
+    base = dict(epsilon=1.0, bounds=(0, 1), random_state=0, delta=delta)
+    rule = recommended_unsupervised(400, 12, epsilon=1.0, delta=delta)["parameters"]
+    auto = RONGauss(**base).release(X)
+    f = rule["epsilon_split"][0]
+    assert auto.details["n_components"] == rule["n_components"]
+    assert "with the DP mean" in auto.details["algorithm"]
+    rec = auto.details["recommended"]
+    assert rec["chosen"]["automatic"] == ["n_components", "epsilon_split", "model_mean"]
+    assert rec["chosen"]["epsilon_split"] == rule["epsilon_split"] and "public rule" in rec["chosen"]["why"]
+    assert auto.parameters["epsilon_split"] is None and auto.parameters["model_mean"] is None
+    if delta is None:  # Laplace: the parts are the rule's fractions of epsilon
+        assert auto.details["epsilon_parts"] == pytest.approx(
+            {"mean": f / 2, "augmented_mean": f / 2, "covariance": 1 - f})
+    else:
+        assert rec["parameters"]["noise"] == "gaussian" and rec["inputs"]["delta"] == delta
+    # p given: the rule's best mean fraction for that p (minimised over MEAN_FRACTIONS only)
+    fixed = RONGauss(n_components=2, **base).release(X)
+    errors = {g: unsupervised_error(400, 12, epsilon=1.0, delta=delta, mean_fraction=g / 2,
+                                    covariance_fraction=1 - g)["error"][1] for g in MEAN_FRACTIONS}
+    assert fixed.details["recommended"]["chosen"]["epsilon_split"][0] == min(errors, key=errors.get)
+    assert fixed.details["n_components"] == 2 and fixed.details["recommended"]["chosen"]["automatic"] == [
+        "epsilon_split", "model_mean"]
+    # an explicit value always wins; with labels the automatic split is the paper's
+    off = RONGauss(model_mean=False, **base).release(X)
+    assert "with the DP mean" not in off.details["algorithm"] and off.details["n_components"] == rule[
+        "n_components"]
+    y = (X[:, 0] > 0.5).astype(int)
+    lab = RONGauss(n_components=3, classes=[0, 1], **{**base, "delta": None}).release(X, y)
+    parts = lab.details["epsilon_parts"]  # the DP class histogram first, then the paper's 0.3 / 0.7
+    assert parts["mean"] / (parts["mean"] + parts["covariance"]) == pytest.approx(0.3)
+    assert "chosen" not in lab.details.get("recommended", {})
+
+
 # ------------------------------------------------------------------------------------ the null
 def test_null_ari_is_an_average_with_less_spread_than_one_draw():
     # two far-apart blobs: almost any cut through the centre separates them, so one null draw
@@ -151,6 +189,19 @@ def test_null_ari_is_an_average_with_less_spread_than_one_draw():
 
 
 # ------------------------------------------------------------------------------------ the claim
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["digits", "breast-cancer"])
+def test_plain_ron_gauss_on_unlabelled_data_beats_the_null_at_epsilon_1(dataset):
+    # RONGauss(epsilon=1, delta=1e-6) with nothing else: the automatic p, split and model mean
+    bench = _load_benchmark()
+    split = bench.unsupervised_split(dataset)
+    ref = bench.real_reference(split[1].X, split[0].bounds, EvalSettings(random_state=0))
+    res = bench.compare(dataset, "ron-gauss", "defaults", {"epsilon": 1.0, "delta": 1e-6}, split, ref,
+                        trials=5)
+    mean, lo, _ = mean_interval(res.ari_real - res.ari_null)
+    assert res.measurable and lo > 0, (dataset, res.ari_real, res.ari_null)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["digits", "breast-cancer", "diabetes"])
 def test_default_unsupervised_release_beats_the_null_at_epsilon_1(dataset):

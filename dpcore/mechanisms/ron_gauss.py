@@ -533,7 +533,9 @@ class RONGauss(GaussianGenerator):
     ----------
     epsilon : float, default 1.0
         Total privacy budget (> 0; ``inf`` = NOT PRIVATE, explore only: no noise).
-    epsilon_split : (float, float), default (0.3, 0.7)
+    epsilon_split : (float, float), optional
+        Empty (automatic): the paper's ``(0.3, 0.7)`` with labels; without labels the public rule of
+        :func:`dpcore.unsupervised.recommended_unsupervised` (for the given ``p`` if set).
         Fractions of ``epsilon`` for the DP mean (``eps_mu``) and the second moment
         (``eps_Sigma``); paper section 5.2. Parts are rounded down so they never exceed the total.
     n_components : int, optional
@@ -559,7 +561,8 @@ class RONGauss(GaussianGenerator):
     label_bound : float, default 1.0
         ``a`` of Alg. 4: regression labels are mapped affinely from their public ``label_bounds``
         onto ``[-a, a]``; synthetic labels are mapped back to the label's units.
-    model_mean : bool, default False
+    model_mean : bool, optional
+        Empty (automatic): on without labels when the public rule sets ``p`` or the split, else off.
         Unsupervised (Alg. 3) only: also release the DP mean ``m_DP`` of the projected rows (half of
         the mean's budget share, ``S1 = 2 sqrt(p)/n``, ``S2 = 2/n``) and sample
         ``N(m_DP, Sigma_DP - m_DP m_DP^T)`` (PSD-repaired), as Alg. 4 here does with ``[x~, y]``. The
@@ -620,12 +623,15 @@ class RONGauss(GaussianGenerator):
                 "Private Data Release, PoPETs 2019(1)")
     params = (
         EPSILON,
-        Param("epsilon_split", "fraction_split", (0.3, 0.7), "Fractions of epsilon for the DP "
-              "mean and the DP second moment (paper: 0.3 / 0.7).", privacy=True,
-              split_names=("mean", "covariance")),
+        Param("epsilon_split", "fraction_split", None, "Fractions of epsilon for the DP "
+              "mean and the DP second moment; empty = automatic: the paper's 0.3 / 0.7 with labels, "
+              "without labels the public rule of dpcore.unsupervised.recommended_unsupervised "
+              "(n, d, epsilon, delta; for the given p if n_components is set).", privacy=True,
+              split_names=("mean", "covariance"), optional=True),
         Param("n_components", "int", None, "Projection dimension p (< number of features); "
               "empty = automatic: the public rule of dpcore.calibration.recommended_n_components for a "
-              "random basis (n, d, classes, epsilon, delta). The paper's choice, Meckes's bound "
+              "random basis (n, d, classes, epsilon, delta; without labels "
+              "dpcore.unsupervised.recommended_unsupervised). The paper's choice, Meckes's bound "
               "2 ln d / ln ln d, is 6 for d = 105 and 7 for d = 784.", low=1, optional=True),
         Param("reconstruct", "bool", False, "Release x~ W^T + mu_DP in the d-dimensional "
               "pre-processed space instead of the p-dimensional projection."),
@@ -645,11 +651,12 @@ class RONGauss(GaussianGenerator):
         HISTOGRAM_FRACTION,
         NOISE,
         GAUSSIAN_DELTA,
-        Param("model_mean", "bool", False, "Unsupervised (Alg. 3): also release the DP mean of the "
+        Param("model_mean", "bool", None, "Unsupervised (Alg. 3): also release the DP mean of the "
               "projected rows (half of the mean's budget share) and sample N(m_DP, Sigma_DP - m m^T) "
               "instead of the paper's N(0, Sigma_DP), which puts the real rows on one side of the "
-              "release when the DP centring is off (dpcore.unsupervised). Regression always does.",
-              privacy=True),
+              "release when the DP centring is off (dpcore.unsupervised). Empty = automatic: on when "
+              "the unsupervised rule sets p or the split, off (the paper) when both are given. "
+              "Regression always does.", privacy=True, optional=True),
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -677,7 +684,10 @@ class RONGauss(GaussianGenerator):
         (Alg. 5) in the p-dimensional projection, decoded by reconstruction (``reconstruct``) and the
         label map of Alg. 4."""
         n, d = data.X.shape
+        given = params  # the card keeps the parameters as given (empty = automatic)
+        params, unsupervised_rule = _automatic_defaults(params, data)
         p, rule = _n_components(params, data)
+        rule = unsupervised_rule or rule
         fractions = dict(zip(("mean", "covariance"), params["epsilon_split"], strict=True))
         protected = data.task == "classification" and params["label_privacy"] == "protected"
         if protected:
@@ -774,7 +784,7 @@ class RONGauss(GaussianGenerator):
             offset=out.center if params["reconstruct"] else None)
         label_columns = [data.label_name or "label"] if data.task != "unsupervised" else []
         template = self._new_release(
-            data, params, values=np.empty((0, len(columns))), columns=columns, guarantee=guarantee,
+            data, given, values=np.empty((0, len(columns))), columns=columns, guarantee=guarantee,
             noise=out.noise, calibration=calibration, label_columns=label_columns,
             transform_arrays=transform_arrays, details=details,
         )
@@ -882,6 +892,48 @@ class _Context:
     gauss: ZCDPBudget | None = None
 
 
+def _effective_delta(params: dict[str, Any], n: int) -> float | None:
+    """The delta the Gaussian variant uses (given, or :func:`default_delta` of ``n``); None for Laplace."""
+    if params["noise"] != "gaussian":
+        return None
+    return params["delta"] if params["delta"] is not None else default_delta(n)
+
+
+def _automatic_defaults(params: dict[str, Any], data: PreparedInput
+                        ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Resolve the automatic (``None``) ``epsilon_split`` and ``model_mean`` from public facts only.
+
+    With labels: the paper's split ``(0.3, 0.7)``; ``model_mean`` off (regression models its mean
+    anyway). Without labels, when ``n_components`` or ``epsilon_split`` is empty: the public rule
+    :func:`dpcore.unsupervised.recommended_unsupervised` (``n``, ``d``, epsilon, the delta used)
+    sets what is empty, keeping what is given (``p`` fixed: the best mean fraction for it), and
+    ``model_mean`` defaults to on (the rule's model); with both given, the paper's Alg. 3 (off).
+    A given value always wins. Returns ``(params, the rule's record for the card or None)``."""
+    split, model_mean = params["epsilon_split"], params["model_mean"]
+    unsupervised = data.task == "unsupervised"
+    if not unsupervised or (split is not None and params["n_components"] is not None):
+        out = {**params, "epsilon_split": (0.3, 0.7) if split is None else split,
+               "model_mean": bool(model_mean)}
+        return out, None
+    from dpcore.unsupervised import recommended_unsupervised
+
+    n, d = data.X.shape
+    given_p = params["n_components"]
+    if given_p is not None:
+        check_n_components(given_p, d)
+    rec = recommended_unsupervised(n, d, epsilon=params["epsilon"], delta=_effective_delta(params, n),
+                                   n_components=given_p, mean_fraction=None if split is None else split[0])
+    chosen = {"n_components": rec["parameters"]["n_components"],
+              "epsilon_split": rec["parameters"]["epsilon_split"] if split is None else tuple(split),
+              "model_mean": True if model_mean is None else bool(model_mean)}
+    automatic = [k for k, v in (("n_components", given_p), ("epsilon_split", split),
+                                ("model_mean", model_mean)) if v is None]
+    rec["chosen"] = {**chosen, "automatic": automatic,
+                     "why": "no labels: the unsupervised public rule sets " + ", ".join(automatic)
+                     + " (" + rec["reason"] + ")"}
+    return {**params, **chosen}, rec
+
+
 def _n_components(params: dict[str, Any], data: PreparedInput) -> tuple[int, dict[str, Any] | None]:
     """``p``: given, or (empty) the public rule :func:`dpcore.calibration.recommended_n_components`
     with ``random_basis=True`` (a Haar ``W`` keeps ``p/d`` of the mass; n, d, the class count,
@@ -895,9 +947,7 @@ def _n_components(params: dict[str, Any], data: PreparedInput) -> tuple[int, dic
     n_classes = data.classes.size if gmm and data.classes is not None else 1
     protected = gmm and params["label_privacy"] == "protected"
     share = params["epsilon_split"][1] * ((1 - params["histogram_fraction"]) if protected else 1.0)
-    delta = None
-    if params["noise"] == "gaussian":
-        delta = params["delta"] if params["delta"] is not None else default_delta(n)
+    delta = _effective_delta(params, n)
     rec = recommended_n_components(n, d, epsilon=params["epsilon"], delta=delta, n_classes=n_classes,
                                    model_share=share, random_basis=True)
     rec["mechanism"] = recommended_mechanism(data.task, n, d, epsilon=params["epsilon"], delta=delta,
