@@ -647,12 +647,17 @@ def _remove_stale_temporaries(target: Path) -> None:
                     tmp.unlink()
 
 
+def _hidden_temporary(target: Path) -> Path:
+    """A new hidden name ``.<name>.<12 hex>.tmp`` beside ``target``: never taken for an output, and
+    removed as a killed run's leftover by the next release to that path."""
+    return target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+
+
 def _write_temp(target: Path, payload: bytes) -> Path:
     """``payload`` in a new temporary file in ``target``'s folder (same file system: atomic rename)."""
     # "x": never reuse an existing file; created with the usual permissions (umask), like the
-    # target would be (tempfile.mkstemp would make it owner-only). The hidden ".tmp" name is never
-    # taken for an output.
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    # target would be (tempfile.mkstemp would make it owner-only).
+    tmp = _hidden_temporary(target)
     try:
         with open(tmp, "xb") as fh:
             fh.write(payload)
@@ -668,7 +673,7 @@ def _hard_link_backup(target: Path) -> Path | None:
     the file system has no hard links."""
     if not target.is_file() or target.is_symlink():
         return None
-    backup = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    backup = _hidden_temporary(target)
     try:
         os.link(target, backup)
     except OSError:
@@ -699,9 +704,9 @@ class StagedFiles:
         try:
             for target in self.stale:
                 if target.is_file() or target.is_symlink():
-                    hidden = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+                    hidden = _hidden_temporary(target)
                     os.replace(target, hidden)
-                    moved[target] = hidden
+                    moved[target] = hidden  # only once moved: a failed move has nothing to restore
             for key, target in self.targets.items():
                 os.replace(self.temps[key], target)
                 del self.temps[key]
