@@ -114,6 +114,22 @@ def _slider_latency(at: Any, key: str, repeats: int, profiler: _ScriptProfiler,
     return t
 
 
+def _app_with(dataset: str, mechanism: str) -> Any | None:
+    """A new AppTest session on the bundled ``dataset`` with ``mechanism`` chosen in the sidebar, or
+    ``None`` when the app does not offer that mechanism for that dataset."""
+    at = _new_app()
+    if dataset != "digits":  # digits is the app's default
+        _page(at, "data")
+        at.selectbox[0].select(dataset).run()
+        _check(at)
+    names = [o.split(" ")[0] for o in at.sidebar.selectbox(key="mechanism").options]
+    if mechanism not in names:
+        return None
+    at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+    _check(at)
+    return at
+
+
 def _page(at: Any, page: str) -> None:
     at.switch_page(f"../pages/{page}.py").run()
     _check(at)
@@ -133,17 +149,10 @@ def run_apptest(repeats: int, log: Callable[[str], None]) -> tuple[list[Row], di
         log(f"  {label} ...")
         profiler = _ScriptProfiler()
         try:
-            at = _new_app()
-            if dataset != "digits":
-                _page(at, "data")
-                at.selectbox[0].select(dataset).run()
-                _check(at)
-            names = [o.split(" ")[0] for o in at.sidebar.selectbox(key="mechanism").options]
-            if mech not in names:
+            at = _app_with(dataset, mech)
+            if at is None:
                 rows.append(Row("app", label, note=f"skipped: {mech} not offered on {dataset}"))
                 continue
-            at.sidebar.selectbox(key="mechanism").select(mech).run()
-            _check(at)
             _page(at, page)
             t = _slider_latency(at, f"p:{mech}:epsilon", repeats, profiler)
         except Exception as exc:  # report and go on: the lead needs the other numbers too

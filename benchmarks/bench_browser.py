@@ -374,20 +374,16 @@ def run_browser(args: argparse.Namespace, log: Callable[[str], None]) -> list[Fi
 def run_apptest(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure]:
     """The same slider change through Streamlit's AppTest (server only), as ``bench_app`` does."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_app import _check, _new_app, _page, _ScriptProfiler, _slider_latency
+    from bench_app import _app_with, _page, _ScriptProfiler, _slider_latency
 
     out = []
     for dataset in args.datasets:
         log(f"AppTest: Explore, {args.mechanism} on {dataset} ...")
         profiler = _ScriptProfiler()
         try:
-            at = _new_app()
-            if dataset != "digits":
-                _page(at, "data")
-                at.selectbox[0].select(dataset).run()
-                _check(at)
-            at.sidebar.selectbox(key="mechanism").select(args.mechanism).run()
-            _check(at)
+            at = _app_with(dataset, args.mechanism)
+            if at is None:
+                raise RuntimeError(f"the app does not offer {args.mechanism} on {dataset}")
             _page(at, "explore")
             t = _slider_latency(at, f"p:{args.mechanism}:epsilon", min(args.repeats, 9), profiler)
         finally:
