@@ -705,7 +705,7 @@ class RONGauss(GaussianGenerator):
             if calibration == "published":
                 raise ValueError("noise='gaussian' needs calibration='sound' (the published constants "
                                  "are L1 values for the Laplace mechanism)")
-            delta = check_delta(params["delta"] if params["delta"] is not None else default_delta(n))
+            delta = check_delta(_effective_delta(params, n))
             n_classes = 0 if data.classes is None else data.classes.size
             # the discrete Gaussian sampler's slack is reserved from (epsilon, delta) first
             gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
