@@ -28,6 +28,7 @@ __all__ = [
     "check_random_state",
     "classic_gaussian_sigma",
     "default_delta",
+    "delta_or_default",
     "gaussian_delta",
     "gaussian_epsilon",
     "haar_stiefel",
@@ -57,6 +58,11 @@ def default_delta(n_rows: int) -> float:
     if n_rows < 1:
         raise ValueError(f"n_rows must be >= 1, got {n_rows}")
     return min(1e-5, float(n_rows) ** -1.5)
+
+
+def delta_or_default(delta: float | None, n_rows: int) -> float:
+    """``delta`` as given by the user, or (empty) :func:`default_delta` of the public ``n_rows``."""
+    return default_delta(n_rows) if delta is None else delta
 
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:

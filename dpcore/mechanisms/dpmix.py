@@ -47,7 +47,7 @@ import numpy as np
 
 from dpcore import accounting, dask_engine
 from dpcore import noise as dpnoise
-from dpcore.calibration import default_delta
+from dpcore.calibration import delta_or_default
 from dpcore.mechanisms.base import Mechanism
 from dpcore.noise import BitSource, GridNoise
 from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks, scale_to_unit
@@ -585,7 +585,7 @@ class DPMix(Mechanism):
         if ell > n:
             raise ValueError(f"ell must be <= n (the number of rows, {n}), got ell={ell}")
         T = _resolve_n_mixtures(params["n_mixtures"], n_samples, n)
-        delta = params["delta"] if params["delta"] is not None else default_delta(n)
+        delta = delta_or_default(params["delta"], n)
         denoise = params["denoise"]
         image_hw = _image_hw(data.image_shape)
         if denoise > 0 and (image_hw is None or math.prod(image_hw) != d_x):

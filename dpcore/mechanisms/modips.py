@@ -37,7 +37,7 @@ from dpcore.calibration import (
     LAPLACE_SOURCE,
     EpsilonSplit,
     check_delta,
-    default_delta,
+    delta_or_default,
     laplace_scale,
     psd_repair,
 )
@@ -234,7 +234,7 @@ class MODIPS(GaussianGenerator):
             raise ValueError("bounds: every feature has lo == hi, so there is nothing to model")
         gauss = None
         if params["noise"] == "gaussian":
-            delta = check_delta(params["delta"] if params["delta"] is not None else default_delta(n))
+            delta = check_delta(delta_or_default(params["delta"], n))
             k = Z.shape[1]
             n_groups = data.classes.size if data.task == "classification" and data.classes is not None else 1
             coords = (2 if protected else 1) * n_groups * (k + k * (k + 1) // 2) + (2 if protected else 0)

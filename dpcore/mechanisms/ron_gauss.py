@@ -88,7 +88,7 @@ from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
     check_delta,
-    default_delta,
+    delta_or_default,
     haar_stiefel,
     laplace_scale,
     psd_repair,
@@ -896,7 +896,7 @@ def _effective_delta(params: dict[str, Any], n: int) -> float | None:
     """The delta the Gaussian variant uses (given, or :func:`default_delta` of ``n``); None for Laplace."""
     if params["noise"] != "gaussian":
         return None
-    return params["delta"] if params["delta"] is not None else default_delta(n)
+    return delta_or_default(params["delta"], n)
 
 
 def _automatic_defaults(params: dict[str, Any], data: PreparedInput
