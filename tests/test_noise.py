@@ -6,6 +6,7 @@ exact PMF (chi-square) or with OpenDP's exact samplers (two-sample chi-square).
 
 from __future__ import annotations
 
+import decimal
 import math
 from fractions import Fraction
 
@@ -103,24 +104,59 @@ def test_uniform_open01_exact_binades():
 
 
 def test_lazy_bernoulli_resolves_ties_exactly():
-    table = noise._geometric_parts(3).table
-    q0 = table.probs[0]  # 1 / (1 + e^{1/3})
+    q0 = noise._decimal_prob(lambda: 1 / (1 + (decimal.Decimal(1) / 3).exp()))  # 1 / (1 + e^{1/3})
+    table = noise._LazyBernoullis([q0])
     byte, word2 = int(table.level1[0]), table.digits(0, 2)
     word3 = table.digits(0, 3)
-    n_rows = len(table.probs)
-    # first byte ties (the other rows' bytes are 0xFF: no tie), second level ties, third level
+    # first byte ties (the word's other bytes are unused), second level ties, third level
     # decides: below -> True, above -> False
     first = byte | (2**64 - 256)
     for third, expected in ((word3 - 1, True), (word3 + 1, False)):
         bits = ScriptedBits([first, word2, third])
         assert bool(table.sample(1, bits)[0, 0]) is expected
     # the expansion agrees with the probability computed directly
-    import decimal
     with decimal.localcontext(decimal.Context(prec=80)):
         exact = q0()
         assert int(exact * 2**8) == byte
         assert int(exact * 2**72) % 2**64 == word2
-    assert n_rows == noise._geometric_parts(3).n_digits + 1
+
+
+def _exact_floor(x: decimal.Decimal, nbits: int) -> int:
+    return int(x * 2**nbits)
+
+
+@pytest.mark.parametrize("t", [3, 5000, 21_810_381, 2**40 + 12345])
+def test_geometric_table_is_the_exact_floor_of_r_to_the_k(t):
+    # F_k = floor(2^nbits r^k), r = e^{-2^L/t}, checked against 60-digit Decimal at every k (small
+    # tables) or at 300 spread k, and strictly decreasing (so a word ties with at most one entry)
+    table = noise._geometric_parts(t).high
+    entries = [int(v) for v in table.table[1:-1]]
+    assert all(a > b for a, b in zip(entries[:-1], entries[1:], strict=True)) and entries[-1] > 0
+    ks = range(1, table.size + 1) if table.size <= 64 else np.linspace(1, table.size, 300).astype(int)
+    with decimal.localcontext(decimal.Context(prec=60)):
+        for k in ks:
+            exact = (-(decimal.Decimal(int(k) * table.step) / decimal.Decimal(t))).exp()
+            assert entries[int(k) - 1] == _exact_floor(exact, table.nbits), k
+    # the tail beyond the table (a fresh draw) is rare but not negligible: r^size in (e^-16, e^-8]
+    assert 8 <= table.size * table.step / t <= 16
+
+
+def test_geometric_table_counts_and_resolves_ties_exactly():
+    table = noise._geometric_parts(21_810_381).high
+    entries = table.table[1:-1]
+    # count = #{k: F_k > u} at and around every kind of boundary, whatever the float guess says
+    one = np.uint64(1)
+    u = np.concatenate([entries[::97] - one, entries[::97] + one, entries[-3:] - one,
+                        np.array([0, 1, 2**table.nbits - 1, 2**table.nbits - 2], dtype=np.uint64),
+                        _seeded(4).words(5000) >> np.uint64(64 - table.nbits)])
+    brute = (entries[None, :] > u[:, None]).sum(axis=1)
+    np.testing.assert_array_equal(table.count(u, _seeded()), brute)
+    # u == F_k: the next 64 bits of V against bits nbits+1 .. nbits+64 of r^k decide (V < r^k -> k)
+    k = 123
+    digits = noise._floor_scaled(table._power(k), table.nbits + 64) % 2**64
+    for word, expected in ((digits - 1, k), (digits + 1, k - 1)):
+        got = table.count(np.array([entries[k - 1]], dtype=np.uint64), ScriptedBits([word]))
+        assert got[0] == expected
 
 
 def test_low_part_rejection_set_has_the_conditional_law():
@@ -163,16 +199,17 @@ def test_noise_source_kinds_and_streams():
 
 # ------------------------------------------------------------------------------- exact samplers
 @pytest.mark.parametrize("t", [1, 3, 7])
-@pytest.mark.parametrize("method", ["digits", "cks"])
+@pytest.mark.parametrize("method", ["table", "cks"])
 def test_discrete_laplace_matches_exact_pmf(t, method):
     x = noise.discrete_laplace(t, 100_000, _seeded(t), method=method)
     assert x.dtype == np.int64
     assert _integer_gof(x, _dlap_log_pmf(t), 12 * t) > 1e-4
 
 
-@pytest.mark.parametrize("t", [5000, 70001])
+@pytest.mark.parametrize("t", [5000, 70001, 21_810_381, 2**40 + 12345])
 def test_discrete_laplace_large_scale_binned(t):
-    # t >= 2^12 uses the low/mid/top split (low bits by rejection); bins of t/4, tails lumped
+    # t >= 2^11 uses the low/high split (low bits by rejection; high from the table, on 49 bits of
+    # the first word up to L = 14, on a word of its own beyond: t = 2^40); bins of t/4, tails lumped
     x = noise.discrete_laplace(t, 100_000, _seeded(t))
     p = math.exp(-1.0 / t)
     c = (1 - p) / (1 + p)
@@ -184,7 +221,7 @@ def test_discrete_laplace_large_scale_binned(t):
         return np.where(k >= 0, upper, lower)
 
     edges = np.concatenate([[-np.inf], np.arange(-6 * t, 6 * t + 1, t // 4) - 0.5, [np.inf]])
-    inner = np.diff(cdf(np.floor(np.clip(edges, -1e12, 1e12))))
+    inner = np.diff(cdf(np.floor(np.clip(edges, -1e15, 1e15))))
     assert _binned_gof(x, lambda e: inner, edges) > 1e-4
     assert abs(np.mean(np.abs(x)) / (2 * p / (1 - p**2)) - 1) < 0.02
 
@@ -194,6 +231,40 @@ def test_discrete_gaussian_matches_exact_pmf(sigma):
     x = noise.discrete_gaussian(sigma, 100_000, _seeded(int(sigma * 10)))
     assert x.dtype == np.int64
     assert _integer_gof(x, lambda k: -(k.astype(float) ** 2) / (2 * sigma**2), int(8 * sigma) + 1) > 1e-4
+
+
+def _gaussian_bin_gof(x: np.ndarray, sigma: float) -> float:
+    """Chi-square p-value of integer samples against the discrete Gaussian of parameter ``sigma`` in
+    bins of ~sigma/4 on [-6 sigma, 6 sigma] (tails lumped). Bin masses from the normal CDF with the
+    continuity correction: for sigma >= 50 they are within 1e-4 (relative) of the exact PMF's sums."""
+    inner = np.unique(np.round(np.arange(-24, 25) * sigma / 4)) - 0.5
+    edges = np.concatenate([[-np.inf], inner, [np.inf]])
+    return _binned_gof(x, lambda e: np.diff(stats.norm.cdf(e / sigma)), edges)
+
+
+@pytest.mark.parametrize("sigma", [70.3, 3000.5, 1.3 * 2.0**24, 2.0**33 + 0.25])
+def test_discrete_gaussian_large_sigma_shape_scale_and_tails(sigma):
+    # the grids' sigmas (2^24 .. 2^46 grid units), the table sampler's three layouts (L = 0, L <= 14
+    # on a shared word, L > 14 on a word of its own) and the exact-PMF shape at each scale
+    x = noise.discrete_gaussian(sigma, 200_000, _seeded(int(sigma) % 1000))
+    assert _gaussian_bin_gof(x, sigma) > 1e-4
+    # a 1.5x mis-scale in either direction is rejected outright
+    assert _gaussian_bin_gof(x, 1.5 * sigma) < 1e-10 and _gaussian_bin_gof(x, sigma / 1.5) < 1e-10
+    assert abs(np.var(x.astype(float)) / sigma**2 - 1) < 0.02  # sd of the ratio ~0.003
+    assert abs(np.mean(x) / sigma) < 0.01
+    # tail mass beyond 3 sigma: 0.0027 (about 540 +- 23 of 200,000)
+    tail = np.mean(np.abs(x) > 3 * sigma)
+    assert abs(tail - 2 * stats.norm.sf(3)) < 5 * math.sqrt(2 * stats.norm.sf(3) / x.size)
+
+
+def test_seeded_noise_is_reproducible_and_secure_noise_is_not():
+    sigma = 1.3 * 2.0**24
+    a = noise.discrete_gaussian(sigma, 50_000, noise.noise_source(7))
+    np.testing.assert_array_equal(a, noise.discrete_gaussian(sigma, 50_000, noise.noise_source(7)))
+    np.testing.assert_array_equal(noise.discrete_laplace(2**40, 1000, noise.noise_source(7)),
+                                  noise.discrete_laplace(2**40, 1000, noise.noise_source(7)))
+    assert not np.array_equal(a, noise.discrete_gaussian(sigma, 50_000, noise.noise_source(8)))
+    assert not np.array_equal(a, noise.discrete_gaussian(sigma, 50_000, noise.noise_source(None)))
 
 
 def test_samplers_reject_bad_parameters():
@@ -222,6 +293,16 @@ def test_same_law_as_opendp():
         table = table[:, table.min(axis=0) >= 5]
         assert stats.chi2_contingency(table).pvalue > 1e-4
         assert stats.ks_2samp(theirs, ours).pvalue > 1e-4
+    # at a larger scale (the table sampler with a low part): KS, tail mass beyond 2 sigma
+    sigma = 3000.5
+    big = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int), scale=sigma)
+    theirs, ours = np.array(big([0] * n)), noise.discrete_gaussian(sigma, n, _seeded(13))
+    assert stats.ks_2samp(theirs, ours).pvalue > 1e-4
+    tails = np.array([[np.sum(np.abs(s) > 2 * sigma), np.sum(np.abs(s) <= 2 * sigma)]
+                      for s in (theirs, ours)])
+    assert stats.chi2_contingency(tails).pvalue > 1e-4
+    # the test has the power to see a 1.5x mis-scale of either sampler
+    assert stats.ks_2samp(theirs, noise.discrete_gaussian(1.5 * sigma, n, _seeded(14))).pvalue < 1e-10
 
 
 # ------------------------------------------------------------------------------------- mechanisms
