@@ -82,7 +82,7 @@ GAUSSIAN_GRID_BITS = 24
 MAX_GAUSSIAN_GRID_BITS = 46
 #: Laplace: the discrete scale t stays <= 2^47 (the grid coarsens if needed; the inflation is counted)
 MAX_LAPLACE_T = 2**47
-_CHUNK = 1 << 16
+_CHUNK = 1 << 17
 _TWO64 = 2**64
 _UNIT_ROUNDOFF = 2.0**-53
 
@@ -496,8 +496,8 @@ class _GeometricParts:
     ``|X| = low + 2^L * high``, two independent parts (a geometric variable's remainder and quotient
     by ``2^L`` are independent):
 
-    * ``low`` in ``[0, 2^L)`` with ``P ∝ e^{-low/t}`` (``L = bit_length(t) - 11``, so ``2^L / t <=
-      2^-10``): uniform ``low`` accepted with probability ``e^{-low/t} = prod_{j: bit j of low}
+    * ``low`` in ``[0, 2^L)`` with ``P ∝ e^{-low/t}`` (``L = bit_length(t) - 9``, so ``2^L / t <=
+      2^-8``): uniform ``low`` accepted with probability ``e^{-low/t} = prod_{j: bit j of low}
       (1 - rho_j)``, ``rho_j = 1 - e^{-2^j/t}``. Draw the random set ``F = {j < L: R_j = 1}`` of
       independent events ``R_j ~ Bernoulli(rho_j)`` and accept iff ``F`` misses the bits of ``low``.
       ``F`` is empty with probability ``e^{-(2^L - 1)/t}`` (one lazy Bernoulli, ``any_f``); given
@@ -505,11 +505,11 @@ class _GeometricParts:
       nonempty)`` while no earlier ``R_i`` occurred (``cond``), ``rho_j`` after one did (``free``);
       if none occurred before ``L - 1``, ``R_{L-1} = 1``.
     * ``high``: geometric with ratio ``e^{-2^L/t}``, by the exact inverse-CDF table
-      :class:`_GeometricTable` of ``2^(J - L)`` entries (``J = bit_length(t) + 3``: a count beyond the
-      table, probability ``e^{-2^J/t} < e^-8``, continues with a fresh draw; the entries' steps
-      ``r^k (1 - r) >= e^-16 2^-11.5`` keep 49 bits strictly decreasing), on 49 bits of the word
-      that also gives the sign and ``low`` when ``L <= 14`` (the Gaussian's grids), on a word of its
-      own otherwise.
+      :class:`_GeometricTable` of ``2^(J - L) = 4096`` entries (``J = bit_length(t) + 3``: a count
+      beyond the table, probability ``e^{-2^J/t} < e^-8``, continues with a fresh draw; the entries'
+      steps ``r^k (1 - r) > e^-16 2^-9.01`` keep 47 bits strictly decreasing), on 47 bits of the word
+      that also gives the sign and ``low`` when ``L <= 16`` (the Gaussian's grids, ``t < 2^26``), on
+      a word of its own otherwise.
     """
 
     low_bits: int
@@ -531,16 +531,16 @@ class _GeometricParts:
         return mask
 
 
-#: bits of the first word given to the table of ``high`` (bit 0 is the sign, the top ``L <= 14`` bits ``low``)
-_SHARED_BITS = 49
+#: bits of the first word given to the table of ``high`` (bit 63 is the sign, the next ``L <= 16`` ``low``)
+_SHARED_BITS = 47
 
 
 @functools.lru_cache(maxsize=32)
 def _geometric_parts(t: int) -> _GeometricParts:
     D = decimal.Decimal
-    low_bits = max(0, t.bit_length() - 11)
+    low_bits = max(0, t.bit_length() - 9)
     n_digits = t.bit_length() + 3  # 2^J / t > 8: a count beyond the table has probability < e^-8
-    high = _GeometricTable(2**low_bits, t, 2 ** (n_digits - low_bits), _SHARED_BITS if low_bits <= 14 else 64)
+    high = _GeometricTable(2**low_bits, t, 2 ** (n_digits - low_bits), _SHARED_BITS if low_bits <= 16 else 64)
     if not low_bits:
         return _GeometricParts(0, high, None, None, None)
 
@@ -564,7 +564,7 @@ def _laplace_trials(t: int, m: int, bits: BitSource) -> tuple[np.ndarray, np.nda
     ``|X|`` (int64) and ``sign`` (int64, 0 for ``+`` and -1 for ``-``) are independent; ``invalid``
     indexes the trials that CKS Alg. 2 (sign ``-`` with ``|X| = 0``) or the rejection of ``low``
     discards. The other trials' ``S |X|`` are i.i.d. discrete Laplace. Layout of the first word:
-    bit 63 the sign, bits 49-62 ``low`` (``L <= 14``), bits 0-48 the start of ``high``'s uniform.
+    bit 63 the sign, bits 47-62 ``low`` (``L <= 16``), bits 0-46 the start of ``high``'s uniform.
     """
     parts = _geometric_parts(t)
     low_bits, high = parts.low_bits, parts.high
@@ -606,7 +606,7 @@ def _discrete_laplace_table(t: int, m: int, bits: BitSource) -> np.ndarray:
 
 
 def _fill(size: int, rate: float, draw) -> np.ndarray:
-    """Concatenate accepted values of i.i.d. trials until ``size`` are collected (chunks of 2^16).
+    """Concatenate accepted values of i.i.d. trials until ``size`` are collected (chunks of 2^17).
 
     Accepted values of i.i.d. trials are i.i.d. with the target law, whatever chunk they come from.
     """
@@ -882,16 +882,20 @@ def _on_grid(values: np.ndarray, grid: float, integers: np.ndarray) -> np.ndarra
     or more (probability < e^-64 per entry at t <= 2^47) are added in Python integers.
     """
     values = np.asarray(values, dtype=np.float64)
-    a = np.rint(values / grid)
-    if not np.all(np.isfinite(a)):
+    a = values / grid
+    np.rint(a, out=a)
+    # a finite sum means every entry is finite (NaN and infinities propagate); else check each
+    if not math.isfinite(float(a.sum())) and not np.all(np.isfinite(a)):
         raise ValueError("the statistic to perturb contains NaN or infinity (or overflows the grid)")
-    out = a + integers.astype(np.float64)
-    big = np.flatnonzero(np.abs(integers.ravel()) >= 2**53)
-    if big.size:
+    out = integers.astype(np.float64)
+    out += a  # one correctly rounded addition per entry, the same as a + integer
+    if integers.size and (integers.max() >= 2**53 or integers.min() <= -(2**53)):
+        big = np.flatnonzero(np.abs(integers.ravel()) >= 2**53)
         flat_out, flat_a, flat_i = out.reshape(-1), a.reshape(-1), integers.reshape(-1)
         for i in big:
             flat_out[i] = float(int(flat_a[i]) + int(flat_i[i]))
-    return out * grid
+    out *= grid
+    return out
 
 
 @dataclass(frozen=True)

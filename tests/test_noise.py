@@ -161,7 +161,7 @@ def test_geometric_table_counts_and_resolves_ties_exactly():
 
 def test_low_part_rejection_set_has_the_conditional_law():
     # F = {j < L: R_j}, R_j ~ Bernoulli(1 - e^{-2^j/t}) independent, conditioned on F nonempty
-    t = 2**14 + 1
+    t = 2**12 + 1
     parts = noise._geometric_parts(t)
     assert parts.low_bits == 4
     masks = parts.sample_f(60_000, _seeded(3))
@@ -208,8 +208,8 @@ def test_discrete_laplace_matches_exact_pmf(t, method):
 
 @pytest.mark.parametrize("t", [5000, 70001, 21_810_381, 2**40 + 12345])
 def test_discrete_laplace_large_scale_binned(t):
-    # t >= 2^11 uses the low/high split (low bits by rejection; high from the table, on 49 bits of
-    # the first word up to L = 14, on a word of its own beyond: t = 2^40); bins of t/4, tails lumped
+    # t >= 2^9 uses the low/high split (low bits by rejection; high from the table, on 47 bits of
+    # the first word up to L = 16, on a word of its own beyond: t = 2^40); bins of t/4, tails lumped
     x = noise.discrete_laplace(t, 100_000, _seeded(t))
     p = math.exp(-1.0 / t)
     c = (1 - p) / (1 + p)
@@ -244,8 +244,8 @@ def _gaussian_bin_gof(x: np.ndarray, sigma: float) -> float:
 
 @pytest.mark.parametrize("sigma", [70.3, 3000.5, 1.3 * 2.0**24, 2.0**33 + 0.25])
 def test_discrete_gaussian_large_sigma_shape_scale_and_tails(sigma):
-    # the grids' sigmas (2^24 .. 2^46 grid units), the table sampler's three layouts (L = 0, L <= 14
-    # on a shared word, L > 14 on a word of its own) and the exact-PMF shape at each scale
+    # the grids' sigmas (2^24 .. 2^46 grid units), the table sampler's three layouts (L = 0, L <= 16
+    # on a shared word, L > 16 on a word of its own) and the exact-PMF shape at each scale
     x = noise.discrete_gaussian(sigma, 200_000, _seeded(int(sigma) % 1000))
     assert _gaussian_bin_gof(x, sigma) > 1e-4
     # a 1.5x mis-scale in either direction is rejected outright
