@@ -325,15 +325,18 @@ def _floor_scaled(prob, nbits: int) -> int:
 
     ``prob`` computes ``q`` with a few correctly rounded decimal operations (``exp`` is correctly rounded
     in :mod:`decimal`), so its relative error is below ``10^(6 - prec)``; the precision grows until
-    both ends of that interval have the same floor (``q`` is irrational, so this ends).
+    both ends of that interval have the same floor (``q`` is irrational, so this ends). The ends are
+    compared in exact integer arithmetic (``q``'s exact ratio), never in a decimal context, whose
+    default 28 digits would round them.
     """
     prec = int(nbits * 0.302) + 30
     while True:
         with decimal.localcontext(decimal.Context(prec=prec)):
             q = prob()
-        err = abs(q) * decimal.Decimal(10) ** (6 - prec)
-        lo = math.floor(Fraction(q - err) * 2**nbits)
-        if lo == math.floor(Fraction(q + err) * 2**nbits):
+        num, den = q.copy_abs().as_integer_ratio()  # exact (abs() would round to the context)
+        scale = 10 ** (prec - 6)  # q (1 -+ 10^(6 - prec)) = q (scale -+ 1) / scale
+        lo = (num * (scale - 1) << nbits) // (den * scale)
+        if lo == (num * (scale + 1) << nbits) // (den * scale):
             return lo
         prec += 20
 
@@ -434,18 +437,17 @@ class _GeometricTable:
         self.inv_log_r = -t / step
         self.guess_shift = max(0, nbits - 53)  # the float guess uses the top 53 bits of u
         shift = 128 - nbits
-        p1 = _floor_scaled(self._power(1), 128)
-        table = [2**nbits - 1]  # F_0: a sentinel above every u but the largest
-        p = p1
-        for k in range(1, size + 1):
-            if k > 1:
-                p = (p * p1) >> 128
-            f = p >> shift
-            if (p + 2 * k) >> shift != f:
-                f = _floor_scaled(self._power(k), nbits)
-            table.append(f)
-        table.append(0)  # F_{size+1}: a sentinel below every u but 0
-        self.table = np.array(table, dtype=np.uint64)
+        p1 = p = _floor_scaled(self._power(1), 128)
+        powers = [p1]
+        for _ in range(size - 1):
+            p = p * p1 >> 128
+            powers.append(p)
+        table = [p >> shift for p in powers]
+        for k, p in enumerate(powers, start=1):
+            if (p + 2 * k) >> shift != table[k - 1]:  # the floor is not certain: compute it directly
+                table[k - 1] = _floor_scaled(self._power(k), nbits)
+        # F_0, F_{size+1}: sentinels above every u but the largest, below every u but 0
+        self.table = np.array([2**nbits - 1, *table, 0], dtype=np.uint64)
         entries = self.table[1:-1]
         if not (np.all(entries[:-1] > entries[1:]) and entries[-1] > 0):  # steps r^k (1 - r) >> 2^-nbits
             raise ArithmeticError(f"geometric table for t = {t} is not strictly decreasing")

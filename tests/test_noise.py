@@ -121,6 +121,17 @@ def test_lazy_bernoulli_resolves_ties_exactly():
         assert int(exact * 2**72) % 2**64 == word2
 
 
+@pytest.mark.parametrize("nbits", [8, 64, 128, 200])
+def test_floor_scaled_is_exact_at_every_length(nbits):
+    # floor(2^nbits q) for q = e^{-2^31 / t}: against 120-digit Decimal (the bracketing must not pass
+    # through the default 28-digit context, which got 128 bits wrong)
+    t = 2**40 + 12345
+    prob = noise._decimal_prob(lambda: (-(decimal.Decimal(2**31) / decimal.Decimal(t))).exp())
+    with decimal.localcontext(decimal.Context(prec=120)):
+        exact = int((-(decimal.Decimal(2**31) / decimal.Decimal(t))).exp() * 2**nbits)
+    assert noise._floor_scaled(prob, nbits) == exact
+
+
 def _exact_floor(x: decimal.Decimal, nbits: int) -> int:
     return int(x * 2**nbits)
 
