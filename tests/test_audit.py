@@ -109,13 +109,19 @@ def test_benchmark_script_prints_the_table(capsys):
 
 
 # ------------------------------------------------------------------------------------ audits
+#: audits whose default miscalibrated runs leave the "noise / 4" bound near the claim: RON-Gauss
+#: (within-class; 400 runs passed with the digit sampler's seeded stream and gave 0.74 with the
+#: table sampler's; 800 runs: 1.48 and 1.74 at seeds 2024 and 7)
+MORE_MISCALIBRATED_RUNS = {"ron-gauss": 2 * audit.AUDITS["ron-gauss"].miscalibrated_runs}
+
+
 @pytest.mark.parametrize("name", sorted(audit.AUDITS))
 def test_audit(name):
     spec = audit.AUDITS[name]
     reason = spec.unavailable()
     if reason:
         pytest.skip(reason)
-    res = audit.run_audit(spec)
+    res = audit.run_audit(spec, miscalibrated_runs=MORE_MISCALIBRATED_RUNS.get(name))
     claim = res.claimed_epsilon
     assert math.isfinite(claim) and claim > 0
     assert res.relation == spec.relation
@@ -139,8 +145,10 @@ def test_audit(name):
 
 #: audits whose pair attains the claim (ceiling = claim) and whose statistic is the exact Laplace
 #: likelihood ratio: their default run counts separate a 1.5x mis-calibration from the claim by a
-#: wide margin (measured lower bounds 1.23-1.48 against the claim 1)
-TEETH_AT_1_5 = ("jl-laplace", "jl-laplace-row", "identity-laplace", "pca-identity", "pca-gauss")
+#: wide margin (measured lower bounds 1.23-1.48 against the claim 1). Not PCA-Gauss: its 600
+#: miscalibrated runs give 0.55-1.23 depending on the seed and the noise stream (0.90 at seed 7
+#: with the digit sampler; 2400 runs: 1.09), so it is covered by test_audit's "noise / 4" only
+TEETH_AT_1_5 = ("jl-laplace", "jl-laplace-row", "identity-laplace", "pca-identity")
 
 
 @pytest.mark.slow
