@@ -16,7 +16,8 @@ Nothing is tuned: no parameter is chosen by looking at the test rows.
 Variants: each mechanism's defaults twice, with only epsilon given (``noise="auto"`` then uses the
 papers' Laplace noise, pure epsilon) and with epsilon and delta = 1e-6 given (``noise="auto"`` then
 uses Gaussian noise, :func:`dpcore.calibration.resolve_noise`); and papers' modes by name
-(PCA-Gauss ``pca_source="analyze-gauss"`` with the Laplace model, RON-Gauss with Meckes's p = 6).
+(PCA-Gauss ``pca_source="analyze-gauss"`` with the Laplace model, RON-Gauss with Meckes's p = 6), and
+PCA-Gauss with ``covariance_type="tied"`` (one pooled within-class covariance).
 Defaults include the automatic ``n_components`` and budget split of the public rule
 (:func:`dpcore.calibration.recommended_n_components`), which sees only n, d, the class count,
 epsilon and delta.
@@ -60,6 +61,8 @@ def variants() -> dict[str, tuple[type, dict]]:
         if _has(cls, "delta"):
             out[f"{label} (defaults, δ = {DELTA:g} given)"] = (cls, {"delta": DELTA})
         out[f"{label} (defaults, ε only)"] = (cls, {})
+    out[f"PCA-Gauss covariance_type=tied (δ = {DELTA:g} given)"] = (
+        PCAGauss, {"covariance_type": "tied", "delta": DELTA})
     out["PCA-Gauss pca_source=analyze-gauss, noise=laplace"] = (
         PCAGauss, {"pca_source": "analyze-gauss", "noise": "laplace", "delta": DELTA})
     out["RON-Gauss n_components=6 (Meckes, the paper's)"] = (RONGauss, {"n_components": 6})

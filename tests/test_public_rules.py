@@ -139,8 +139,10 @@ def test_recommended_mechanism_uses_the_image_basis_for_images_only():
                                 image_shape=(28, 28))
     assert img["mechanism"] == "pca-gauss" and img["parameters"]["pca_source"] == "dct"
     assert img["parameters"]["noise"] == "gaussian" and "DCT" in img["reason"]
+    assert img["parameters"]["covariance_type"] == "tied" and "tied" in img["reason"]
     table = recommended_mechanism("classification", 7500, 105, epsilon=1.0, n_classes=2, image_shape=(28, 28))
     assert "pca_source" not in table["parameters"]  # the shape does not describe these features
+    assert "covariance_type" not in table["parameters"]
     rel = PCAGauss(epsilon=1.0, delta=1e-6, random_state=0).release(load_dataset("digits"))
     assert rel.details["recommended"]["mechanism"]["parameters"]["pca_source"] == "dct"
 

@@ -41,6 +41,16 @@ Algorithms (replace-one neighbours, ``n`` public; Laplace mechanism on entrywise
   post-processing ``M_c,DP - mu_c,DP mu_c,DP^T``, PSD-repaired. Default split
   ``eps_mu = 0.1, eps_Sigma = 0.9`` of the model budget. Class sizes ``n_c`` are public; parallel
   composition across classes.
+* **Alg. 3 with a tied covariance** (``covariance_type="tied"``; ours, the pooled covariance of LDA /
+  scikit-learn's ``GaussianMixture(covariance_type="tied")``): the class means (or sums) as above and
+  ONE second moment ``M = (1/n) sum_i x^_i x^_i^T`` of all ``n`` rows, whose sensitivity ignores the
+  labels (a replaced record changes one term, whatever its classes): ``S1 = min(p(p+1)/2, p+1)
+  a^2/n`` (upper triangle) or ``p^2 a^2/n``, ``S2 = sqrt(2)/n`` (:func:`tied_second_moment_sensitivities`).
+  Every class gets the pooled within-class covariance ``M - sum_c w_c mu_c mu_c^T`` (post-processing,
+  ``w_c`` the DP or public class shares), PSD-repaired: its noise is relative to ``n``, not ``n_c``
+  (``K`` classes: ``K`` times less), and the budget it frees goes to the class means (empty
+  ``epsilon_split``: :func:`dpcore.calibration.tied_mean_share`). The parts compose as before
+  (mean, covariance, histogram; zCDP with Gaussian noise).
 
 The "tight" matrix and mean bounds use, besides the box, that PCA features lie in the L2 ball of
 radius ``a``: ``||x^||_2 = ||W^T x||_2/sqrt(d) <= ||x||_2/sqrt(d) <= a`` for any orthonormal ``W``
@@ -93,6 +103,7 @@ from dpcore.calibration import (
     recommended_mechanism,
     recommended_n_components,
     shrink_noisy_covariance,
+    tied_mean_share,
 )
 from dpcore.mechanisms._box import (
     A_BOUND,
@@ -140,6 +151,7 @@ __all__ = [
     "eigenvalue_sensitivity",
     "pca_mean_sensitivity",
     "pca_second_moment_sensitivity",
+    "tied_second_moment_sensitivities",
 ]
 
 SOURCE = "Chanyaswad, Liu & Mittal, PCA-Gauss (formulas restored from the authors' code)"
@@ -216,14 +228,39 @@ def class_l2_sensitivities(n_rows: int = 1) -> tuple[float, float]:
     return 2.0 / n_rows, second_moment_l2_sensitivity(1.0) / n_rows
 
 
-def _gaussian_coordinates(d: int, p: int, dp_pca: bool, gmm: bool, protected: bool, n_classes: int) -> int:
+def tied_second_moment_sensitivities(p: int, n_rows: int = 1, calibration: str = "tight"
+                                     ) -> tuple[float, float]:
+    """``(S1, S2)``: L1 and L2 sensitivities of the pooled second moment ``(1/n) sum_i x^_i x^_i^T`` of
+    ALL ``n`` rows (``covariance_type="tied"``), upper triangle (``"tight"``) or every entry
+    (``"paper"``, L1 only).
+
+    Replace-one with the label included: the statistic ignores the labels, so a replaced record
+    (whatever its old and new class) changes one term, ``(u u^T - v v^T)/n`` with ``||u||_2,
+    ||v||_2 <= 1`` (PCA features, module docstring). L1: :func:`pca_second_moment_sensitivity` of the
+    within-class case with ``n_c = n`` (``min(p(p+1)/2, p + 1) a^2/n``, or ``p^2 a^2/n``); L2:
+    :func:`~dpcore.mechanisms._gaussian_model.second_moment_l2_sensitivity` of norm 1 over ``n``,
+    ``sqrt(2)/n`` (attained by two orthogonal unit rows). The class means it is combined with
+    (``Sigma = M - sum_c w_c mu_c mu_c^T``, post-processing) keep their own sensitivities
+    (:func:`class_sum_sensitivities`, :func:`class_l2_sensitivities`). Ours: the pooled (tied)
+    covariance of linear discriminant analysis (scikit-learn's ``covariance_type="tied"``) built
+    from the paper's statistics; its noise is relative to ``n`` instead of each ``n_c``.
+    """
+    return (pca_second_moment_sensitivity(p, n_rows, calibration=calibration),
+            second_moment_l2_sensitivity(1.0) / n_rows)
+
+
+def _gaussian_coordinates(d: int, p: int, dp_pca: bool, gmm: bool, protected: bool, n_classes: int,
+                          tied: bool = False) -> int:
     """Gaussian coordinates that can change between neighbours over a ``noise="gaussian"`` release
-    (for the sampler's slack, :func:`dpcore.noise.reserve_slack`); every public class counted."""
+    (for the sampler's slack, :func:`dpcore.noise.reserve_slack`); every public class counted.
+    ``tied``: one pooled second moment instead of one per class."""
     total = d * (d + 1) // 2 if dp_pca else 0
     if not gmm:
         return total + (p + 1) * (p + 2) // 2
-    per_class = p + p * (p + 1) // 2
-    return total + (min(2, n_classes) + 2 * n_classes * per_class if protected else n_classes * per_class)
+    per_class = p + (0 if tied else p * (p + 1) // 2)
+    pooled = p * (p + 1) // 2 if tied else 0
+    return total + pooled + (min(2, n_classes) + 2 * n_classes * per_class if protected
+                             else n_classes * per_class)
 
 
 def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tight") -> tuple[float, float]:
@@ -300,9 +337,19 @@ class PCAGauss(GaussianGenerator):
         (:func:`dpcore.calibration.resolve_noise`); also the delta of ``pca_source="analyze-gauss"``.
         Empty: pure epsilon with ``noise="auto"``; :func:`dpcore.calibration.default_delta` of ``n``
         (``min(1e-5, n^-1.5)``) where Gaussian noise is asked for.
-    epsilon_split : (float, float), default (0.1, 0.9)
-        Alg. 3: fractions of the model budget for the class means and second moments. Alg. 1 and 2
-        release a single noisy statistic and spend the whole model budget on it.
+    epsilon_split : (float, float), optional
+        Alg. 3: fractions of the model budget for the class means and second moments. Empty
+        (automatic): the paper's ``(0.1, 0.9)`` with ``covariance_type="full"``; with ``"tied"`` the
+        public rule :func:`dpcore.calibration.tied_mean_share` of ``p`` and the class count (on the
+        card: ``details["epsilon_split_rule"]``). Alg. 1 and 2 release a single noisy statistic and
+        spend the whole model budget on it.
+    covariance_type : {"full", "tied"}, default "full"
+        Alg. 3: one covariance per class (the paper's) or one pooled within-class covariance shared by
+        every class, from the DP second moment of all rows (module docstring;
+        :func:`tied_second_moment_sensitivities`). ``"tied"`` is what
+        :func:`dpcore.calibration.recommended_mechanism` names for image classification (mnist-10k at
+        epsilon = 1: SVM accuracy 0.57 -> 0.75); on Adult the per-class model is better (0.804 against
+        0.793 at epsilon = 1), so ``"full"`` stays the default.
     n_components : int, optional
         ``p``, ``1 <= p < n_features``; empty (automatic): the public rule
         :func:`dpcore.calibration.recommended_n_components` of ``n, d``, the class count, epsilon and
@@ -365,9 +412,14 @@ class PCAGauss(GaussianGenerator):
         EPSILON,
         GAUSSIAN_DELTA,
         NOISE,
-        Param("epsilon_split", "fraction_split", (0.1, 0.9), "Classification (GMM): fractions of "
-              "the model budget for the class means and second moments (paper: 0.1 / 0.9).",
-              privacy=True, split_names=("mean", "covariance")),
+        Param("epsilon_split", "fraction_split", None, "Classification (GMM): fractions of "
+              "the model budget for the class means and second moments; empty = automatic: the paper's "
+              "0.1 / 0.9 with covariance_type='full', the public rule of dpcore.calibration.tied_mean_share "
+              "(p, classes) with 'tied'.", privacy=True, split_names=("mean", "covariance"), optional=True),
+        Param("covariance_type", "choice", "full", "Classification (GMM): one covariance per class "
+              "(full, the paper's) or one pooled within-class covariance shared by every class (tied, as "
+              "LDA / scikit-learn's GaussianMixture): its noise is relative to n, not to each class size.",
+              choices=("full", "tied"), privacy=True),
         Param("n_components", "int", None, "Number of principal components p (< number of "
               "features); empty = automatic: the public rule of dpcore.calibration."
               "recommended_n_components (n, d, classes, epsilon, delta).", low=1, optional=True),
@@ -420,6 +472,7 @@ class PCAGauss(GaussianGenerator):
         approximate = params["noise"] == "gaussian" or params["pca_source"] == "analyze-gauss"
         if params["delta"] is None and approximate:  # (epsilon, delta) asked for without a delta
             params = {**params, "delta": default_delta(n)}
+        params, split_rule = self._epsilon_split(params, data)
         p, pca_fraction, rule = self._components(params, data)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
@@ -429,6 +482,8 @@ class PCAGauss(GaussianGenerator):
             fitted = self._supervised(data, params, p, bits, bmap, pca_fraction, n_samples)
         rel = fitted.template
         rel.details["row_norm_bound"] = bmap.bound.card()
+        if split_rule is not None:
+            rel.details["epsilon_split_rule"] = split_rule
         if rule is not None:
             rel.details["recommended"] = {
                 **rule, "mechanism": recommended_mechanism(
@@ -436,6 +491,25 @@ class PCAGauss(GaussianGenerator):
                     delta=params["delta"] if params["noise"] == "gaussian" else None,
                     n_classes=0 if data.classes is None else data.classes.size, image_shape=data.image_shape)}
         return fitted
+
+    @classmethod
+    def _epsilon_split(cls, params: dict[str, Any], data: PreparedInput
+                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``params`` with ``epsilon_split`` resolved: given, the paper's ``(0.1, 0.9)`` with
+        ``covariance_type="full"`` (and outside classification, where it is not used), or with
+        ``"tied"`` the public rule :func:`dpcore.calibration.tied_mean_share` at ``p`` (given, or
+        from :func:`dpcore.calibration.recommended_n_components` at an equal split: one fixed-point
+        step). Returns the params and the rule's record for the card (``None`` when not used)."""
+        if params["epsilon_split"] is not None:
+            return params, None
+        paper = {**params, "epsilon_split": (0.1, 0.9)}
+        gmm = data.task == "classification" and data.classes is not None
+        if params["covariance_type"] != "tied" or not gmm:
+            return paper, None
+        assert data.classes is not None
+        guess = cls._components({**params, "epsilon_split": (0.5, 0.5)}, data)[0]
+        rule = tied_mean_share(guess, data.classes.size, gaussian=params["noise"] == "gaussian")
+        return {**params, "epsilon_split": (rule["mean_share"], 1.0 - rule["mean_share"])}, rule
 
     @staticmethod
     def _components(params: dict[str, Any], data: PreparedInput
@@ -454,6 +528,7 @@ class PCAGauss(GaussianGenerator):
         gmm = data.task == "classification" and data.classes is not None
         n_classes = data.classes.size if gmm else 1
         gaussian = params["noise"] == "gaussian"
+        tied = gmm and params["covariance_type"] == "tied"
         if supervised:
             h = params["histogram_fraction"] if gmm and params["label_privacy"] == "protected" else 0.0
             model_share = (1 - h) * (params["epsilon_split"][1] if gmm else 1.0)
@@ -468,8 +543,10 @@ class PCAGauss(GaussianGenerator):
             n_classes=n_classes, model_share=model_share, dp_basis=dp_basis, basis_l1=basis_l1,
             pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"],
             # Gaussian noise: the class means decide p (the second moments' noise does not grow with p);
-            # Laplace: their per-entry noise grows like p and the trace-norm criterion decides
-            mean_share=(1 - h) * params["epsilon_split"][0] if gmm and gaussian else None)
+            # Laplace: their per-entry noise grows like p and the trace-norm criterion decides; a tied
+            # covariance: the class means and the pooled second moment together (both noises)
+            mean_share=(1 - h) * params["epsilon_split"][0] if gmm and (gaussian or tied) else None,
+            tied=tied)
         f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
         return check_n_components(rec["n_components"], d), f, rec
 
@@ -559,7 +636,8 @@ class PCAGauss(GaussianGenerator):
             n_classes = data.classes.size if gmm and data.classes is not None else 0
             gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
                                     _gaussian_coordinates(d, p, not public_basis, gmm, protected,
-                                                          n_classes), bits)
+                                                          n_classes, params["covariance_type"] == "tied"),
+                                    bits)
             split = gauss.split
         else:
             split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
@@ -642,8 +720,12 @@ class PCAGauss(GaussianGenerator):
                     gauss=gauss)
                 noise.append(hist_rec)
             model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss, n_samples,
-                                     shrink=params["covariance_repair"] == "shrink")
-            algorithm = "Alg. 3 (Gaussian mixture, one Gaussian per class)"
+                                     shrink=params["covariance_repair"] == "shrink",
+                                     tied=params["covariance_type"] == "tied")
+            tied = params["covariance_type"] == "tied"
+            algorithm = ("Alg. 3 (Gaussian mixture, one Gaussian per class)" if not tied
+                         else "Alg. 3 with a tied covariance (one Gaussian per class, one pooled "
+                              "within-class covariance)")
         else:
             model, recs = self._alg2(data, stats, p, split, cal, bits, diag, gauss)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
@@ -684,6 +766,7 @@ class PCAGauss(GaussianGenerator):
             "algorithm": algorithm,
             "n_components": p,
             "noise": params["noise"],
+            **({"covariance_type": params["covariance_type"]} if gmm else {}),
             "pca_source": source if not (gaussian and source == "lap") else
             "lap with noise='gaussian': Analyze Gauss inside the zCDP budget",
             "epsilon_parts": split.as_dict(),
@@ -755,27 +838,30 @@ class PCAGauss(GaussianGenerator):
     def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
               cal: str, bits: BitSource, diag: dict[str, Any],
               noisy_counts: np.ndarray | None = None, gauss: ZCDPBudget | None = None,
-              n_samples: int | None = None, shrink: bool = False,
+              n_samples: int | None = None, shrink: bool = False, tied: bool = False,
               ) -> tuple[GaussianModel, list[NoiseRecord]]:
         """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
         sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes.
         ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`). ``shrink``:
         class covariances by :func:`~dpcore.calibration.shrink_noisy_covariance` instead of
-        :func:`~dpcore.calibration.psd_repair` (``covariance_repair="shrink"``)."""
+        :func:`~dpcore.calibration.psd_repair` (``covariance_repair="shrink"``). ``tied``
+        (``covariance_type="tied"``): one pooled within-class covariance from the second moment of
+        all rows (:func:`tied_second_moment_sensitivities`) instead of one second moment per class."""
         assert data.classes is not None and stats.sizes is not None
         sizes = stats.sizes
         protected = noisy_counts is not None
+        class_weights = histogram_weights(noisy_counts) if protected else sizes
+        # classes and weights chosen from the DP histogram (or the public sizes) only
+        modelled, weights = mixture_weights(class_weights, n_samples)
+        # tied: every class with a positive weight enters the pooled covariance
+        estimated, shares = mixture_weights(class_weights) if tied else (modelled, weights)
         if protected:
-            # classes and weights chosen from the DP histogram only
-            modelled, weights = mixture_weights(histogram_weights(noisy_counts), n_samples)
             s1_mu, s1_m = class_sum_sensitivities(p, calibration=cal)
             diag["class_counts_dp"] = noisy_counts
-        else:
-            modelled, weights = mixture_weights(sizes)
-        means, covariances, recs = [], [], []
+        means, covariances, recs = {}, [], []
         diag.update({"class_sizes": sizes, "mu_dp": {}, "second_moment_dp": {}})
         zero = (np.zeros(p), np.zeros((p, p)))
-        for c in modelled:
+        for c in estimated:
             n_c = int(sizes[c])
             total, second = stats.per_class.get(int(c), zero) if stats.per_class else zero
             if protected:
@@ -798,52 +884,101 @@ class PCAGauss(GaussianGenerator):
                     statistic=("sum" if protected else "mean") + " of PCA features" + tag,
                     formula=f"S2 = 2{per} (||x^||_2 <= 1; class_l2_sensitivities); {how}",
                     source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
-                noisy, rec_m = gauss.add(
-                    stat_m, "covariance", s2_m, changed * p * (p + 1) // 2, laplace_s1=s1_m, matrix=True,
-                    statistic="second moment of PCA features" + tag,
-                    formula=f"S2 = sqrt(2){per} (upper triangle; class_l2_sensitivities); {how}; "
-                            "covariance = M - mu mu^T (post-processing)",
-                    source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
-                class_recs = [rec_mu, rec_m]
+                class_recs = [rec_mu]
+                if not tied:
+                    noisy, rec_m = gauss.add(
+                        stat_m, "covariance", s2_m, changed * p * (p + 1) // 2, laplace_s1=s1_m,
+                        matrix=True, statistic="second moment of PCA features" + tag,
+                        formula=f"S2 = sqrt(2){per} (upper triangle; class_l2_sensitivities); {how}; "
+                                "covariance = M - mu mu^T (post-processing)",
+                        source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
+                    class_recs.append(rec_m)
             else:
                 mu, noisy, class_recs = _laplace_class_moments(
-                    stat_mu, stat_m, s1_mu, s1_m, split, bits, changed=changed, p=p, cal=cal,
-                    protected=protected, tag=tag)
+                    stat_mu, None if tied else stat_m, s1_mu, s1_m, split, bits, changed=changed, p=p,
+                    cal=cal, protected=protected, tag=tag)
             if count is not None:
-                mu, noisy = divide_by_count(mu, count), divide_by_count(noisy, count)
-            means.append(mu)
+                mu = divide_by_count(mu, count)
+            means[int(c)] = mu
+            key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
+            diag["mu_dp"][key] = mu
+            recs += class_recs
+            if tied:
+                continue
+            if count is not None:
+                noisy = divide_by_count(noisy, count)
             # per-entry noise sd of the class second moment (Gaussian: sigma; Laplace: sqrt(2) b), per row
             sd = class_recs[-1].scale * (1.0 if gauss is not None else math.sqrt(2.0))
             sd /= 1.0 if count is None else max(1.0, count)
             covariances.append(shrink_noisy_covariance(noisy - np.outer(mu, mu), sd) if shrink
                                else psd_repair(noisy - np.outer(mu, mu)))
-            key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
-            diag["mu_dp"][key], diag["second_moment_dp"][key] = mu, noisy
-            recs += class_recs
-        return GaussianModel(weights, np.array(means), np.array(covariances), data.classes[modelled]), recs
+            diag["second_moment_dp"][key] = noisy
+        if tied:
+            pooled, rec = _tied_second_moment(stats, p, split, cal, bits, gauss)
+            recs.append(rec)
+            mus = np.array([means[int(c)] for c in estimated])
+            within = pooled - np.einsum("c,ci,cj->ij", shares, mus, mus)
+            sd = rec.scale * (1.0 if gauss is not None else math.sqrt(2.0))
+            cov = shrink_noisy_covariance(within, sd) if shrink else psd_repair(within)
+            covariances = [cov] * modelled.size
+            diag["pooled_second_moment_dp"] = pooled
+        return GaussianModel(weights, np.array([means[int(c)] for c in modelled]), np.array(covariances),
+                             data.classes[modelled]), recs
+
+
+def _tied_second_moment(stats: _PCAStats, p: int, split: EpsilonSplit, cal: str, bits: BitSource,
+                        gauss: ZCDPBudget | None) -> tuple[np.ndarray, NoiseRecord]:
+    """``covariance_type="tied"``: the DP second moment ``(1/n) sum_i x^_i x^_i^T`` of all ``n`` rows
+    (the ``"covariance"`` budget part; sensitivities :func:`tied_second_moment_sensitivities`)."""
+    assert stats.per_class is not None
+    n = stats.n_rows
+    pooled = np.sum([second for _, second in stats.per_class.values()], axis=0) / n
+    s1, s2 = tied_second_moment_sensitivities(p, n, calibration=cal)
+    statistic = "second moment of PCA features of all rows (tied covariance)"
+    why = "whatever the labels: replace-one changes one term u u^T - v v^T, labels included"
+    if gauss is not None:
+        return gauss.add(pooled, "covariance", s2, p * (p + 1) // 2, laplace_s1=s1, matrix=True,
+                         statistic=statistic,
+                         formula=f"S2 = sqrt(2)/n (upper triangle; tied_second_moment_sensitivities), {why}; "
+                                 "covariance = M - sum_c w_c mu_c mu_c^T (post-processing)",
+                         source=f"{SOURCE}, Alg. 3 with a tied covariance (Gaussian variant; ours)")
+    noisy, draw = add_matrix_noise(pooled, s1, laplace_scale(s1, split["covariance"]), bits,
+                                   full_matrix=cal == "paper")
+    return noisy, NoiseRecord(
+        statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
+        epsilon=split["covariance"], **dpnoise.record_fields(draw),
+        formula=("S1 = p^2 a^2/n, every entry" if cal == "paper" else
+                 "S1 = min(p(p+1)/2, p+1) a^2/n, upper triangle mirrored") + f", {why}; b = S1/eps_Sigma; "
+                "covariance = M - sum_c w_c mu_c mu_c^T (post-processing)",
+        source=f"{SOURCE}, Alg. 3 with a tied covariance (Theorem 6's bound over all n rows; ours)")
 
 
 def _laplace_class_moments(
-    stat_mu: np.ndarray, stat_m: np.ndarray, s1_mu: float, s1_m: float, split: EpsilonSplit,
+    stat_mu: np.ndarray, stat_m: np.ndarray | None, s1_mu: float, s1_m: float, split: EpsilonSplit,
     bits: BitSource, *, changed: int, p: int, cal: str, protected: bool, tag: str,
-) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
-    """Alg. 3, Laplace: one class's noisy mean (or sum) and second moment, and their records."""
+) -> tuple[np.ndarray, np.ndarray | None, list[NoiseRecord]]:
+    """Alg. 3, Laplace: one class's noisy mean (or sum) and second moment (none when ``stat_m`` is
+    ``None``: a tied covariance), and their records."""
     mu_draw = dpnoise.laplace(stat_mu, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
                               n_changed=changed * p, bits=bits)
+    mu, b_mu = mu_draw.values, mu_draw.scale
+    per = "" if protected else "/n_c"
+    mean_rec = NoiseRecord(
+        statistic=("sum" if protected else "mean") + " of PCA features" + tag,
+        sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
+        epsilon=split["mean"], **dpnoise.record_fields(mu_draw),
+        formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
+                 "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
+        + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
+        source=f"{SOURCE}, Alg. 3 / Theorem 6",
+    )
+    if stat_m is None:
+        return mu, None, [mean_rec]
     noisy, m_draw = add_matrix_noise(stat_m, s1_m, laplace_scale(s1_m, split["covariance"]), bits,
                                      full_matrix=cal == "paper", n_statistics_changed=changed)
-    mu, b_mu, b_m = mu_draw.values, mu_draw.scale, m_draw.scale
-    per = "" if protected else "/n_c"
+    b_m = m_draw.scale
     return mu, noisy, [
-        NoiseRecord(
-            statistic=("sum" if protected else "mean") + " of PCA features" + tag,
-            sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
-            epsilon=split["mean"], **dpnoise.record_fields(mu_draw),
-            formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
-                     "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
-            + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
-            source=f"{SOURCE}, Alg. 3 / Theorem 6",
-        ),
+        mean_rec,
         NoiseRecord(
             statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
             **dpnoise.record_fields(m_draw),
