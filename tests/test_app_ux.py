@@ -407,3 +407,49 @@ def test_optional_budget_split_and_model_mean_stay_automatic_until_set():
     card = json.loads(at.session_state.pending_release["card"])
     assert card["parameters"]["epsilon_split"] == pytest.approx([0.4, 0.6])
     assert card["parameters"]["model_mean"] is True
+
+
+def _unescaped(text: str) -> str:
+    return text.replace("\\", "")
+
+
+def test_automatic_choices_are_shown_in_words_on_explore_and_release_and_in_the_report(served):
+    """What the automatic rule chose for empty fields (the card's ``details["recommended"]``) is
+    said where the card is shown: RON-Gauss on unlabelled digits leaves p, the split and
+    model_mean empty, and the pages and the report name the values the card's ``chosen`` holds."""
+    from dataclasses import replace
+
+    at = new_app()
+    ds = at.session_state.dataset
+    at.session_state.dataset = replace(ds, task="unsupervised", y=None, classes=None, name="digits-unsup")
+    goto(at, "explore")  # off the Data page, whose bundled-dataset box would load a bundled table
+    at.sidebar.selectbox(key="mechanism").select("ron-gauss").run()
+    shown = [_unescaped(c.value) for c in at.caption if "Chosen automatically" in c.value]
+    assert len(shown) == 1, [c.value for c in at.caption]
+    pending = _draw_on_release_page(at, "ron-gauss")
+    card = json.loads(pending["card"])
+    assert card["parameters"]["n_components"] is None and card["parameters"]["model_mean"] is None
+    chosen = card["details"]["recommended"]["chosen"]
+    expected = (f"n_components = {chosen['n_components']}, epsilon_split = "
+                f"{chosen['epsilon_split'][0]:g} / {chosen['epsilon_split'][1]:g}, model_mean = on")
+    # the Explore preview (training split, seeded) and the release (all rows) may differ in n only
+    assert "n_components = " in shown[0] and "model_mean = on" in shown[0] and "no labels" in shown[0]
+    words = [_unescaped(m.value) for m in at.markdown if "Chosen automatically" in m.value]
+    assert len(words) == 1 and expected in words[0] and chosen["why"] in words[0]
+    report = download(at, served, "Download report (HTML)")[0].decode()
+    assert "Settings chosen automatically" in report and f"<b>{expected}</b>" in report
+
+
+def test_automatic_p_of_a_labelled_release_is_shown_and_a_given_p_is_not():
+    """Labelled RON-Gauss: an empty p is chosen by recommended_n_components and the Release page
+    says which; with p given, no automatic choice is claimed."""
+    at = new_app()
+    pending = _draw_on_release_page(at, "ron-gauss")
+    rec = json.loads(pending["card"])["details"]["recommended"]
+    words = [_unescaped(m.value) for m in at.markdown if "Chosen automatically" in m.value]
+    assert len(words) == 1 and f"n_components = {rec['n_components']}." in words[0]
+    assert "recommended_n_components" in words[0]
+    at.number_input(key="p:ron-gauss:n_components").set_value(7).run()
+    at.button[0].click().run()
+    assert json.loads(at.session_state.pending_release["card"])["parameters"]["n_components"] == 7
+    assert not [m for m in at.markdown if "Chosen automatically" in m.value]
