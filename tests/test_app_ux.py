@@ -453,3 +453,27 @@ def test_automatic_p_of_a_labelled_release_is_shown_and_a_given_p_is_not():
     at.button[0].click().run()
     assert json.loads(at.session_state.pending_release["card"])["parameters"]["n_components"] == 7
     assert not [m for m in at.markdown if "Chosen automatically" in m.value]
+
+
+def test_attack_stopped_before_ten_trials_still_ends_with_a_result():
+    """A Stop that lands early (the bar now updates by time, so after the first trial) resumes the
+    game to its minimum of 10 trials per world and shows the result: never a dead end."""
+    at = new_app()
+    goto(at, "attack")
+    at.select_slider(key="p:attack_trials").set_value(20).run()
+    next(b for b in at.button if b.label == "Run attack").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    results = at.session_state["_attack_results"]
+    (key, full), = results.items()
+    assert full.trials == 20 and not full.stopped
+    # what an interrupted run leaves: its key and the scores drawn so far (3 trials per world)
+    scores = (list(full.scores_out[:3]), list(full.scores_in[:3]))
+    results.clear()
+    at.session_state["_attack_partial"] = {"key": key, "scores": scores, "t0": 0.0}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    res = at.session_state["_attack_results"][key]
+    assert res.stopped and res.trials == 10 and res.requested == 20
+    assert np.array_equal(res.scores_out, full.scores_out[:10])  # resumed: the same seeded trials
+    assert any(i.value == "Stopped after 10 trials per world." for i in at.info)
+    assert at.session_state["_attack_partial"] is None
