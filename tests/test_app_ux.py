@@ -477,3 +477,17 @@ def test_attack_stopped_before_ten_trials_still_ends_with_a_result():
     assert np.array_equal(res.scores_out, full.scores_out[:10])  # resumed: the same seeded trials
     assert any(i.value == "Stopped after 10 trials per world." for i in at.info)
     assert at.session_state["_attack_partial"] is None
+
+
+def test_automatic_delta_is_not_labelled_one_over_n():
+    """DPMix's empty delta is default_delta(n) = min(1e-5, n^-1.5) (1e-5 on digits), far below
+    1/n: the slider must not call it "1/n" (the card's delta is what the label says)."""
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("dpmix").run()
+    goto(at, "explore")
+    delta = at.select_slider(key="p:dpmix:delta")
+    assert delta.value is None and delta.options[0] == "automatic" and "1/n" not in delta.options
+    pending = _draw_on_release_page(at, "dpmix")
+    card = json.loads(pending["card"])
+    assert card["parameters"]["delta"] is None
+    assert card["guarantee"]["delta"] == pytest.approx(min(1e-5, 1797 ** -1.5)) != pytest.approx(1 / 1797)
