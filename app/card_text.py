@@ -15,6 +15,7 @@ from dpcore.mechanisms import get_mechanism
 
 __all__ = [
     "SPACE_TEXT",
+    "automatic_choices",
     "card_in_words",
     "equivalent_command",
     "python_snippet",
@@ -76,11 +77,58 @@ def card_in_words(card: dict[str, Any]) -> str:
                     if card.get("transform_file") else ""))
     if card.get("output_note"):
         lines.append("**Output space.** " + md_escape(card["output_note"]))
+    if chosen := automatic_choices(params, details):
+        lines.append(chosen)
     if isinstance(per_column, dict) and per_column:
         shown = ", ".join(f"{md_escape(c)} {_fmt(float(v))}" for c, v in list(per_column.items())[:8])
         lines.append("**Noise per column** (standard deviation): " + shown
                      + (f", ... ({len(per_column)} columns)" if len(per_column) > 8 else "") + ".")
     return "\n\n".join(lines)
+
+
+def _setting_text(value: Any) -> str:
+    """A parameter value in plain words: on/off, ``0.3 / 0.7`` for a split, numbers with ``:g``."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return " / ".join(_setting_text(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _automatic_parts(parameters: dict[str, Any], details: dict[str, Any] | None) -> tuple[str, str] | None:
+    """``(settings, reason)`` in plain text for :func:`automatic_choices` (unescaped), or None."""
+    rec = (details or {}).get("recommended")
+    if not isinstance(rec, dict):
+        return None
+    chosen = rec.get("chosen")
+    if isinstance(chosen, dict):
+        values = {k: chosen[k] for k in chosen.get("automatic", []) if k in chosen}
+        why = "Why: " + str(chosen.get("why") or rec.get("reason", ""))
+    else:
+        values = {k: rec[k] for k in ("n_components", "pca_fraction")
+                  if rec.get(k) is not None and k in parameters and parameters[k] is None}
+        why = "The public rule: " + str(rec.get("rule", ""))
+    if not values:
+        return None
+    return ", ".join(f"{k} = {_setting_text(v)}" for k, v in values.items()), why
+
+
+def automatic_choices(parameters: dict[str, Any], details: dict[str, Any] | None) -> str | None:
+    """Markdown saying what the parameters left empty ("automatic") became and why, from the
+    card's ``details["recommended"]``: its ``chosen`` record (what the rule set, and why) when the
+    mechanism writes one, else the ``n_components`` / ``pca_fraction`` the rule chose for a
+    parameter the card lists as empty. None when nothing was chosen automatically.
+
+    Parameters
+    ----------
+    parameters, details : dict
+        A release card's ``parameters`` and ``details`` (or a :class:`~dpcore.release.Release`'s).
+    """
+    parts = _automatic_parts(parameters, details)
+    if parts is None:
+        return None
+    return (f"**Chosen automatically** (left empty, from public facts only): {md_escape(parts[0])}. "
+            f"{md_escape(parts[1])}.")
 
 
 def _noise_summary(noise: list[dict[str, Any]]) -> str:
@@ -321,6 +369,9 @@ def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippe
     escaping = card.get("csv_escaping", {}) or {}
     if escaping.get("renamed_columns") or escaping.get("escaped_label_cells"):
         parts.append(f"<p class='small'>{e(escaping.get('rule', ''))}</p>")
+    if chosen := _automatic_parts(card.get("parameters", {}), details):
+        parts.append("<h2>Settings chosen automatically</h2><p>Left empty (automatic), set from public "
+                     f"facts only: <b>{e(chosen[0])}</b>. {e(chosen[1])}.</p>")
     if card.get("warnings"):
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"])
                      + "</ul>")

@@ -89,7 +89,8 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         grid: list[float | None] = [None, *values] if p.optional else values
         default = p.default
         return st.select_slider("δ (delta) :material/lock:" if p.name == "delta" else label, grid,
-                                format_func=lambda v: "1/n" if v is None else f"{v:.0e}",
+                                # None: the mechanism's default_delta(n) = min(1e-5, n^-1.5), never 1/n
+                                format_func=lambda v: "automatic" if v is None else f"{v:.0e}",
                                 **initial(key, "value", default), **common)
     if p.kind == "bool" and p.optional:  # empty = automatic, as in the CLI without the option
         options = [None, True, False]

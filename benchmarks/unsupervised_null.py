@@ -66,6 +66,16 @@ class NullComparison:
     ari_real: np.ndarray
     ari_null: np.ndarray
     seconds: float
+    #: the p the releases used (their ``details["n_components"]``; None: the mechanism has no p)
+    n_components: int | None = None
+
+    @property
+    def p_text(self) -> str:
+        """The p column: the releases' p, marked ``(automatic)`` when the setting left it empty (the
+        public rule chose it: the card's ``details["recommended"]``)."""
+        if self.n_components is None:
+            return "—"
+        return f"{self.n_components}" + ("" if "n_components" in self.parameters else " (automatic)")
 
     @property
     def measurable(self) -> bool:
@@ -112,7 +122,7 @@ def compare(dataset: str, mechanism: str, setting: str, params: dict[str, Any], 
     against the null on the test part (the same ``reference`` partition for all)."""
     train, test = split
     start = time.perf_counter()
-    real, null = [], []
+    real, null, p = [], [], None
     seeds = np.random.SeedSequence([random_state, 13]).generate_state(trials)
     for t in range(trials):
         with warnings.catch_warnings():
@@ -120,10 +130,11 @@ def compare(dataset: str, mechanism: str, setting: str, params: dict[str, Any], 
             rel = get_mechanism(mechanism)(**params, random_state=int(seeds[t])).release(train)
         r = evaluate_release(rel, test.X, None, "unsupervised", bounds=train.bounds, reference=reference,
                              settings=EvalSettings(random_state=int(seeds[t]) % (2**31 - 1)))
+        p = rel.details.get("n_components")  # a public rule of n, d, epsilon: the same every trial
         real.append(r["ari_real"])
         null.append(r["ari_null"])
     return NullComparison(dataset, mechanism, setting, dict(params), np.asarray(real), np.asarray(null),
-                          time.perf_counter() - start)
+                          time.perf_counter() - start, None if p is None else int(p))
 
 
 def _fmt(mean: float, lo: float, hi: float) -> str:
@@ -136,13 +147,13 @@ def markdown_table(rows: list[NullComparison]) -> str:
     lines = ["| table | mechanism (setting) | p / k | ARI of the release | ARI of the null | "
              "difference (paired) | verdict |", "|" + "---|" * 7]
     for r in rows:
-        p = r.parameters.get("n_components", "default")
         if not r.measurable:
             verdict = "no public map of real rows: not measurable"
         else:
             verdict = "**beats the null**" if r.beats_null else "not distinguishable / loses"
-        lines.append(f"| {r.dataset} | {r.mechanism} ({r.setting}) | {p} | {_fmt(*r.interval(r.ari_real))} | "
-                     f"{_fmt(*r.interval(r.ari_null))} | {_fmt(*r.difference)} | {verdict} |")
+        lines.append(f"| {r.dataset} | {r.mechanism} ({r.setting}) | {r.p_text} | "
+                     f"{_fmt(*r.interval(r.ari_real))} | {_fmt(*r.interval(r.ari_null))} | "
+                     f"{_fmt(*r.difference)} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -163,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             r = compare(name, mech, label, params, split, reference, args.trials)
             rows.append(r)
-            print(f"{name} {mech} ({label}) {params}: ari {np.round(r.ari_real, 3)} null "
+            print(f"{name} {mech} ({label}) {params}, p = {r.p_text}: ari {np.round(r.ari_real, 3)} null "
                   f"{np.round(r.ari_null, 3)} {r.seconds:.0f} s", file=sys.stderr, flush=True)
     print(markdown_table(rows))
     return 0

@@ -185,8 +185,10 @@ def _release_epilog() -> str:
              "  -o/--output OUT.csv (required), --label COL, --task TASK, --classes A,B, --bounds FILE,",
              "  --label-bounds LO HI, --categories FILE, --missing {error,impute,drop}, --data-bounds,",
              "  --data-classes, --public-data FILE (pca-gauss, pca-identity), --n-samples N,",
-             "  --ledger FILE, --budget EPS, --output-space {original,released}, --no-clip,",
-             "  --integer-columns A,B", "", "mechanism options [default]:"]
+             "  --drop-nonfinite (= --missing drop), --ledger FILE, --budget EPS, --delta-budget DELTA,",
+             "  --output-space {original,released}, --no-clip, --integer-columns A,B",
+             "  large tables: --engine {memory,dask}, --scheduler ADDRESS, --blocksize BYTES, --n N,",
+             "  --format {parquet,csv}", "", "mechanism options [default]:"]
     for name, cls in MECHANISMS.items():
         text = ", ".join(_option_text(p) for p in cls.params)
         lines += textwrap.wrap(f"{name}: {text}", width=100, initial_indent="  ",

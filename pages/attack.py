@@ -25,6 +25,8 @@ from dpcore.mechanisms import get_mechanism
 DEFAULT_TRIALS = 300
 TRIAL_CHOICES = [20, 50, 100, 200, 300, 500, 1000, 2000, 5000]
 RESULTS_KEPT = 8
+#: Seconds between progress-bar updates during a run (each update is where a Stop click takes effect).
+PROGRESS_SECONDS = 0.25
 
 ss = st.session_state
 st.title("Attack: what can an attacker learn?")
@@ -106,24 +108,29 @@ if autorun:
 partial = ss.get("_attack_partial")
 if not (run or autorun) and partial and partial["key"] == key and key not in results:
     # A run with these settings was interrupted (our Stop button, or Streamlit's own Stop in the
-    # header): Streamlit ended it; finish from the scores it had drawn
+    # header): Streamlit ended it; finish from the scores it had drawn (the game draws up to its
+    # minimum of 10 trials per world first, so a stop always ends with a result)
+    # (partial is cleared only once the result is stored: another click can end this run at the
+    # spinner, and the next run then finishes the same scores)
     ss["_attack_stop"] = False
-    ss["_attack_partial"] = None
-    if len(partial["scores"][0]) >= 10:
+    with st.spinner("Stopping: summarising the trials drawn so far..."):
         stopped = game(partial["scores"], stop=lambda: True)
-        if stopped is not None and "t0" in partial:  # the whole run, not only this last step
-            stopped.seconds = time.perf_counter() - partial["t0"]
-    else:
-        st.info("Stopped before 10 trials: too few to estimate anything. Run again.")
+    ss["_attack_partial"] = None
+    if stopped is not None and "t0" in partial:  # the whole run, not only this last step
+        stopped.seconds = time.perf_counter() - partial["t0"]
 elif run or autorun:
     bar = st.progress(0.0, "Drawing releases...")
-    step = max(1, int(trials) // 50)
-
     t0 = ss["_attack_partial"]["t0"]
+    shown = {"at": 0.0}
 
     def progress(done: int, total: int, s0, s1) -> None:
-        if done % step == 0 or done == total:
-            left = (time.perf_counter() - t0) / done * (total - done)
+        # A click on Stop (or any widget) ends this run at its next Streamlit call, and the bar is
+        # the only one inside the game: update it by time (every PROGRESS_SECONDS), not every k
+        # trials, so a Stop lands within a fraction of a second however slow the trials are.
+        now = time.perf_counter()
+        if now - shown["at"] >= PROGRESS_SECONDS or done == total:
+            shown["at"] = now
+            left = (now - t0) / done * (total - done)
             bar.progress(done / total, f"{done} of {total} trials (2 releases each), about "
                                        f"{left:.0f} s left — Stop keeps what is drawn")
 

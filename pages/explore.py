@@ -9,6 +9,7 @@ import numpy as np
 import streamlit as st
 
 from app import state
+from app.card_text import automatic_choices
 from app.controls import initial, mechanism_controls
 from app.figures.common import noise_table, release_scatter_figure
 from app.figures.images import image_grid_pixels
@@ -84,6 +85,8 @@ def explore_body() -> None:
                        f"the actual guarantee is ε = {g.epsilon:.4g}.")
         for w in release.details.get("warnings", []):
             st.warning(md_escape(w))
+        if chosen := automatic_choices(release.parameters, release.details):
+            st.caption(chosen)  # what the empty (automatic) fields became, as on the card
         st.markdown("**Noise added** (sensitivity → scale)")
         st.dataframe(noise_table(release.noise), hide_index=True)
         clipped = result.diagnostics.get("n_clipped_entries", 0)

@@ -143,7 +143,10 @@ if pending:
         view = output_view(drawn, space, clip, integers)
         pending.update(release=view["release"], csv=view["csv"], card=view["card"])
         rel = view["release"]
-        stem = f"{ds.name}-{rel.mechanism}"
+        base = ds.name  # an uploaded file's name without its extension: people.csv -> people-...
+        for suffix in (".gz", ".csv", ".tsv", ".txt", ".parquet", ".pq", ".npz"):
+            base = base.removesuffix(suffix)
+        stem = f"{base or 'release'}-{rel.mechanism}"
         card = pending["card"]
         card_dict = json.loads(card)
         bundled = st.session_state.dataset_label.startswith("bundled:")

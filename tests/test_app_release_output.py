@@ -67,7 +67,7 @@ def test_release_page_downloads_the_original_schema_report_and_snippet(served, t
     integers = next(m for m in at.multiselect if m.key.startswith("output_integers"))
     integers.set_value(["age"]).run()
     raw, name = download(at, served, "Download CSV")
-    assert name == "mixed.csv-local-gaussian.csv"
+    assert name == "mixed-local-gaussian.csv"
     frame = pd.read_csv(io.BytesIO(raw))
     # the file as the custodian gave it: original columns, public categories, bounds, integer ages
     assert frame.shape == (120, 5)
@@ -98,9 +98,9 @@ def test_release_page_downloads_the_original_schema_report_and_snippet(served, t
         exec(compile(snippet, "snippet", "exec"), {})  # noqa: S102 - the page's own code
     finally:
         os.chdir(cwd)
-    again = pd.read_csv(tmp_path / "mixed.csv-local-gaussian.csv")
+    again = pd.read_csv(tmp_path / "mixed-local-gaussian.csv")
     assert list(again.columns) == list(frame.columns) and again["age"].dtype.kind == "i"
-    assert json.loads((tmp_path / "mixed.csv-local-gaussian.card.json").read_text())["parameters"] == \
+    assert json.loads((tmp_path / "mixed-local-gaussian.card.json").read_text())["parameters"] == \
         card["parameters"]
     # the released space is the same draw in the mechanism's numbers: nothing charged again
     radio = next(r for r in at.radio if r.label == "Output space")

@@ -407,3 +407,87 @@ def test_optional_budget_split_and_model_mean_stay_automatic_until_set():
     card = json.loads(at.session_state.pending_release["card"])
     assert card["parameters"]["epsilon_split"] == pytest.approx([0.4, 0.6])
     assert card["parameters"]["model_mean"] is True
+
+
+def _unescaped(text: str) -> str:
+    return text.replace("\\", "")
+
+
+def test_automatic_choices_are_shown_in_words_on_explore_and_release_and_in_the_report(served):
+    """What the automatic rule chose for empty fields (the card's ``details["recommended"]``) is
+    said where the card is shown: RON-Gauss on unlabelled digits leaves p, the split and
+    model_mean empty, and the pages and the report name the values the card's ``chosen`` holds."""
+    from dataclasses import replace
+
+    at = new_app()
+    ds = at.session_state.dataset
+    at.session_state.dataset = replace(ds, task="unsupervised", y=None, classes=None, name="digits-unsup")
+    goto(at, "explore")  # off the Data page, whose bundled-dataset box would load a bundled table
+    at.sidebar.selectbox(key="mechanism").select("ron-gauss").run()
+    shown = [_unescaped(c.value) for c in at.caption if "Chosen automatically" in c.value]
+    assert len(shown) == 1, [c.value for c in at.caption]
+    pending = _draw_on_release_page(at, "ron-gauss")
+    card = json.loads(pending["card"])
+    assert card["parameters"]["n_components"] is None and card["parameters"]["model_mean"] is None
+    chosen = card["details"]["recommended"]["chosen"]
+    expected = (f"n_components = {chosen['n_components']}, epsilon_split = "
+                f"{chosen['epsilon_split'][0]:g} / {chosen['epsilon_split'][1]:g}, model_mean = on")
+    # the Explore preview (training split, seeded) and the release (all rows) may differ in n only
+    assert "n_components = " in shown[0] and "model_mean = on" in shown[0] and "no labels" in shown[0]
+    words = [_unescaped(m.value) for m in at.markdown if "Chosen automatically" in m.value]
+    assert len(words) == 1 and expected in words[0] and chosen["why"] in words[0]
+    report = download(at, served, "Download report (HTML)")[0].decode()
+    assert "Settings chosen automatically" in report and f"<b>{expected}</b>" in report
+
+
+def test_automatic_p_of_a_labelled_release_is_shown_and_a_given_p_is_not():
+    """Labelled RON-Gauss: an empty p is chosen by recommended_n_components and the Release page
+    says which; with p given, no automatic choice is claimed."""
+    at = new_app()
+    pending = _draw_on_release_page(at, "ron-gauss")
+    rec = json.loads(pending["card"])["details"]["recommended"]
+    words = [_unescaped(m.value) for m in at.markdown if "Chosen automatically" in m.value]
+    assert len(words) == 1 and f"n_components = {rec['n_components']}." in words[0]
+    assert "recommended_n_components" in words[0]
+    at.number_input(key="p:ron-gauss:n_components").set_value(7).run()
+    at.button[0].click().run()
+    assert json.loads(at.session_state.pending_release["card"])["parameters"]["n_components"] == 7
+    assert not [m for m in at.markdown if "Chosen automatically" in m.value]
+
+
+def test_attack_stopped_before_ten_trials_still_ends_with_a_result():
+    """A Stop that lands early (the bar now updates by time, so after the first trial) resumes the
+    game to its minimum of 10 trials per world and shows the result: never a dead end."""
+    at = new_app()
+    goto(at, "attack")
+    at.select_slider(key="p:attack_trials").set_value(20).run()
+    next(b for b in at.button if b.label == "Run attack").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    results = at.session_state["_attack_results"]
+    (key, full), = results.items()
+    assert full.trials == 20 and not full.stopped
+    # what an interrupted run leaves: its key and the scores drawn so far (3 trials per world)
+    scores = (list(full.scores_out[:3]), list(full.scores_in[:3]))
+    results.clear()
+    at.session_state["_attack_partial"] = {"key": key, "scores": scores, "t0": 0.0}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    res = at.session_state["_attack_results"][key]
+    assert res.stopped and res.trials == 10 and res.requested == 20
+    assert np.array_equal(res.scores_out, full.scores_out[:10])  # resumed: the same seeded trials
+    assert any(i.value == "Stopped after 10 trials per world." for i in at.info)
+    assert at.session_state["_attack_partial"] is None
+
+
+def test_automatic_delta_is_not_labelled_one_over_n():
+    """DPMix's empty delta is default_delta(n) = min(1e-5, n^-1.5) (1e-5 on digits), far below
+    1/n: the slider must not call it "1/n" (the card's delta is what the label says)."""
+    at = new_app()
+    at.sidebar.selectbox(key="mechanism").select("dpmix").run()
+    goto(at, "explore")
+    delta = at.select_slider(key="p:dpmix:delta")
+    assert delta.value is None and delta.options[0] == "automatic" and "1/n" not in delta.options
+    pending = _draw_on_release_page(at, "dpmix")
+    card = json.loads(pending["card"])
+    assert card["parameters"]["delta"] is None
+    assert card["guarantee"]["delta"] == pytest.approx(min(1e-5, 1797 ** -1.5)) != pytest.approx(1 / 1797)

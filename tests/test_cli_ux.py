@@ -5,6 +5,7 @@ document users do not have)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,11 @@ def test_release_help_lists_every_option_of_every_mechanism(capsys):
             assert p.cli_flag[2:] in line, (name, p.name)
     for flag in ("--output", "--bounds", "--categories", "--label", "--task", "--ledger"):
         assert flag in out
+    # and every option a mechanism's own help shows (the options shared by all mechanisms too)
+    _, own, _ = run(capsys, "release", "local-gaussian", "--help")
+    flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", own))
+    assert {"--delta-budget", "--engine", "--output-space"} <= flags
+    assert not sorted(f for f in flags if f not in re.findall(r"(?<![\w-])--[a-z][a-z-]*", out))
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))

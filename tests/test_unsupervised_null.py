@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -224,6 +225,28 @@ def test_default_unsupervised_release_beats_the_null_at_epsilon_1(dataset):
     assert res.measurable
     mean, lo, _ = mean_interval(res.ari_real - res.ari_null)
     # the paired difference's 95% interval lies above 0 (benchmarks/unsupervised_null.py, 5 releases:
-    # digits 0.12 [0.07, 0.16], breast-cancer 0.31 [0.15, 0.47], diabetes 0.49 [0.40, 0.58])
+    # digits 0.12 [0.07, 0.16], diabetes 0.49 [0.40, 0.58]; breast-cancer only on average: MEAN_ONLY)
     assert _beats(dataset, mean, lo), (dataset, res.ari_real, res.ari_null)
     assert res.beats_null or dataset in MEAN_ONLY
+
+
+def test_benchmark_table_prints_the_p_the_rule_chose_for_default_rows():
+    """A default row's p column is the p its releases used (``(automatic)``: chosen by the rule,
+    the card's ``details["recommended"]["chosen"]``), not the word "default"; a mechanism without
+    p prints a dash."""
+    bench = _load_benchmark()
+    split = bench.unsupervised_split("diabetes")
+    ref = bench.real_reference(split[1].X, split[0].bounds, EvalSettings(random_state=0))
+    auto = bench.compare("diabetes", "ron-gauss", "defaults", {"epsilon": 1.0, "delta": 1e-6}, split, ref,
+                         trials=1)
+    n, d = split[0].X.shape
+    rule = recommended_unsupervised(n, d, epsilon=1.0, delta=1e-6)["parameters"]["n_components"]
+    rel = RONGauss(epsilon=1.0, delta=1e-6, random_state=0).release(split[0])
+    assert auto.n_components == rel.details["recommended"]["chosen"]["n_components"] == rule
+    given = bench.compare("diabetes", "ron-gauss", "p = 2", {"epsilon": 1.0, "n_components": 2}, split, ref,
+                          trials=1)
+    table = bench.markdown_table([auto, given, replace(given, n_components=None)])
+    rows = table.splitlines()[2:]
+    assert rows[0].split(" | ")[2] == f"{rule} (automatic)"
+    assert rows[1].split(" | ")[2] == "2" and rows[2].split(" | ")[2] == "—"
+    assert "default" not in table.replace("defaults", "")
