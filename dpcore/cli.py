@@ -9,6 +9,8 @@
     dpcore epsilon dpmix --sigma-x 8 --sigma-y 8 --ell 16 --n 60000 --n-mixtures 60000 --d-x 784 --d-y 10 \
         --delta 1e-5
     dpcore calibrate dpmix --epsilon 10 --ell 16 --n 60000 --n-mixtures 60000 --d-x 784 --d-y 10 --delta 1e-5
+    dpcore calibrate ron-gauss adult --epsilon 1 --delta 1e-6   # noise per statistic, public facts only
+    dpcore epsilon pca-gauss adult --statistic 1 --scale 3 --delta 1e-6
 
 Bad input exits with status 2 and a one-line message on stderr, never a traceback, and writes
 nothing (warnings are printed only when the command succeeds; the files of a half-finished release
@@ -271,7 +273,46 @@ def build_parser() -> argparse.ArgumentParser:
         dp.add_argument("--d-y", type=int, required=True)
         dp.add_argument("--delta", type=float, required=True)
         dp.add_argument("--bound", choices=["tight", "paper"], default="tight")
+        for name, cls in MECHANISMS.items():
+            if name != "dpmix":
+                _add_plan_parser(vsub, verb, name, cls)
     return parser
+
+
+def _add_plan_parser(vsub: Any, verb: str, name: str, cls: Any) -> None:
+    """``dpcore calibrate MECH`` / ``dpcore epsilon MECH`` from public facts (:mod:`dpcore.planning`)."""
+    what = ("the noise per statistic at --epsilon" if verb == "calibrate" else
+            "the epsilon at which --statistic gets noise of --scale")
+    mp = vsub.add_parser(name, help=f"{cls.title}: {what}", prog=f"{PROG} {verb} {name}",
+                         usage=f"{PROG} {verb} {name} [INPUT | --n N --features D] [options]",
+                         description=f"{cls.title}: {what}, from public facts only: those of INPUT "
+                                     "(its columns, n, public bounds, categories, class list; no value "
+                                     "of it) or --n/--features/--task/--n-classes with bounds [0, 1]. "
+                                     "Nothing is written. Source: dpcore.planning.")
+    mp.add_argument("input", metavar="INPUT", nargs="?", default=None,
+                    help="a data file or bundled dataset whose PUBLIC facts to use (optional)")
+    facts = mp.add_argument_group("public facts without INPUT")
+    facts.add_argument("--n", type=int, default=None, help="number of private rows (public)")
+    facts.add_argument("--features", type=int, default=None,
+                       help="number of features after one-hot encoding (public bounds [0, 1])")
+    facts.add_argument("--n-classes", type=int, default=2, help="classification: number of public classes")
+    _add_data_options(mp.add_argument_group("input data (with INPUT; --task also without it)"))
+    mp.add_argument("--data-bounds", action="store_true",
+                    help="accept bounds computed from the data (the plan is then not a public fact)")
+    mp.add_argument("--data-classes", action="store_true",
+                    help="accept a class list read from the data (the plan is then not a public fact)")
+    if "public_data" in cls.extra_args:
+        mp.add_argument("--public-data", metavar="FILE",
+                        help="the separate table of PUBLIC rows the release would use (needs INPUT)")
+    if verb == "epsilon":
+        mp.add_argument("--statistic", required=True,
+                        help="the noisy statistic: its number in `calibrate`'s table (1, 2, ...) or its name")
+        mp.add_argument("--scale", type=float, required=True,
+                        help="the noise scale wanted for it (Laplace b or Gaussian sigma)")
+    params = mp.add_argument_group(f"{name} parameters (omitted = the default shown)")
+    for p in cls.params:
+        if not (verb == "epsilon" and p.name == "epsilon"):
+            _add_param_option(params, p)
 
 
 def _cmd_datasets() -> None:
@@ -611,6 +652,22 @@ def _public_rows(args: argparse.Namespace, ds: Any) -> Any:
     return public
 
 
+def _require_public_facts(args: argparse.Namespace, ds: Dataset) -> None:
+    """Refuse bounds or a class list taken from the data unless --data-bounds / --data-classes."""
+    if ds.bounds_source == "data" and not args.data_bounds:
+        raise CLIError(
+            "no public bounds for some columns of the input: pass --bounds FILE (or "
+            "--label-bounds), or --data-bounds to accept bounds from the data (the privacy "
+            "guarantee then does NOT hold and the card says so)"
+        )
+    if ds.classes_source == "data" and not args.data_classes:
+        raise CLIError(
+            "no public class list for the label: pass --classes (e.g. --classes 0,1 or a JSON "
+            "file), or --data-classes to accept the list read from the data (the privacy "
+            "guarantee then does NOT hold and the card says so)"
+        )
+
+
 def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     """``dpcore release``; ``dask``: the table goes to the Dask engine (:func:`_use_dask`)."""
     cls = get_mechanism(args.mechanism)
@@ -624,18 +681,7 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     elif args.budget is not None or args.delta_budget is not None:
         raise CLIError("--budget and --delta-budget need --ledger FILE")
     ds = _load_input(args, args.input)
-    if ds.bounds_source == "data" and not args.data_bounds:
-        raise CLIError(
-            "no public bounds for some columns of the input: pass --bounds FILE (or "
-            "--label-bounds), or --data-bounds to accept bounds from the data (the privacy "
-            "guarantee then does NOT hold and the card says so)"
-        )
-    if ds.classes_source == "data" and not args.data_classes:
-        raise CLIError(
-            "no public class list for the label: pass --classes (e.g. --classes 0,1 or a JSON "
-            "file), or --data-classes to accept the list read from the data (the privacy "
-            "guarantee then does NOT hold and the card says so)"
-        )
+    _require_public_facts(args, ds)
     if getattr(args, "public_data", None):
         params["public_data"] = _public_rows(args, ds)
     mech = cls(**params)
@@ -660,9 +706,59 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
         print(f"ledger: {ledger.summary()}")
 
 
+def _print_plan(plan: Any) -> None:
+    g = plan.guarantee
+    print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
+          f"neighbouring = {g.neighbouring}")
+    print(f"{'#':>3}  {'distribution':19s} {'norm':4s} {'sensitivity':>12s} {'scale':>12s}  statistic")
+    for i, r in enumerate(plan.noise, 1):
+        mark = "*" if r.statistic in plan.varies else " "
+        print(f"{i:>3}  {r.distribution:19s} {r.norm[:4]:4s} {r.sensitivity:12.6g} {r.scale:12.6g}{mark} "
+              f"{r.statistic}")
+    if plan.varies:
+        print("  * depends on the public random matrix drawn with each release (one draw shown)")
+
+
+def _cmd_plan(args: argparse.Namespace) -> None:
+    """``dpcore calibrate|epsilon MECH`` for every mechanism but DPMix (:mod:`dpcore.planning`)."""
+    from dpcore import planning
+
+    cls = get_mechanism(args.mechanism)
+    params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
+    facts: dict[str, Any]
+    if args.input:
+        ds = _load_input(args, args.input)
+        _require_public_facts(args, ds)
+        facts = {"like": ds}
+        if getattr(args, "public_data", None):
+            params["public_data"] = _public_rows(args, ds)
+    elif args.n is None or args.features is None:
+        raise CLIError("give INPUT (a data file or bundled dataset) or both --n and --features")
+    else:
+        facts = dict(n=args.n, n_features=args.features, task=args.task or "unsupervised",
+                     n_classes=args.n_classes)
+    try:
+        if args.command == "calibrate":
+            _print_plan(planning.noise_plan(args.mechanism, params, **facts))
+            return
+        names = [r.statistic for r in planning.noise_plan(args.mechanism, params, **facts).noise]
+        stat = args.statistic
+        if stat.isdigit():
+            if not 1 <= int(stat) <= len(names):
+                raise CLIError(f"--statistic {stat}: this plan has statistics 1 to {len(names)}")
+            stat = names[int(stat) - 1]
+        eps, plan = planning.epsilon_for_scale(args.mechanism, params, stat, args.scale, **facts)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    print(f"epsilon = {eps:.6g}  ({stat!r} gets scale {args.scale:g})")
+    _print_plan(plan)
+
+
 def _cmd_accounting(args: argparse.Namespace) -> None:
     from dpcore import accounting
 
+    if args.mechanism != "dpmix":
+        return _cmd_plan(args)
     common = dict(ell=args.ell, n=args.n, n_mixtures=args.n_mixtures, d_x=args.d_x, d_y=args.d_y,
                   delta=args.delta, bound=args.bound)
     if args.command == "epsilon":
