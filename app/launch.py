@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,12 +20,9 @@ __all__ = [
     "HARDENED_SETTINGS",
     "LOOPBACK",
     "PRELOAD",
-    "PRELOAD_LATER",
     "ROOT",
     "import_modules",
     "main",
-    "preload",
-    "preload_later",
     "server_command",
 ]
 
@@ -49,28 +44,21 @@ def _flags(settings: Mapping[str, str]) -> list[str]:
     return [item for key, value in settings.items() for item in (f"--{key}", value)]
 
 
-#: Modules the first page (Data) of every session needs: the mechanism registry, the app state,
-#: pandas. Streamlit imports a script's modules on the first session's first run, which made the
-#: first visitor wait for them (several seconds on a loaded 2-core machine); the launcher imports
-#: them before the server starts listening instead, so the server answers once it can serve the
-#: first page (on a background thread beside the server start they took as long, sharing the
-#: interpreter lock, and the first run still waited for them).
-PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.figures.images", "dpcore.release")
-#: Modules of the other pages (scikit-learn for the Explore view, Plotly's JSON for charts):
-#: imported after the first page's run, not during it. Imported at start-up they held the
-#: interpreter lock while the first run needed it: about 4 s of scikit-learn import on a loaded
-#: machine, most of the cold first page (``benchmarks/bench_browser.py``).
-PRELOAD_LATER = ("app.runner", "app.figures.common", "sklearn.model_selection", "plotly.io",
-                 "sklearn.cluster", "sklearn.metrics")
-#: Seconds :func:`preload_later` waits before importing: the browser is then drawing the first page
-#: (about 1-2 s), and an import would take one of the two cores from it.
-LATER_DELAY_S = 2.0
-_later_started = threading.Event()
+#: Modules the app's pages need: the mechanism registry, the app state, pandas, scikit-learn (the
+#: Explore view, the held-out split), Plotly's JSON. Streamlit imports a script's modules on the
+#: first run that needs them, which made the first visitor wait (several seconds on a loaded
+#: 2-core machine). The launcher imports them before the server starts listening: the server
+#: answers once it can serve every page at once. (Imported on a background thread beside the server
+#: start, as before, they took as long, held the interpreter lock while the first run needed it,
+#: and the first run still waited: about 4 s of the cold first page came from scikit-learn.)
+PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.figures.images", "dpcore.release",
+           "app.runner", "app.figures.common", "sklearn.model_selection", "plotly.io",
+           "sklearn.cluster", "sklearn.metrics")
 
 
 def import_modules(modules: tuple[str, ...] = PRELOAD) -> None:
-    """Import ``modules`` in this thread. An import that fails is skipped here: the script run
-    that needs the module shows the error."""
+    """Import ``modules``. An import that fails is skipped here: the script run that needs the
+    module shows the error."""
     for name in modules:
         try:
             importlib.import_module(name)
@@ -78,32 +66,9 @@ def import_modules(modules: tuple[str, ...] = PRELOAD) -> None:
             continue
 
 
-def preload(modules: tuple[str, ...] = PRELOAD, delay_s: float = 0.0) -> threading.Thread:
-    """:func:`import_modules` on a daemon thread (started; returned for joining), after
-    ``delay_s`` seconds. A run that needs a module meanwhile imports it itself (Python's import
-    lock makes it wait for, not repeat, an import under way)."""
-    def run() -> None:
-        time.sleep(delay_s)
-        import_modules(modules)
-
-    thread = threading.Thread(target=run, name="dp-explorer-preload", daemon=True)
-    thread.start()
-    return thread
-
-
-def preload_later() -> threading.Thread | None:
-    """Start importing :data:`PRELOAD_LATER` after :data:`LATER_DELAY_S` s, once per process
-    (called at the end of every script run; only the first call starts a thread)."""
-    if _later_started.is_set():
-        return None
-    _later_started.set()
-    return preload(PRELOAD_LATER, LATER_DELAY_S)
-
-
 def main() -> None:
     """``dp-explorer``: ``streamlit run`` the app with the hardened flags, then the user's own;
-    the first page's modules are imported first (:func:`import_modules`), the other pages' after
-    the first run (:func:`preload_later`, called by the app script)."""
+    the pages' modules are imported first (:func:`import_modules`)."""
     from streamlit.web import cli as stcli
 
     if str(ROOT) not in sys.path:  # `app` and `dpcore` from this checkout, as the script has them
@@ -115,7 +80,7 @@ def main() -> None:
 
 def server_command(port: int, *, address: str = LOOPBACK) -> list[str]:
     """``python -m app.launch`` (= ``dp-explorer``: ``streamlit run app/streamlit_app.py`` with
-    :func:`preload`) on ``address:port`` for a test or benchmark.
+    :func:`import_modules`) on ``address:port`` for a test or benchmark.
 
     Hardened flags as for ``dp-explorer``, plus headless (no browser is opened) and no file
     watcher (nothing reruns while a test edits files; one less thread under load). The flags

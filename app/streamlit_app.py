@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:  # running from a checkout without `pip install -e
 
 import streamlit as st  # noqa: E402
 
-from app import launch, state  # noqa: E402
+from app import state  # noqa: E402
 from app.markdown import md_escape  # noqa: E402
 from dpcore.calibration import default_delta, recommended_mechanism  # noqa: E402
 from dpcore.mechanisms import MECHANISMS  # noqa: E402
@@ -73,4 +73,3 @@ with st.sidebar:
                "only)")
 
 nav.run()
-launch.preload_later()  # the other pages' modules, after (not during) the first run

@@ -91,23 +91,21 @@ def test_split_sizes_on_the_data_page_are_those_of_the_split(dataset, test_size)
 
 
 def test_first_page_imports_no_scikit_learn():
-    """A fresh process running the first page (Data) never imports scikit-learn (4 s of the first
-    run on a loaded machine); the launcher imports it after the first run."""
+    """A fresh process running the first page (Data) without the launcher (``streamlit run``)
+    never imports scikit-learn: 4 s of the first run on a loaded machine for a row count."""
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        import app.launch
-        app.launch.LATER_DELAY_S = 1e9  # the later preload must not run here
         from streamlit.testing.v1 import AppTest
         at = AppTest.from_file({str(ROOT / "app" / "streamlit_app.py")!r}, default_timeout=120)
         at.run()
         assert not at.exception and at.title[0].value == "Data"
-        print("sklearn" in sys.modules, app.launch._later_started.is_set())
+        print("sklearn" in sys.modules)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-2:] == ["False", "True"]
+    assert out.stdout.split()[-1] == "False"
 
 
 def test_two_d_view_axes_do_not_depend_on_how_many_points_are_drawn():
@@ -135,12 +133,11 @@ def test_real_image_grid_is_built_once_per_dataset_and_split():
 def test_launcher_preloads_modules_that_exist_and_skips_a_missing_one():
     from app import launch
 
-    for name in launch.PRELOAD + launch.PRELOAD_LATER:  # a typo would be skipped silently
+    for name in launch.PRELOAD:  # a typo would be skipped silently at start-up
         importlib.import_module(name)
     sys.modules.pop("colorsys", None)  # a small module without side effects
-    thread = launch.preload(("no_such_module_dp_explorer", "colorsys"))
-    thread.join(timeout=60)
-    assert not thread.is_alive() and "colorsys" in sys.modules
+    launch.import_modules(("no_such_module_dp_explorer", "colorsys"))
+    assert "colorsys" in sys.modules
 
 
 def test_image_grid_pixels_match_the_figures_gray_scale_and_tiles():
@@ -191,3 +188,26 @@ def test_explore_image_grids_are_pictures_and_the_released_one_follows_epsilon()
     assert not at.exception
     real_after, released_after = urls()
     assert real_after == real and released_after != released
+
+
+def test_scatter_chart_without_labels_or_real_rows_keeps_its_sets_apart():
+    """Regression data (no classes): real grey, released red, a legend of the two sets; a release
+    without a public map for real rows: only the released layer, which then carries pan/zoom."""
+    from app.figures.common import release_scatter_chart
+
+    rng = np.random.default_rng(0)
+    real, rel = rng.normal(size=(30, 2)), rng.normal(size=(40, 2))
+    data, spec = release_scatter_chart(real, rel, axis_text="axes", axis_titles=("a (u)", "b (u)"))
+    assert data[SCATTER_ROWS].value_counts().to_dict() == {RELEASED_ROWS: 40, REAL_ROWS: 30}
+    colour = spec["layer"][0]["encoding"]["color"]
+    assert colour["field"] == SCATTER_ROWS and colour["scale"]["domain"] == [REAL_ROWS, RELEASED_ROWS]
+    assert spec["title"] == {"text": "Released rows", "subtitle": "axes", "anchor": "start"}
+    assert spec["layer"][0]["encoding"]["x"]["title"] == "a (u)"
+    data, spec = release_scatter_chart(None, rel, None, np.arange(40) % 3, "axes",
+                                       classes=[0, 1, 2, 3])
+    assert len(spec["layer"]) == 1 and spec["layer"][0]["params"][0]["bind"] == "scales"
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == ["0", "1", "2", "3"]
+    assert set(data["class"]) == {"0", "1", "2"} and len(data) == 40
+    # more classes than colours: no class legend, the sets are told apart instead
+    _, spec = release_scatter_chart(real, rel, np.arange(30), np.arange(40))
+    assert spec["layer"][0]["encoding"]["color"]["field"] == SCATTER_ROWS
