@@ -84,14 +84,15 @@ def explore_body() -> None:
                        f"the actual guarantee is ε = {g.epsilon:.4g}.")
         for w in release.details.get("warnings", []):
             st.warning(md_escape(w))
-        st.markdown("**Noise added** (sensitivity → scale)")
-        # a plain table: a few rows of text do not need the interactive grid, which the browser
-        # rebuilt on every move
-        st.table(noise_table(release.noise), hide_index=True)
-        clipped = result.diagnostics.get("n_clipped_entries", 0)
-        if clipped:
-            st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
-                       "public bounds.")
+
+    st.markdown("**Noise added** (sensitivity → scale)")
+    # a plain table across the page: a few rows of text need neither the interactive grid, which
+    # the browser rebuilt on every move, nor a narrow column that cuts the formulas and sources
+    st.table(noise_table(release.noise), hide_index=True)
+    clipped = result.diagnostics.get("n_clipped_entries", 0)
+    if clipped:
+        st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
+                   "public bounds.")
 
     st.subheader("Release vs real data")
     real_mapped = real_in_release_space(release, test.X)
