@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,8 +21,8 @@ __all__ = [
     "LOOPBACK",
     "PRELOAD",
     "ROOT",
+    "import_modules",
     "main",
-    "preload",
     "server_command",
 ]
 
@@ -45,44 +44,43 @@ def _flags(settings: Mapping[str, str]) -> list[str]:
     return [item for key, value in settings.items() for item in (f"--{key}", value)]
 
 
-#: Modules the first page of every session needs (mechanism registry with SciPy and scikit-learn,
-#: pandas, Plotly). Streamlit imports a script's modules on the first session's first run, which
-#: made the first visitor wait for them (several seconds on a loaded 2-core machine); the
-#: launcher imports them on a background thread while the server starts instead.
-PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.runner", "app.figures.common",
-           "app.figures.images", "plotly.graph_objects", "plotly.io")
+#: Modules the app's pages need: the mechanism registry, the app state, pandas, scikit-learn (the
+#: Explore view, the held-out split), Plotly's JSON. Streamlit imports a script's modules on the
+#: first run that needs them, which made the first visitor wait (several seconds on a loaded
+#: 2-core machine). The launcher imports them before the server starts listening: the server
+#: answers once it can serve every page at once. (Imported on a background thread beside the server
+#: start, as before, they took as long, held the interpreter lock while the first run needed it,
+#: and the first run still waited: about 4 s of the cold first page came from scikit-learn.)
+PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.figures.images", "dpcore.release",
+           "app.runner", "app.figures.common", "sklearn.model_selection", "plotly.io",
+           "sklearn.cluster", "sklearn.metrics")
 
 
-def preload(modules: tuple[str, ...] = PRELOAD) -> threading.Thread:
-    """Import ``modules`` on a daemon thread (started; returned for joining). An import that
-    fails is skipped here: the script run that needs the module shows the error."""
-    def run() -> None:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001, S112 - reported by the run that imports it
-                continue
-
-    thread = threading.Thread(target=run, name="dp-explorer-preload", daemon=True)
-    thread.start()
-    return thread
+def import_modules(modules: tuple[str, ...] = PRELOAD) -> None:
+    """Import ``modules``. An import that fails is skipped here: the script run that needs the
+    module shows the error."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - reported by the run that imports it
+            continue
 
 
 def main() -> None:
     """``dp-explorer``: ``streamlit run`` the app with the hardened flags, then the user's own;
-    the app's heavy modules are imported meanwhile (:func:`preload`)."""
+    the pages' modules are imported first (:func:`import_modules`)."""
     from streamlit.web import cli as stcli
 
     if str(ROOT) not in sys.path:  # `app` and `dpcore` from this checkout, as the script has them
         sys.path.insert(0, str(ROOT))
-    preload()
+    import_modules(PRELOAD)
     sys.argv = ["streamlit", "run", str(APP), *_flags(HARDENED_SETTINGS), *sys.argv[1:]]
     sys.exit(stcli.main())
 
 
 def server_command(port: int, *, address: str = LOOPBACK) -> list[str]:
     """``python -m app.launch`` (= ``dp-explorer``: ``streamlit run app/streamlit_app.py`` with
-    :func:`preload`) on ``address:port`` for a test or benchmark.
+    :func:`import_modules`) on ``address:port`` for a test or benchmark.
 
     Hardened flags as for ``dp-explorer``, plus headless (no browser is opened) and no file
     watcher (nothing reruns while a test edits files; one less thread under load). The flags

@@ -4,7 +4,7 @@ Three browser figures and, beside them, the server-side figures they are often c
 
 * **cold first page** (browser): a freshly started ``streamlit run`` (health endpoint already
   answering), a new browser tab opens ``/``; time from ``page.goto`` to the settled page (run
-  finished, title shown, pictures decoded, Plotly charts, if any, drawn; two frames painted). Also
+  finished, title shown, pictures decoded, charts, if any, drawn; two frames painted). Also
   from the process start. Repeated ``--cold`` times, one new server each.
 * **new session, warm server** (browser): the same on a server that has served a session already.
 * **Explore epsilon slider** (browser): on the Explore page, the keyboard-focused ε slider gets
@@ -15,9 +15,9 @@ Three browser figures and, beside them, the server-side figures they are often c
 
 "Settled" means all of: the websocket carried ``script_finished`` for a run that started after
 the key press and no run is in flight (``benchmarks.browser_harness.RunTracker``); the page shows no running
-indicator and is connected (``benchmarks.browser_harness.IDLE_JS``); the Explore scatter's plotted data differ
-from before the press (Plotly's ``gd.data`` on the page, i.e. the new figure has reached the
-browser and been handed to Plotly); then two animation frames (it has been painted). The
+indicator and is connected (``benchmarks.browser_harness.IDLE_JS``); the Explore scatter shows
+other points than before the press (its Vega-Lite canvas, scaled down and hashed; for a Plotly
+chart its ``gd.data``); then two animation frames (it has been painted). The
 "guaranteed ε" metric must then show the slider's value, or the move counts as an error.
 
 Server figures: **server round trip** = from the websocket frame the page sent for the move to
@@ -50,6 +50,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.browser_harness import (  # noqa: E402
+    CANVAS_HASH_JS,
     CHROMIUM_ARGS,
     IDLE_JS,
     RunTracker,
@@ -65,23 +66,30 @@ EPS_LABEL = "ε (epsilon)"
 METRIC_LABEL = "guaranteed ε"
 TIMEOUT_S = 120.0
 TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
-#: A short signature of what the page's Plotly charts plot (per chart: per trace its name and the
-#: start of its x and y arrays): it changes when a new figure has been handed to Plotly. ``null``
-#: before any chart is drawn.
-PLOT_SIGNATURE_JS = """() => {
-  const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'));
-  if (!charts.length || charts.some(gd => !gd.data)) return null;
-  // x, y and z arrive as typed arrays or as Plotly's base64 {dtype, bdata}: either serialises
-  return JSON.stringify(charts.map(gd => gd.data.map(t => [t.name,
-    ...["x", "y", "z"].map(a => JSON.stringify(t[a] ?? null).slice(0, 200))])));
-}"""
+#: A short signature of what the page's charts plot: per Plotly chart, per trace its name and the
+#: start of its x and y arrays (Plotly's ``gd.data``); per Vega-Lite chart, a hash of its canvas
+#: scaled down to 96 x 48 pixels (what is drawn). It changes when a new figure has been handed to
+#: Plotly, or when Vega has drawn new points. ``null`` before every chart is drawn.
+PLOT_SIGNATURE_JS = f"""() => {{
+  const plotly = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'));
+  const vega = Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'));
+  if ((!plotly.length && !vega.length) || plotly.some(gd => !gd.data)) return null;
+  const drawn = vega.map(v => ({CANVAS_HASH_JS})(v.querySelector('canvas')));
+  if (drawn.some(h => h === null)) return null;
+  // x, y and z arrive as typed arrays or as Plotly's base64 {{dtype, bdata}}: either serialises
+  return JSON.stringify([drawn, plotly.map(gd => gd.data.map(t => [t.name,
+    ...["x", "y", "z"].map(a => JSON.stringify(t[a] ?? null).slice(0, 200))]))]);
+}}"""
 
-#: True when the page's pictures (``st.image``) are decoded and each Plotly chart has its data.
+#: True when the page's pictures (``st.image``) are decoded, each Plotly chart has its data and
+#: each Vega-Lite chart has drawn on its canvas.
 PAGE_DRAWN_JS = """() => {
   const imgs = Array.from(document.querySelectorAll('[data-testid="stImage"] img'));
   const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'));
+  const vega = Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'));
   return imgs.every(i => i.complete && i.naturalWidth > 0)
-    && charts.every(c => { const gd = c.querySelector('.js-plotly-plot'); return !!gd && !!gd.data; });
+    && charts.every(c => { const gd = c.querySelector('.js-plotly-plot'); return !!gd && !!gd.data; })
+    && vega.every(v => { const c = v.querySelector('canvas'); return !!c && c.clientWidth > 0; });
 }"""
 
 
@@ -269,23 +277,36 @@ class Session:
     def slider_moves(self, repeats: int, *, warmup: int = 1) -> dict[str, list[float]]:
         """Key presses on the ε slider; seconds per move: ``browser`` (key press to settled),
         ``server`` (websocket round trip), ``server_cpu`` and ``chromium_cpu`` (CPU time the
-        server process and the Chromium processes used from the press to the settled page)."""
+        server process and the Chromium processes used from the press to the settled page),
+        ``renderer_task`` and ``renderer_script`` (the page's main thread busy, and running
+        JavaScript: Chrome DevTools ``Performance.getMetrics`` TaskDuration and ScriptDuration,
+        which count the page's own work, not the time it waited for a core)."""
+        cdp = self.context.new_cdp_session(self.page)
+        cdp.send("Performance.enable")
+
+        def devtools() -> tuple[float, float]:
+            m = {x["name"]: x["value"] for x in cdp.send("Performance.getMetrics")["metrics"]}
+            return m["TaskDuration"], m["ScriptDuration"]
+
         slider = self.page.locator('[data-testid="stSlider"]').filter(has_text=EPS_LABEL)
         thumb = slider.locator("input[type=range]")
         thumb.focus()
         last = int(thumb.get_attribute("max"))  # index of the last value (infinity: not private)
-        out: dict[str, list[float]] = {"browser": [], "server": [], "server_cpu": [], "chromium_cpu": []}
+        out: dict[str, list[float]] = {"browser": [], "server": [], "server_cpu": [], "chromium_cpu": [],
+                                       "renderer_task": [], "renderer_script": []}
         for i in range(warmup + repeats):
             index = int(thumb.get_attribute("value"))
             key, target = ("ArrowRight", index + 1) if index + 1 < last else ("Home", 0)
             before_runs = self.tracker.finished_ok
             before_plot = self.plot_signature()
             cpu0 = (cpu_seconds(self.server_pid), chromium_cpu_seconds())
+            dev0 = devtools()
             t0 = time.perf_counter()
             thumb.press(key)
             self.settled(before_runs, before_plot, need_plot=True)
             t1 = time.perf_counter()
             cpu1 = (cpu_seconds(self.server_pid), chromium_cpu_seconds())
+            dev1 = devtools()
             sent = next((t for t in self.tracker.sent_at if t >= t0), None)
             shown = slider.locator('[data-testid="stSliderThumbValue"]').inner_text().strip()
             if int(thumb.get_attribute("value")) != target:
@@ -298,6 +319,8 @@ class Session:
                 out["browser"].append(t1 - t0)
                 out["server_cpu"].append(cpu1[0] - cpu0[0])
                 out["chromium_cpu"].append(cpu1[1] - cpu0[1])
+                out["renderer_task"].append(dev1[0] - dev0[0])
+                out["renderer_script"].append(dev1[1] - dev0[1])
                 if sent is not None:
                     out["server"].append(self.tracker.finished_ok_at - sent)
         return out
@@ -359,9 +382,13 @@ def run_browser(args: argparse.Namespace, log: Callable[[str], None]) -> list[Fi
                                    m["server"]),
                             Figure(f"{what}: server process CPU s per move", "server CPU", m["server_cpu"]),
                             Figure(f"{what}: Chromium CPU s per move (all its processes)", "browser CPU",
-                                   m["chromium_cpu"])]
+                                   m["chromium_cpu"]),
+                            Figure(f"{what}: page main thread busy s per move (DevTools TaskDuration)",
+                                   "browser CPU", m["renderer_task"]),
+                            Figure(f"{what}: page JavaScript s per move (DevTools ScriptDuration)",
+                                   "browser CPU", m["renderer_script"])]
                         log("  " + "; ".join(f"{f.where} median {f.median:.3f} s p90 {f.p90:.3f}"
-                                             for f in figures[-4:]) + f"; {note}")
+                                             for f in figures[-6:]) + f"; {note}")
                         s.close()
                 finally:
                     stop_server(proc)

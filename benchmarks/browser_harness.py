@@ -124,6 +124,22 @@ IDLE_JS = """() => {
     && !document.querySelector('[data-testid="stStatusWidget"]');
 }"""
 
+#: A JavaScript function ``canvas => number | null``: what a canvas shows, as a number (its pixels
+#: scaled down to 96 x 48 and hashed), or null while it has no size or nothing is drawn on it (all
+#: pixels transparent). A Vega-Lite chart (the Explore scatter) draws on a canvas: this is how a
+#: test or benchmark sees that new points were drawn.
+CANVAS_HASH_JS = """(c) => {
+  if (!c || !c.width) return null;
+  const small = document.createElement('canvas');
+  small.width = 96; small.height = 48;
+  const ctx = small.getContext('2d', {willReadFrequently: true});
+  ctx.drawImage(c, 0, 0, 96, 48);
+  const px = ctx.getImageData(0, 0, 96, 48).data;
+  let h = 0, ink = 0;
+  for (let i = 0; i < px.length; i++) { h = (Math.imul(h, 31) + px[i]) | 0; if (i % 4 === 3) ink += px[i]; }
+  return ink ? h : null;
+}"""
+
 
 class RunTracker:
     """Script runs of one browser session, counted from its websocket (decoded ``ForwardMsg``).

@@ -278,6 +278,6 @@ if current_public is not None:
 st.subheader("Held-out split")
 st.slider("Fraction of rows held out as real test data (utility evaluation only)", 0.1, 0.5,
           key="p:test_size", step=0.05, **initial("p:test_size"))
-train, test = state.split()
-st.caption(f"Explore and Utility release from {train.n_samples:,} training rows and evaluate on "
-           f"{test.n_samples:,} real held-out rows; the Release page uses all rows.")
+n_train, n_test = state.split_sizes()  # the counts only: no scikit-learn on the first page
+st.caption(f"Explore and Utility release from {n_train:,} training rows and evaluate on "
+           f"{n_test:,} real held-out rows; the Release page uses all rows.")

@@ -11,7 +11,7 @@ import streamlit as st
 from app import state
 from app.card_text import automatic_choices
 from app.controls import initial, mechanism_controls
-from app.figures.common import noise_table, release_scatter_figure
+from app.figures.common import noise_table, release_scatter_chart
 from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
 from app.runner import (
@@ -87,12 +87,15 @@ def explore_body() -> None:
             st.warning(md_escape(w))
         if chosen := automatic_choices(release.parameters, release.details):
             st.caption(chosen)  # what the empty (automatic) fields became, as on the card
-        st.markdown("**Noise added** (sensitivity → scale)")
-        st.dataframe(noise_table(release.noise), hide_index=True)
-        clipped = result.diagnostics.get("n_clipped_entries", 0)
-        if clipped:
-            st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
-                       "public bounds.")
+
+    st.markdown("**Noise added** (sensitivity → scale)")
+    # a plain table across the page: a few rows of text need neither the interactive grid, which
+    # the browser rebuilt on every move, nor a narrow column that cuts the formulas and sources
+    st.table(noise_table(release.noise), hide_index=True)
+    clipped = result.diagnostics.get("n_clipped_entries", 0)
+    if clipped:
+        st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
+                   "public bounds.")
 
     st.subheader("Release vs real data")
     real_mapped = real_in_release_space(release, test.X)
@@ -104,8 +107,11 @@ def explore_body() -> None:
     unit = "units of the released columns"
     titles = ((f"released column 1 ({unit})", f"released column 2 ({unit})") if axis == "released coordinates"
               else (f"principal axis 1 ({unit})", f"principal axis 2 ({unit})"))
-    st.plotly_chart(release_scatter_figure(real2, rel2, labels, rel_labels, axis, axis_titles=titles),
-                    key="scatter")
+    # Vega-Lite on a canvas: the spec stays the same across epsilon moves, so the browser keeps
+    # the chart and swaps its points (a Plotly chart was rebuilt, an SVG node per point)
+    data, spec = release_scatter_chart(real2, rel2, labels, rel_labels, axis, axis_titles=titles,
+                                       classes=ds.classes)
+    st.vega_lite_chart(data, spec, key="scatter")
     if real_mapped is None:
         st.caption("This release has no public map for real rows (its projection is secret), so only "
                    "the release is shown.")

@@ -71,9 +71,9 @@ def test_explore_page_follows_the_epsilon_slider(mechanism):
     slider = at.select_slider(key=f"p:{mechanism}:epsilon")
     slider.set_value(0.1).run()
     assert not at.exception
-    scales_low = [r for r in at.dataframe[0].value["noise scale"]]
+    scales_low = [r for r in at.table[0].value["noise scale"]]
     slider.set_value(10.0).run()
-    scales_high = [r for r in at.dataframe[0].value["noise scale"]]
+    scales_high = [r for r in at.table[0].value["noise scale"]]
     assert float(scales_low[0]) > float(scales_high[0]) > 0
     slider.set_value(float("inf")).run()
     assert any("NOT PRIVATE" in e.value for e in at.error)

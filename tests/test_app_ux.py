@@ -7,12 +7,10 @@ opened and counted.
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -182,31 +180,28 @@ def test_utility_page_says_why_jl_laplace_cannot_be_evaluated_on_a_classificatio
 
 
 def test_explore_scatter_has_axis_titles_with_units_and_a_class_legend():
+    from tests.test_latency import scatter
+
     at = new_app()
     goto(at, "explore")
-    spec = _spec(at.get("plotly_chart")[0])
-    layout = spec["layout"]
-    assert "units" in layout["xaxis"]["title"]["text"] and "units" in layout["yaxis"]["title"]["text"]
-    legend = [t["name"] for t in spec["data"] if t.get("showlegend", True)]
-    assert sorted(legend, key=int) == [str(c) for c in range(10)]  # digits: one entry per class
-    assert layout["legend"]["title"]["text"] == "class"
-    # each class trace holds exactly the plotted released rows of that class
+    spec, data = scatter(at)
+    encoding = spec["layer"][0]["encoding"]
+    assert all(e["encoding"] == encoding for e in spec["layer"])  # one legend, shared axes
+    assert "units" in encoding["x"]["title"] and "units" in encoding["y"]["title"]
+    colour = encoding["color"]
+    assert colour["field"] == "class" and colour["legend"]["title"] == "class"
+    assert colour["scale"]["domain"] == [str(c) for c in range(10)]  # digits: one entry per class
+    assert [layer["mark"]["filled"] for layer in spec["layer"]] == [False, True]  # real hollow
+    # the released points of each class are exactly the plotted released rows of that class
     from app.runner import preview_rows
     from dpcore.utility import release_class_labels
 
     key = next(k for k in at.session_state._memo if k[0] == "explore" and len(k) == 6)
     labels = release_class_labels(at.session_state._memo[key].release).astype(int)
     plotted = labels[preview_rows(len(labels))]
-    for trace in spec["data"]:
-        if trace.get("showlegend", True):
-            assert len(_values(trace["x"])) == int(np.sum(plotted == int(trace["name"])))
+    released = data[data["rows"] == "released"]
+    assert released["class"].tolist() == [str(v) for v in plotted]
 
-
-def _values(v) -> np.ndarray:
-    """A Plotly JSON array (a list or a typed array ``{"dtype", "bdata"}``) as numpy."""
-    if isinstance(v, dict):
-        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-    return np.asarray(v)
 
 def test_log_axes_read_as_plain_numbers_and_formulas_are_not_raw_ascii():
     from app.figures.common import log_ticks

@@ -743,7 +743,7 @@ def test_app_session_is_usable_after_bad_uploads():
     assert at.session_state.dataset.name == "breast-cancer"
     at.switch_page("../pages/explore.py").run()
     _no_exception(at)
-    assert at.get("plotly_chart") or at.dataframe
+    assert at.get("vega_lite_chart") or at.table
 
 
 def test_app_refuses_a_file_over_the_upload_limit():

@@ -1,40 +1,111 @@
 """What keeps the app quick in a browser (issue 16 item 7), checked as properties, not timings.
 
 The timings themselves are measured by ``benchmarks/bench_browser.py`` (headless Chromium); these
-tests pin the changes that made them: the Explore scatter draws a bounded number of SVG points
-(display only: the 2-D view is computed from all rows), the real image grid is built once per
-dataset, and the launcher preloads modules that exist.
+tests pin the changes that made them: the Explore scatter is a Vega-Lite chart on a canvas whose
+spec does not change with epsilon (the browser keeps it and swaps its points) and draws a bounded
+number of points (display only: the 2-D view is computed from all rows), the noise table is a
+plain table, the real image grid is built once per dataset, the first page needs no
+scikit-learn, and the launcher preloads modules that exist.
 """
 
 from __future__ import annotations
 
-import base64
 import importlib
 import json
+import subprocess
 import sys
+import textwrap
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
 
+from app.figures.common import REAL_ROWS, RELEASED_ROWS, SCATTER_ROWS
 from app.runner import DISPLAY_POINTS, PCA_FIT_ROWS, two_d_view
-from tests.test_app import goto, new_app
+from tests.test_app import ROOT, goto, new_app
 
 
-def _n_points(trace: dict) -> int:
-    x = trace["x"]
-    if isinstance(x, dict):  # Plotly's typed array {"dtype", "bdata"}
-        return np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"]).size
-    return len(x)
+def scatter(at) -> tuple[dict, pd.DataFrame]:
+    """The Explore scatter's Vega-Lite spec and the points it was sent (Arrow IPC)."""
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 1
+    proto = charts[0].proto
+    return json.loads(proto.spec), pa.ipc.open_stream(proto.data.data).read_all().to_pandas()
 
 
-def test_explore_scatter_draws_at_most_display_points_per_set_as_svg():
+def test_explore_scatter_draws_at_most_display_points_per_set_on_a_canvas():
     at = new_app()  # digits: 1,347 released (training) rows, 450 real held-out rows
     goto(at, "explore")
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    released = [t for t in spec["data"] if t.get("showlegend", True)]
-    real = [t for t in spec["data"] if not t.get("showlegend", True)]
-    assert {t["type"] for t in spec["data"]} == {"scatter"}  # no WebGL context per redraw
-    assert sum(map(_n_points, released)) == DISPLAY_POINTS < 1347
-    assert sum(map(_n_points, real)) == min(DISPLAY_POINTS, 450)
+    spec, data = scatter(at)
+    assert not at.get("plotly_chart")
+    assert spec["usermeta"]["embedOptions"]["renderer"] == "canvas"  # no DOM node per point
+    counts = data[SCATTER_ROWS].value_counts()
+    assert counts[RELEASED_ROWS] == DISPLAY_POINTS < 1347
+    assert counts[REAL_ROWS] == min(DISPLAY_POINTS, 450)
+
+
+def test_explore_scatter_spec_is_the_same_for_every_epsilon_only_the_points_change():
+    """Streamlit re-creates a Vega view when the spec changes and otherwise replaces its data in
+    place; a chart with an element id (selections) would be remounted: it has none."""
+    at = new_app()
+    goto(at, "explore")
+    spec, data = scatter(at)
+    assert not at.get("vega_lite_chart")[0].proto.id
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
+    assert not at.exception
+    spec_after, data_after = scatter(at)
+    assert spec_after == spec
+    real, real_after = (d[d[SCATTER_ROWS] == REAL_ROWS] for d in (data, data_after))
+    pd.testing.assert_frame_equal(real, real_after)  # the same real rows
+    rel, rel_after = (d[d[SCATTER_ROWS] == RELEASED_ROWS] for d in (data, data_after))
+    assert len(rel) == len(rel_after) > 0 and not np.allclose(rel["axis 1"], rel_after["axis 1"])
+
+
+def test_explore_noise_table_is_a_plain_table_that_follows_epsilon():
+    at = new_app()
+    goto(at, "explore")
+    assert not at.dataframe  # no interactive grid rebuilt per move
+    before = at.table[0].value
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
+    after = at.table[0].value
+    assert list(after.columns) == list(before.columns) and "noise scale" in after.columns
+    scale = float(before["noise scale"].iloc[0]), float(after["noise scale"].iloc[0])
+    assert 0 < scale[1] < scale[0] / 3  # Gaussian scale ~ 1 / epsilon
+
+
+@pytest.mark.parametrize(("dataset", "test_size"), [("digits", 0.25), ("digits", 0.35),
+                                                     ("breast-cancer", 0.1), ("diabetes", 0.5)])
+def test_split_sizes_on_the_data_page_are_those_of_the_split(dataset, test_size):
+    from tests.test_app import choose_dataset
+
+    at = new_app()
+    choose_dataset(at, dataset)
+    at.slider(key="p:test_size").set_value(test_size).run()
+    assert not at.exception
+    ds = at.session_state.dataset
+    train, test = ds.split(test_size, random_state=0)
+    n_train, n_test = train.n_samples, test.n_samples
+    assert any(f"from {n_train:,} training rows and evaluate on {n_test:,} real held-out rows" in c.value
+               for c in at.caption)
+
+
+def test_first_page_imports_no_scikit_learn():
+    """A fresh process running the first page (Data) without the launcher (``streamlit run``)
+    never imports scikit-learn: 4 s of the first run on a loaded machine for a row count."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from streamlit.testing.v1 import AppTest
+        at = AppTest.from_file({str(ROOT / "app" / "streamlit_app.py")!r}, default_timeout=120)
+        at.run()
+        assert not at.exception and at.title[0].value == "Data"
+        print("sklearn" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "False"
 
 
 def test_two_d_view_axes_do_not_depend_on_how_many_points_are_drawn():
@@ -65,9 +136,8 @@ def test_launcher_preloads_modules_that_exist_and_skips_a_missing_one():
     for name in launch.PRELOAD:  # a typo would be skipped silently at start-up
         importlib.import_module(name)
     sys.modules.pop("colorsys", None)  # a small module without side effects
-    thread = launch.preload(("no_such_module_dp_explorer", "colorsys"))
-    thread.join(timeout=60)
-    assert not thread.is_alive() and "colorsys" in sys.modules
+    launch.import_modules(("no_such_module_dp_explorer", "colorsys"))
+    assert "colorsys" in sys.modules
 
 
 def test_image_grid_pixels_match_the_figures_gray_scale_and_tiles():
@@ -97,15 +167,10 @@ def test_explore_view_axes_are_fitted_once_per_real_rows_not_per_move():
     views = [k for k in at.session_state._memo if k[0] == "view"]
     assert len(views) == 1
     axes = at.session_state._memo[views[0]]
-    before = json.loads(at.get("plotly_chart")[0].proto.spec)
     at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
     assert not at.exception
     assert [k for k in at.session_state._memo if k[0] == "view"] == views
     assert at.session_state._memo[views[0]] is axes  # the same fitted axes serve the new move
-    after = json.loads(at.get("plotly_chart")[0].proto.spec)
-    hollow = [t for t in before["data"] if not t.get("showlegend", True)]
-    assert hollow == [t for t in after["data"] if not t.get("showlegend", True)]  # real points stay
-    assert before["data"] != after["data"]  # the released points moved
 
 
 def test_explore_image_grids_are_pictures_and_the_released_one_follows_epsilon():
@@ -118,8 +183,31 @@ def test_explore_image_grids_are_pictures_and_the_released_one_follows_epsilon()
         return [im.proto.imgs[0].url for im in at.get("image")]
 
     real, released = urls()
-    assert len(at.get("plotly_chart")) == 1  # the scatter only
+    assert not at.get("plotly_chart") and len(at.get("vega_lite_chart")) == 1  # the scatter only
     at.select_slider(key="p:local-gaussian:epsilon").set_value(5.0).run()
     assert not at.exception
     real_after, released_after = urls()
     assert real_after == real and released_after != released
+
+
+def test_scatter_chart_without_labels_or_real_rows_keeps_its_sets_apart():
+    """Regression data (no classes): real grey, released red, a legend of the two sets; a release
+    without a public map for real rows: only the released layer, which then carries pan/zoom."""
+    from app.figures.common import release_scatter_chart
+
+    rng = np.random.default_rng(0)
+    real, rel = rng.normal(size=(30, 2)), rng.normal(size=(40, 2))
+    data, spec = release_scatter_chart(real, rel, axis_text="axes", axis_titles=("a (u)", "b (u)"))
+    assert data[SCATTER_ROWS].value_counts().to_dict() == {RELEASED_ROWS: 40, REAL_ROWS: 30}
+    colour = spec["layer"][0]["encoding"]["color"]
+    assert colour["field"] == SCATTER_ROWS and colour["scale"]["domain"] == [REAL_ROWS, RELEASED_ROWS]
+    assert spec["title"] == {"text": "Released rows", "subtitle": "axes", "anchor": "start"}
+    assert spec["layer"][0]["encoding"]["x"]["title"] == "a (u)"
+    data, spec = release_scatter_chart(None, rel, None, np.arange(40) % 3, "axes",
+                                       classes=[0, 1, 2, 3])
+    assert len(spec["layer"]) == 1 and spec["layer"][0]["params"][0]["bind"] == "scales"
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == ["0", "1", "2", "3"]
+    assert set(data["class"]) == {"0", "1", "2"} and len(data) == 40
+    # more classes than colours: no class legend, the sets are told apart instead
+    _, spec = release_scatter_chart(real, rel, np.arange(30), np.arange(40))
+    assert spec["layer"][0]["encoding"]["color"]["field"] == SCATTER_ROWS

@@ -1,17 +1,30 @@
-"""Plotly figures used by several pages (no Streamlit import)."""
+"""Figures used by several pages (no Streamlit import): Plotly figures, and the Explore scatter as a
+Vega-Lite chart (:func:`release_scatter_chart`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
-import plotly.graph_objects as go
+import pandas as pd
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = [
     "CLASS_COLOURS",
     "MAX_LEGEND_CLASSES",
+    "REAL_ROWS",
+    "RELEASED_ROWS",
+    "SCATTER_CLASS",
+    "SCATTER_ROWS",
+    "SCATTER_X",
+    "SCATTER_Y",
     "log_ticks",
     "noise_table",
     "readable_log_axes",
-    "release_scatter_figure",
+    "release_scatter_chart",
 ]
 
 #: Class colours of the Explore scatter (qualitative, 24 distinct colours).
@@ -22,61 +35,91 @@ CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b
 MAX_LEGEND_CLASSES = len(CLASS_COLOURS)
 
 
-def release_scatter_figure(real_2d: np.ndarray | None, released_2d: np.ndarray,
-                           real_labels: np.ndarray | None = None,
-                           released_labels: np.ndarray | None = None,
-                           axis_text: str = "",
-                           axis_titles: tuple[str, str] = ("axis 1", "axis 2")) -> go.Figure:
-    """Scatter of the release over the real data in the same 2-D view.
+#: Column names of the Explore scatter's table (:func:`release_scatter_chart`).
+SCATTER_X, SCATTER_Y, SCATTER_CLASS, SCATTER_ROWS = "axis 1", "axis 2", "class", "rows"
+REAL_ROWS, RELEASED_ROWS = "real (held-out)", "released"
 
-    With class labels (at most :data:`MAX_LEGEND_CLASSES` classes) every class has its colour and
-    a legend entry: released points solid, real points hollow in the same colour. Without labels
-    real points are grey and released points red. ``axis_text`` is the subtitle (what the axes
-    are), ``axis_titles`` the axis titles (with their units).
+
+def release_scatter_chart(real_2d: np.ndarray | None, released_2d: np.ndarray,
+                          real_labels: np.ndarray | None = None,
+                          released_labels: np.ndarray | None = None,
+                          axis_text: str = "",
+                          axis_titles: tuple[str, str] = ("axis 1", "axis 2"),
+                          classes: Sequence[object] | None = None) -> tuple[pd.DataFrame, dict]:
+    """Scatter of the release over the real data in the same 2-D view, as a Vega-Lite chart.
+
+    Returns ``(data, spec)`` for ``st.vega_lite_chart(data, spec)``: ``data`` has one row per
+    plotted point (columns :data:`SCATTER_X`, :data:`SCATTER_Y`, :data:`SCATTER_ROWS` =
+    "real (held-out)" / "released", :data:`SCATTER_CLASS` the label as text or "" without one);
+    ``spec`` says how to draw them. With class labels (at most :data:`MAX_LEGEND_CLASSES`
+    classes) every class has its colour and a legend entry: released points filled, real points
+    hollow in the same colour. Without labels real points are grey and released points red.
+    ``axis_text`` is the subtitle (what the axes are), ``axis_titles`` the axis titles (with
+    their units). ``classes``: the public class list, which fixes the colours and the legend for
+    every epsilon (default: the classes found in the labels).
+
+    The spec depends only on the titles, the classes and which sets are drawn, never on the
+    points: Streamlit then keeps the chart and Vega replaces its data in place when only the
+    points change (an epsilon move), where a Plotly chart is rebuilt from scratch. Drawn on a
+    canvas (no DOM node per point); drag to pan, scroll to zoom, hover for a point's set and
+    class.
     """
     rel_lab = None if released_labels is None else _label_text(released_labels)[: len(released_2d)]
     real_lab = None if real_labels is None or real_2d is None else \
         _label_text(real_labels)[: len(real_2d)]
-    classes = _legend_classes(rel_lab, real_lab)
-    # traces and layout as plain dicts, validated once by go.Figure (not once per add_trace and
-    # again by update_layout): a third of the build time, on every Explore move
-    traces: list[dict] = []
-    if classes is None:
-        if real_2d is not None:
-            traces.append({
-                "type": "scatter", "x": real_2d[:, 0], "y": real_2d[:, 1], "mode": "markers",
-                "name": "real (held-out)", "marker": {"size": 5, "color": "rgba(120,120,120,0.35)"},
-                "text": None if real_lab is None else [str(v) for v in real_lab]})
-        traces.append({
-            "type": "scatter", "x": released_2d[:, 0], "y": released_2d[:, 1], "mode": "markers",
-            "name": "released", "marker": {"size": 5, "color": "#d62728", "opacity": 0.7},
-            "text": None if rel_lab is None else [str(v) for v in rel_lab]})
+    found = _legend_classes(rel_lab, real_lab)
+    if found is not None and classes is not None:
+        public = _legend_classes(_label_text(np.asarray(classes)), None)
+        found = public if public is not None and set(found) <= set(public) else found
+    parts = [(released_2d, RELEASED_ROWS, rel_lab)]
+    if real_2d is not None:
+        parts.insert(0, (real_2d, REAL_ROWS, real_lab))
+    data = pd.DataFrame({
+        SCATTER_X: np.concatenate([np.asarray(xy, dtype=float)[:, 0] for xy, _, _ in parts]),
+        SCATTER_Y: np.concatenate([np.asarray(xy, dtype=float)[:, 1] for xy, _, _ in parts]),
+        SCATTER_ROWS: np.concatenate([np.full(len(xy), name) for xy, name, _ in parts]),
+        SCATTER_CLASS: np.concatenate([lab if lab is not None and found is not None
+                                       else np.full(len(xy), "") for xy, _, lab in parts]),
+    })
+    if found is not None:
+        colour = {"field": SCATTER_CLASS, "type": "nominal", "sort": found,
+                  "scale": {"domain": found, "range": list(CLASS_COLOURS[: len(found)])},
+                  "legend": {"title": "class"}}
     else:
-        for i, cls in enumerate(classes):
-            colour = CLASS_COLOURS[i % len(CLASS_COLOURS)]
-            if real_2d is not None and real_lab is not None:
-                mask = real_lab == cls
-                traces.append({
-                    "type": "scatter", "x": real_2d[mask, 0], "y": real_2d[mask, 1],
-                    "mode": "markers", "legendgroup": cls, "name": f"{cls} real", "showlegend": False,
-                    "marker": {"size": 6, "symbol": "circle-open", "color": colour, "opacity": 0.5},
-                    "hovertemplate": f"real, class {cls}<extra></extra>"})
-            mask = rel_lab == cls if rel_lab is not None else np.zeros(0, bool)
-            traces.append({
-                "type": "scatter", "x": released_2d[mask, 0], "y": released_2d[mask, 1],
-                "mode": "markers", "legendgroup": cls, "name": cls,
-                "marker": {"size": 5, "color": colour, "opacity": 0.8},
-                "hovertemplate": f"released, class {cls}<extra></extra>"})
-    layout = {
-        "height": 460, "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
-        "title": {"text": "Released rows (filled) over real held-out rows (hollow)"
-                  if classes is not None and real_2d is not None else "Released rows",
-                  "subtitle": {"text": axis_text}, "font": {"size": 14}},
-        "xaxis": {"title": {"text": axis_titles[0]}}, "yaxis": {"title": {"text": axis_titles[1]}},
-        "legend": {"title": {"text": "class" if classes is not None else ""}},
+        colour = {"field": SCATTER_ROWS, "type": "nominal",
+                  "scale": {"domain": [REAL_ROWS, RELEASED_ROWS], "range": ["#787878", "#d62728"]},
+                  "legend": {"title": None}}
+    encoding = {
+        "x": {"field": SCATTER_X, "type": "quantitative", "title": axis_titles[0],
+              "scale": {"zero": False}},
+        "y": {"field": SCATTER_Y, "type": "quantitative", "title": axis_titles[1],
+              "scale": {"zero": False}},
+        "color": colour,
+        "tooltip": [{"field": SCATTER_ROWS, "title": "rows"}]
+        + ([{"field": SCATTER_CLASS, "title": "class"}] if found is not None else []),
     }
-    fig = go.Figure(data=traces, layout=layout)
-    return fig
+
+    def layer(name: str, mark: dict) -> dict:
+        return {"transform": [{"filter": {"field": SCATTER_ROWS, "equal": name}}],
+                "mark": {"type": "point", **mark}, "encoding": encoding}
+
+    layers = [layer(RELEASED_ROWS, {"filled": True, "size": 22, "opacity": 0.8})]
+    if real_2d is not None:  # under the released points; pan and zoom bound to its scales
+        layers.insert(0, {**layer(REAL_ROWS, {"filled": False, "size": 32, "opacity": 0.5}),
+                          "params": [{"name": "zoom", "select": "interval", "bind": "scales"}]})
+    else:
+        layers[0]["params"] = [{"name": "zoom", "select": "interval", "bind": "scales"}]
+    title = ("Released rows (filled) over real held-out rows (hollow)"
+             if found is not None and real_2d is not None else "Released rows")
+    spec = {
+        "height": 460,
+        "title": {"text": title, "subtitle": axis_text, "anchor": "start"},
+        "layer": layers,
+        # a canvas, not an SVG node per point; no ARIA node per point either
+        "usermeta": {"embedOptions": {"renderer": "canvas"}},
+        "config": {"mark": {"aria": False}},
+    }
+    return data, spec
 
 
 def _label_text(labels: np.ndarray) -> np.ndarray:
