@@ -14,9 +14,12 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   (as the in-memory path takes the input's row count). Rows actually read are checked against it:
   each Parquet partition against its footer's count, and the table's total against a given ``n``;
   a mismatch is an error, never a silent change of ``n``.
-- **Statistics are Dask reductions** of the mechanisms' own streaming kernels. The kernels that
-  loop over row blocks (``box_moments``, RON-Gauss's two passes) call :func:`block_sums` (kernel per
-  partition, packed into one vector, summed by Dask's tree reduction ``sum(split_every=...)``) or
+- **Statistics are Dask reductions** of the mechanisms' own streaming kernels. The functions that
+  compute a mechanism's sufficient statistics in memory (``box_moments``, RON-Gauss's two passes and
+  per-class passes, PCA-Gauss's ``_Moments.collect``, MODIPS's ``_group_moments``) call themselves on
+  each partition through :func:`block_sums` (kernel per partition, with the partition's labels for
+  per-class and label-augmented statistics, packed into one vector, summed by Dask's tree
+  reduction ``sum(split_every=...)``) or
   :func:`row_map` (kernel per partition, e.g. the projected rows ``Z``) when their input is a
   Dask array; products such as ``Z^T Z`` are Dask's own ``matmul`` reduction. The noise code then
   calls ``np.asarray`` on the (small) statistic, which computes it: noise is drawn once, on the
@@ -111,8 +114,8 @@ if TYPE_CHECKING:
 
 #: mechanism name -> tasks the Dask engine runs for it (everything else is refused by name)
 SUPPORTED: dict[str, tuple[str, ...]] = {
-    "ron-gauss": ("unsupervised", "regression"),
-    "pca-gauss": ("unsupervised",),
+    "ron-gauss": ("unsupervised", "classification", "regression"),
+    "pca-gauss": ("unsupervised", "classification", "regression"),
     "dpmix": ("unsupervised", "classification", "regression"),
     "jl-laplace": ("unsupervised", "classification", "regression"),
     "dppro": ("unsupervised", "classification", "regression"),
@@ -120,17 +123,11 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "identity-laplace": ("unsupervised", "classification", "regression"),
     "pca-identity": ("unsupervised", "classification", "regression"),
     "rp-gaussian": ("unsupervised", "classification", "regression"),
+    "modips": ("unsupervised", "classification", "regression"),
 }
-#: why a (mechanism, task) is refused: none of them is impossible to stream (each is an aggregate of
-#: rows or a row map), they are not wired to the engine yet
-NOT_STREAMED: dict[str, str] = {
-    "ron-gauss": "Alg. 5 selects each class's rows by index (np.flatnonzero(y == c)) in memory; "
-                 "per-class sums in one pass are not written yet",
-    "pca-gauss": "Alg. 2/3 derive W (LapPCA/AGPCA/PubPCA) and then per-class moments of rows selected "
-                 "by index in memory; not written for partitions yet",
-    "modips": "the box-mapped rows, per-class row selections and the synthetic table are built in "
-              "memory (np.vstack, np.tile of n rows); not written for partitions yet",
-}
+#: why a (mechanism, task) is refused (shown in the error); every mechanism of the package streams,
+#: so it is empty: a new mechanism is refused by name until its statistics are wired to the engine
+NOT_STREAMED: dict[str, str] = {}
 #: mechanisms whose rows get their noise on the client: their release is spilled on the client's
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
 CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian", "identity-laplace",
@@ -441,15 +438,20 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
 def _source_batches(piece: _Piece, source: _Source) -> Iterator[np.ndarray]:
     """The rows of ``piece`` produced by ``source``, batch after batch (float64, C order)."""
     for ds in _batches(piece, source.options):
-        if source.label is not None:
-            yield _encoded_labels(ds.y, *source.label)[:, None]
-            continue
-        X = ds.X
-        if source.lo is not None:
-            X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
-        for fn in source.maps:
-            X = fn(X)
-        yield X
+        yield _from_batch(ds, source)
+
+
+def _from_batch(ds: Dataset, source: _Source) -> np.ndarray:
+    """What ``source`` produces from one checked batch: the encoded labels ``(rows, 1)``, or the
+    features clipped to the bounds and passed through the row maps."""
+    if source.label is not None:
+        return _encoded_labels(ds.y, *source.label)[:, None]
+    X = ds.X
+    if source.lo is not None:
+        X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
+    for fn in source.maps:
+        X = fn(X)
+    return X
 
 
 def _encoded_labels(y: np.ndarray, task: str, public: Any) -> np.ndarray:
@@ -686,36 +688,52 @@ def _check_public_label_facts(small: PreparedInput) -> None:
 
 
 # ------------------------------------------------------------------------------------ kernels
-def _packed(block: np.ndarray, kernel: Callable[..., Any], sizes: tuple[int, ...]) -> np.ndarray:
-    """``kernel(block)`` flattened into one row (shape ``(1, sum(sizes))``)."""
-    parts = kernel(block)
+def _packed(block: np.ndarray, kernel: Callable[..., Any], sizes: tuple[int, ...], labels: Any = None
+            ) -> np.ndarray:
+    """``kernel(block)`` (``kernel(block, labels)``) flattened into one row (shape ``(1, sum(sizes))``)."""
+    parts = kernel(block) if labels is None else kernel(block, labels)
     parts = parts if isinstance(parts, tuple) else (parts,)
     return np.concatenate([np.asarray(p, dtype=float).ravel() for p in parts])[None, :]
 
 
-def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray, ...]:
+def block_sums(kernel: Callable[..., Any], X: Any, labels: Any = None) -> tuple[np.ndarray, ...]:
     """``sum over partitions B of kernel(B)`` for a kernel returning an array or a tuple of arrays
-    (sums of rows: Gram matrices, column sums, counts), computed now.
+    (sums of rows: Gram matrices, column sums, counts), computed now. With ``labels`` (the lazy
+    encoded label column of the same table, ``(n,)``): ``kernel(B, labels of B)``, for per-class
+    statistics (counts, per-class sums and second moments) and the label-augmented moments.
 
     Each partition's results are packed into one row and Dask's tree reduction
     (``sum(split_every=SPLIT_EVERY)``) adds them up; the client receives only the totals.
-    Integer outputs come back as floats (exact below 2^53).
+    Over a table's files the rows and their labels come from the same read of each batch (one
+    task per partition). Integer outputs come back as floats (exact below 2^53).
     """
     import dask.array as da
 
-    probe = kernel(np.zeros((1, X.shape[1])))
+    zeros = np.zeros((1, X.shape[1]))
+    probe = kernel(zeros) if labels is None else kernel(zeros, np.zeros(1, dtype=labels.dtype))
     probe = probe if isinstance(probe, tuple) else (probe,)
     shapes = [np.shape(p) for p in probe]
     sizes = tuple(int(np.prod(s)) for s in shapes)
     fused = _fused(X)
+    fused_labels = None if labels is None else _fused(labels)
+    if labels is not None and (fused is None or fused_labels is None or fused_labels[0] != fused[0]):
+        fused = None  # rows and labels from different sources: pair their partitions
     if fused is not None:  # read, check, clip, map and reduce in one task per partition
         pieces, source = fused
-        rows = da.concatenate([da.from_delayed(dask_delayed(_piece_sums)(piece, source, kernel, sizes),
+        label_source = None if fused_labels is None else fused_labels[1]
+        rows = da.concatenate([da.from_delayed(dask_delayed(_piece_sums)(piece, source, kernel, sizes,
+                                                                         label_source),
                                                shape=(1, sum(sizes)), dtype=float) for piece in pieces])
-    else:
+    elif labels is None:
         Xr = X.rechunk({1: -1})
         rows = Xr.map_blocks(_packed, kernel, sizes, chunks=((1,) * Xr.numblocks[0], (sum(sizes),)),
                              dtype=float)
+    else:
+        Xr = X.rechunk({1: -1})
+        yr = labels.rechunk({0: Xr.chunks[0]})
+        rows = da.concatenate([
+            da.from_delayed(dask_delayed(_packed)(b, kernel, sizes, lab), shape=(1, sum(sizes)), dtype=float)
+            for b, lab in zip(Xr.to_delayed().ravel(), yr.to_delayed().ravel(), strict=True)])
     total = np.asarray(rows.sum(axis=0, split_every=SPLIT_EVERY).compute())
     out, start = [], 0
     for shape, size in zip(shapes, sizes, strict=True):
@@ -724,12 +742,14 @@ def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray,
     return tuple(out)
 
 
-def _piece_sums(piece: _Piece, source: _Source, kernel: Callable[..., Any], sizes: tuple[int, ...]
-                ) -> np.ndarray:
-    """``kernel`` summed over the batches of one partition, packed as :func:`_packed`."""
+def _piece_sums(piece: _Piece, source: _Source, kernel: Callable[..., Any], sizes: tuple[int, ...],
+                label_source: _Source | None = None) -> np.ndarray:
+    """``kernel`` summed over the batches of one partition, packed as :func:`_packed`; with
+    ``label_source``, ``kernel(rows, labels)`` with the labels of the same batch (one read)."""
     total = np.zeros((1, sum(sizes)))
-    for X in _source_batches(piece, source):
-        total += _packed(X, kernel, sizes)
+    for ds in _batches(piece, source.options):
+        labels = None if label_source is None else _from_batch(ds, label_source)[:, 0]
+        total += _packed(_from_batch(ds, source), kernel, sizes, labels)
     return total
 
 
