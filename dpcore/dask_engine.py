@@ -1074,12 +1074,15 @@ def output_rows() -> int | None:
 
 def _normal_block(rng: np.random.Generator, rows: int, k: int, factor_t: np.ndarray | None,
                   mean: np.ndarray | None) -> np.ndarray:
-    out = rng.standard_normal((rows, k))
+    """``rows`` i.i.d. draws ``z F + mean``, ``z ~ N(0, I_k)``, as a column-major ``(rows, k)`` array:
+    drawn and transformed transposed (``F^T z^T``), so the writer's DataFrame takes the columns
+    without a copy (a row-major block costs a transposing copy per partition)."""
+    out = rng.standard_normal((k, rows))
     if factor_t is not None:
-        out = out @ factor_t
+        out = factor_t.T @ out
     if mean is not None:
-        out += mean
-    return out
+        out += np.asarray(mean, dtype=float)[:, None]
+    return out.T
 
 
 def _lazy_normal(rng: np.random.Generator, size: int, k: int, factor_t: np.ndarray | None,
@@ -1177,8 +1180,12 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         if fmt == "csv":
             job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False)
         else:
+            # no dictionary encoding of the float columns: their values are (almost) all distinct, and
+            # building the dictionary before falling back to plain encoding cost 7x the write
+            label_columns = list(release.label_columns) if release.labels is not None else []
             job = frame.to_parquet(tmp, write_index=False, compute=False,
-                                   name_function=lambda i: f"part-{i:05d}.parquet")
+                                   name_function=lambda i: f"part-{i:05d}.parquet",
+                                   use_dictionary=label_columns or False)
         lazy_diag = {k: v for k, v in (diagnostics or {}).items() if is_lazy(v)}
         local = {"scheduler": "threads"} if release.mechanism in CLIENT_NOISED else {}
         with _progress(progress), warnings.catch_warnings():
@@ -1222,26 +1229,35 @@ def _release_frame(values: Any, release: Release) -> Any:
     import pandas as pd
 
     columns = list(release.columns)
-    if release.labels is None:
-        return dd.from_dask_array(values, columns=columns)
     values = values.rechunk({1: -1})
-    labels = release.labels if is_lazy(release.labels) else da.from_array(np.asarray(release.labels))
-    labels = labels.rechunk({0: values.chunks[0], **({1: -1} if labels.ndim == 2 else {})})
-    label_columns = list(release.label_columns)
-    meta = _label_frame(np.zeros((0, values.shape[1])), np.zeros((0,) + labels.shape[1:], labels.dtype),
-                        columns, label_columns)
+    blocks = values.to_delayed().ravel()
+    label_columns: list[str] = []
+    label_blocks: list[Any] = [None] * len(blocks)
+    meta_labels = None
+    if release.labels is not None:
+        labels = release.labels if is_lazy(release.labels) else da.from_array(np.asarray(release.labels))
+        labels = labels.rechunk({0: values.chunks[0], **({1: -1} if labels.ndim == 2 else {})})
+        label_columns = list(release.label_columns)
+        label_blocks = list(labels.to_delayed().ravel())
+        meta_labels = np.zeros((0,) + labels.shape[1:], labels.dtype)
+    meta = _label_frame(np.zeros((0, values.shape[1])), meta_labels, columns, label_columns)
     parts = [dask_delayed(_label_frame)(v, lab, columns, label_columns)
-             for v, lab in zip(values.to_delayed().ravel(), labels.to_delayed().ravel(), strict=True)]
+             for v, lab in zip(blocks, label_blocks, strict=True)]
     return dd.from_delayed(parts, meta=pd.DataFrame(meta), verify_meta=False)
 
 
-def _label_frame(values: np.ndarray, labels: np.ndarray, columns: list[str], label_columns: list[str]) -> Any:
+def _label_frame(values: np.ndarray, labels: np.ndarray | None, columns: list[str], label_columns: list[str]
+                 ) -> Any:
+    """One partition's DataFrame. Its float columns are the columns of a column-major copy of
+    ``values`` (none when ``values`` is column-major already, as the drawn synthetic rows are):
+    pandas and Arrow then take them without the transposing copies a row-major block costs."""
     import pandas as pd
 
-    frame = pd.DataFrame(values, columns=columns)
-    lab = labels[:, None] if labels.ndim == 1 else labels
-    for j, name in enumerate(label_columns):
-        frame[name] = lab[:, j]
+    frame = pd.DataFrame(np.asfortranarray(values), columns=columns, copy=False)
+    if labels is not None:
+        lab = labels[:, None] if labels.ndim == 1 else labels
+        for j, name in enumerate(label_columns):
+            frame[name] = lab[:, j]
     return frame
 
 
