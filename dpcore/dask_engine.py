@@ -535,8 +535,14 @@ def open_table(
     if isinstance(source, LazyTable):
         return source
     if missing == "drop":
-        raise DataValidationError("missing='drop' is not available on the Dask engine (n would depend on "
-                                  "the data); use 'error' or 'impute'")
+        # n must be fixed before any statistic is calibrated; the rows left after dropping are a
+        # private count, and a record with a missing value replaced by a complete one changes it
+        # (add/remove, not the replace-one relation every mechanism's sensitivity assumes), so a DP
+        # count of the dropped rows would not restore the stated guarantee either
+        raise DataValidationError("missing='drop' is not available on the Dask engine: n would be the "
+                                  "private count of complete rows, not the public n every sensitivity "
+                                  "uses; use missing='impute' (keeps n), or clean the files first and "
+                                  "release the cleaned table (its row count is then its public n)")
     if n is not None and (isinstance(n, bool) or int(n) != n or n < 2):
         raise DataValidationError(f"n must be a whole number >= 2, got {n!r}")
     size = DEFAULT_BLOCKSIZE if blocksize is None else int(parse_bytes(blocksize))

@@ -736,3 +736,17 @@ def test_bad_labelled_partition_same_error_nothing_written(tmp_path, fault, name
         expected = _in_memory_error(str(tmp_path / "f1.parquet"), **options)
     assert "f1.parquet" in str(info.value) and expected in str(info.value)
     assert not out.exists() and not list(tmp_path.glob(".out.*"))
+
+
+def test_missing_drop_is_refused_with_the_reason(table, tmp_path):
+    """missing='drop' would make n the private count of complete rows: refused before anything is
+    read, naming what to do instead; the CLI exits 2 and writes nothing."""
+    from dpcore.cli import main
+
+    _, glob = table
+    with pytest.raises(DataValidationError, match="missing='drop' is not available on the Dask engine: n "
+                                                  "would be the private count.*missing='impute'"):
+        dask_engine.open_table(glob, bounds=BOUNDS, missing="drop")
+    out = tmp_path / "out"
+    assert main(["release", "pca-gauss", glob, "-o", str(out), "--engine", "dask", "--missing", "drop"]) == 2
+    assert not out.exists()
