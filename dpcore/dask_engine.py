@@ -14,9 +14,12 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   (as the in-memory path takes the input's row count). Rows actually read are checked against it:
   each Parquet partition against its footer's count, and the table's total against a given ``n``;
   a mismatch is an error, never a silent change of ``n``.
-- **Statistics are Dask reductions** of the mechanisms' own streaming kernels. The kernels that
-  loop over row blocks (``box_moments``, RON-Gauss's two passes) call :func:`block_sums` (kernel per
-  partition, packed into one vector, summed by Dask's tree reduction ``sum(split_every=...)``) or
+- **Statistics are Dask reductions** of the mechanisms' own streaming kernels. The functions that
+  compute a mechanism's sufficient statistics in memory (``box_moments``, RON-Gauss's two passes and
+  per-class passes, PCA-Gauss's ``_Moments.collect``, MODIPS's ``_group_moments``) call themselves on
+  each partition through :func:`block_sums` (kernel per partition, with the partition's labels for
+  per-class and label-augmented statistics, packed into one vector, summed by Dask's tree
+  reduction ``sum(split_every=...)``) or
   :func:`row_map` (kernel per partition, e.g. the projected rows ``Z``) when their input is a
   Dask array; products such as ``Z^T Z`` are Dask's own ``matmul`` reduction. The noise code then
   calls ``np.asarray`` on the (small) statistic, which computes it: noise is drawn once, on the
@@ -111,8 +114,8 @@ if TYPE_CHECKING:
 
 #: mechanism name -> tasks the Dask engine runs for it (everything else is refused by name)
 SUPPORTED: dict[str, tuple[str, ...]] = {
-    "ron-gauss": ("unsupervised", "regression"),
-    "pca-gauss": ("unsupervised",),
+    "ron-gauss": ("unsupervised", "classification", "regression"),
+    "pca-gauss": ("unsupervised", "classification", "regression"),
     "dpmix": ("unsupervised", "classification", "regression"),
     "jl-laplace": ("unsupervised", "classification", "regression"),
     "dppro": ("unsupervised", "classification", "regression"),
@@ -120,17 +123,11 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "identity-laplace": ("unsupervised", "classification", "regression"),
     "pca-identity": ("unsupervised", "classification", "regression"),
     "rp-gaussian": ("unsupervised", "classification", "regression"),
+    "modips": ("unsupervised", "classification", "regression"),
 }
-#: why a (mechanism, task) is refused: none of them is impossible to stream (each is an aggregate of
-#: rows or a row map), they are not wired to the engine yet
-NOT_STREAMED: dict[str, str] = {
-    "ron-gauss": "Alg. 5 selects each class's rows by index (np.flatnonzero(y == c)) in memory; "
-                 "per-class sums in one pass are not written yet",
-    "pca-gauss": "Alg. 2/3 derive W (LapPCA/AGPCA/PubPCA) and then per-class moments of rows selected "
-                 "by index in memory; not written for partitions yet",
-    "modips": "the box-mapped rows, per-class row selections and the synthetic table are built in "
-              "memory (np.vstack, np.tile of n rows); not written for partitions yet",
-}
+#: why a (mechanism, task) is refused (shown in the error); every mechanism of the package streams,
+#: so it is empty: a new mechanism is refused by name until its statistics are wired to the engine
+NOT_STREAMED: dict[str, str] = {}
 #: mechanisms whose rows get their noise on the client: their release is spilled on the client's
 #: disk (temporary files), so it is written from the client with local threads, even on a cluster
 CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian", "identity-laplace",
@@ -441,15 +438,20 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
 def _source_batches(piece: _Piece, source: _Source) -> Iterator[np.ndarray]:
     """The rows of ``piece`` produced by ``source``, batch after batch (float64, C order)."""
     for ds in _batches(piece, source.options):
-        if source.label is not None:
-            yield _encoded_labels(ds.y, *source.label)[:, None]
-            continue
-        X = ds.X
-        if source.lo is not None:
-            X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
-        for fn in source.maps:
-            X = fn(X)
-        yield X
+        yield _from_batch(ds, source)
+
+
+def _from_batch(ds: Dataset, source: _Source) -> np.ndarray:
+    """What ``source`` produces from one checked batch: the encoded labels ``(rows, 1)``, or the
+    features clipped to the bounds and passed through the row maps."""
+    if source.label is not None:
+        return _encoded_labels(ds.y, *source.label)[:, None]
+    X = ds.X
+    if source.lo is not None:
+        X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
+    for fn in source.maps:
+        X = fn(X)
+    return X
 
 
 def _encoded_labels(y: np.ndarray, task: str, public: Any) -> np.ndarray:
@@ -533,8 +535,14 @@ def open_table(
     if isinstance(source, LazyTable):
         return source
     if missing == "drop":
-        raise DataValidationError("missing='drop' is not available on the Dask engine (n would depend on "
-                                  "the data); use 'error' or 'impute'")
+        # n must be fixed before any statistic is calibrated; the rows left after dropping are a
+        # private count, and a record with a missing value replaced by a complete one changes it
+        # (add/remove, not the replace-one relation every mechanism's sensitivity assumes), so a DP
+        # count of the dropped rows would not restore the stated guarantee either
+        raise DataValidationError("missing='drop' is not available on the Dask engine: n would be the "
+                                  "private count of complete rows, not the public n every sensitivity "
+                                  "uses; use missing='impute' (keeps n), or clean the files first and "
+                                  "release the cleaned table (its row count is then its public n)")
     if n is not None and (isinstance(n, bool) or int(n) != n or n < 2):
         raise DataValidationError(f"n must be a whole number >= 2, got {n!r}")
     size = DEFAULT_BLOCKSIZE if blocksize is None else int(parse_bytes(blocksize))
@@ -686,36 +694,52 @@ def _check_public_label_facts(small: PreparedInput) -> None:
 
 
 # ------------------------------------------------------------------------------------ kernels
-def _packed(block: np.ndarray, kernel: Callable[..., Any], sizes: tuple[int, ...]) -> np.ndarray:
-    """``kernel(block)`` flattened into one row (shape ``(1, sum(sizes))``)."""
-    parts = kernel(block)
+def _packed(block: np.ndarray, kernel: Callable[..., Any], sizes: tuple[int, ...], labels: Any = None
+            ) -> np.ndarray:
+    """``kernel(block)`` (``kernel(block, labels)``) flattened into one row (shape ``(1, sum(sizes))``)."""
+    parts = kernel(block) if labels is None else kernel(block, labels)
     parts = parts if isinstance(parts, tuple) else (parts,)
     return np.concatenate([np.asarray(p, dtype=float).ravel() for p in parts])[None, :]
 
 
-def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray, ...]:
+def block_sums(kernel: Callable[..., Any], X: Any, labels: Any = None) -> tuple[np.ndarray, ...]:
     """``sum over partitions B of kernel(B)`` for a kernel returning an array or a tuple of arrays
-    (sums of rows: Gram matrices, column sums, counts), computed now.
+    (sums of rows: Gram matrices, column sums, counts), computed now. With ``labels`` (the lazy
+    encoded label column of the same table, ``(n,)``): ``kernel(B, labels of B)``, for per-class
+    statistics (counts, per-class sums and second moments) and the label-augmented moments.
 
     Each partition's results are packed into one row and Dask's tree reduction
     (``sum(split_every=SPLIT_EVERY)``) adds them up; the client receives only the totals.
-    Integer outputs come back as floats (exact below 2^53).
+    Over a table's files the rows and their labels come from the same read of each batch (one
+    task per partition). Integer outputs come back as floats (exact below 2^53).
     """
     import dask.array as da
 
-    probe = kernel(np.zeros((1, X.shape[1])))
+    zeros = np.zeros((1, X.shape[1]))
+    probe = kernel(zeros) if labels is None else kernel(zeros, np.zeros(1, dtype=labels.dtype))
     probe = probe if isinstance(probe, tuple) else (probe,)
     shapes = [np.shape(p) for p in probe]
     sizes = tuple(int(np.prod(s)) for s in shapes)
     fused = _fused(X)
+    fused_labels = None if labels is None else _fused(labels)
+    if labels is not None and (fused is None or fused_labels is None or fused_labels[0] != fused[0]):
+        fused = None  # rows and labels from different sources: pair their partitions
     if fused is not None:  # read, check, clip, map and reduce in one task per partition
         pieces, source = fused
-        rows = da.concatenate([da.from_delayed(dask_delayed(_piece_sums)(piece, source, kernel, sizes),
+        label_source = None if fused_labels is None else fused_labels[1]
+        rows = da.concatenate([da.from_delayed(dask_delayed(_piece_sums)(piece, source, kernel, sizes,
+                                                                         label_source),
                                                shape=(1, sum(sizes)), dtype=float) for piece in pieces])
-    else:
+    elif labels is None:
         Xr = X.rechunk({1: -1})
         rows = Xr.map_blocks(_packed, kernel, sizes, chunks=((1,) * Xr.numblocks[0], (sum(sizes),)),
                              dtype=float)
+    else:
+        Xr = X.rechunk({1: -1})
+        yr = labels.rechunk({0: Xr.chunks[0]})
+        rows = da.concatenate([
+            da.from_delayed(dask_delayed(_packed)(b, kernel, sizes, lab), shape=(1, sum(sizes)), dtype=float)
+            for b, lab in zip(Xr.to_delayed().ravel(), yr.to_delayed().ravel(), strict=True)])
     total = np.asarray(rows.sum(axis=0, split_every=SPLIT_EVERY).compute())
     out, start = [], 0
     for shape, size in zip(shapes, sizes, strict=True):
@@ -724,12 +748,14 @@ def block_sums(kernel: Callable[[np.ndarray], Any], X: Any) -> tuple[np.ndarray,
     return tuple(out)
 
 
-def _piece_sums(piece: _Piece, source: _Source, kernel: Callable[..., Any], sizes: tuple[int, ...]
-                ) -> np.ndarray:
-    """``kernel`` summed over the batches of one partition, packed as :func:`_packed`."""
+def _piece_sums(piece: _Piece, source: _Source, kernel: Callable[..., Any], sizes: tuple[int, ...],
+                label_source: _Source | None = None) -> np.ndarray:
+    """``kernel`` summed over the batches of one partition, packed as :func:`_packed`; with
+    ``label_source``, ``kernel(rows, labels)`` with the labels of the same batch (one read)."""
     total = np.zeros((1, sum(sizes)))
-    for X in _source_batches(piece, source):
-        total += _packed(X, kernel, sizes)
+    for ds in _batches(piece, source.options):
+        labels = None if label_source is None else _from_batch(ds, label_source)[:, 0]
+        total += _packed(_from_batch(ds, source), kernel, sizes, labels)
     return total
 
 
@@ -1054,12 +1080,15 @@ def output_rows() -> int | None:
 
 def _normal_block(rng: np.random.Generator, rows: int, k: int, factor_t: np.ndarray | None,
                   mean: np.ndarray | None) -> np.ndarray:
-    out = rng.standard_normal((rows, k))
+    """``rows`` i.i.d. draws ``z F + mean``, ``z ~ N(0, I_k)``, as a column-major ``(rows, k)`` array:
+    drawn and transformed transposed (``F^T z^T``), so the writer's DataFrame takes the columns
+    without a copy (a row-major block costs a transposing copy per partition)."""
+    out = rng.standard_normal((k, rows))
     if factor_t is not None:
-        out = out @ factor_t
+        out = factor_t.T @ out
     if mean is not None:
-        out += mean
-    return out
+        out += np.asarray(mean, dtype=float)[:, None]
+    return out.T
 
 
 def _lazy_normal(rng: np.random.Generator, size: int, k: int, factor_t: np.ndarray | None,
@@ -1157,8 +1186,12 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         if fmt == "csv":
             job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False)
         else:
+            # no dictionary encoding of the float columns: their values are (almost) all distinct, and
+            # building the dictionary before falling back to plain encoding cost 7x the write
+            label_columns = list(release.label_columns) if release.labels is not None else []
             job = frame.to_parquet(tmp, write_index=False, compute=False,
-                                   name_function=lambda i: f"part-{i:05d}.parquet")
+                                   name_function=lambda i: f"part-{i:05d}.parquet",
+                                   use_dictionary=label_columns or False)
         lazy_diag = {k: v for k, v in (diagnostics or {}).items() if is_lazy(v)}
         local = {"scheduler": "threads"} if release.mechanism in CLIENT_NOISED else {}
         with _progress(progress), warnings.catch_warnings():
@@ -1202,26 +1235,35 @@ def _release_frame(values: Any, release: Release) -> Any:
     import pandas as pd
 
     columns = list(release.columns)
-    if release.labels is None:
-        return dd.from_dask_array(values, columns=columns)
     values = values.rechunk({1: -1})
-    labels = release.labels if is_lazy(release.labels) else da.from_array(np.asarray(release.labels))
-    labels = labels.rechunk({0: values.chunks[0], **({1: -1} if labels.ndim == 2 else {})})
-    label_columns = list(release.label_columns)
-    meta = _label_frame(np.zeros((0, values.shape[1])), np.zeros((0,) + labels.shape[1:], labels.dtype),
-                        columns, label_columns)
+    blocks = values.to_delayed().ravel()
+    label_columns: list[str] = []
+    label_blocks: list[Any] = [None] * len(blocks)
+    meta_labels = None
+    if release.labels is not None:
+        labels = release.labels if is_lazy(release.labels) else da.from_array(np.asarray(release.labels))
+        labels = labels.rechunk({0: values.chunks[0], **({1: -1} if labels.ndim == 2 else {})})
+        label_columns = list(release.label_columns)
+        label_blocks = list(labels.to_delayed().ravel())
+        meta_labels = np.zeros((0,) + labels.shape[1:], labels.dtype)
+    meta = _label_frame(np.zeros((0, values.shape[1])), meta_labels, columns, label_columns)
     parts = [dask_delayed(_label_frame)(v, lab, columns, label_columns)
-             for v, lab in zip(values.to_delayed().ravel(), labels.to_delayed().ravel(), strict=True)]
+             for v, lab in zip(blocks, label_blocks, strict=True)]
     return dd.from_delayed(parts, meta=pd.DataFrame(meta), verify_meta=False)
 
 
-def _label_frame(values: np.ndarray, labels: np.ndarray, columns: list[str], label_columns: list[str]) -> Any:
+def _label_frame(values: np.ndarray, labels: np.ndarray | None, columns: list[str], label_columns: list[str]
+                 ) -> Any:
+    """One partition's DataFrame. Its float columns are the columns of a column-major copy of
+    ``values`` (none when ``values`` is column-major already, as the drawn synthetic rows are):
+    pandas and Arrow then take them without the transposing copies a row-major block costs."""
     import pandas as pd
 
-    frame = pd.DataFrame(values, columns=columns)
-    lab = labels[:, None] if labels.ndim == 1 else labels
-    for j, name in enumerate(label_columns):
-        frame[name] = lab[:, j]
+    frame = pd.DataFrame(np.asfortranarray(values), columns=columns, copy=False)
+    if labels is not None:
+        lab = labels[:, None] if labels.ndim == 1 else labels
+        for j, name in enumerate(label_columns):
+            frame[name] = lab[:, j]
     return frame
 
 

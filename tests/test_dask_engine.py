@@ -191,19 +191,24 @@ def test_partial_sums_are_mixture_sums():
     np.testing.assert_allclose(total / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
 
 
-def test_local_cluster_two_workers(table, tmp_path):
-    """The same statistics on a distributed LocalCluster with two workers."""
+def test_local_cluster_two_workers(table, labelled, tmp_path):
+    """The same statistics on a distributed LocalCluster with two workers, unsupervised and with
+    the per-class kernels (RON-Gauss Alg. 5)."""
     distributed = pytest.importorskip("distributed")
     X, glob = table
     memory, memory_diag = RONGauss(epsilon=1.0, random_state=5).explore(_in_memory(X))
+    table_c, memory_c, _ = _labelled_tables(labelled, "classification")
+    _, memory_c_diag = RONGauss(epsilon=1.0, random_state=5).explore(memory_c)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster):
         rel_diag: dict = {}
         rel, _ = dask_engine.release_table(RONGauss(epsilon=1.0, random_state=5), glob,
                                            None, bounds=BOUNDS, blocksize=20_000, diagnostics=rel_diag)
         drawn = np.asarray(rel.data)
+        _, lazy_c_diag = RONGauss(epsilon=1.0, random_state=5).explore(table_c)
     np.testing.assert_allclose(rel_diag["sigma_dp"], memory_diag["sigma_dp"], rtol=1e-9)
     assert drawn.shape == memory.data.shape and np.isfinite(drawn).all()
+    _assert_same_diagnostics(lazy_c_diag, memory_c_diag, ("class_counts_dp", "mu_dp", "sigma_dp"))
 
 
 def _in_memory_error(frame, **kwargs):
@@ -257,15 +262,21 @@ def test_public_n_is_checked(table, tmp_path):
         dask_engine.open_table(str(tmp_path / "a.csv"), bounds=BOUNDS, n=101)
 
 
-def test_unsupported_mechanism_or_task_is_refused(table):
+def test_unsupported_mechanism_or_task_is_refused(table, labelled, monkeypatch):
+    """A mechanism or task the engine does not run is refused by name with the reason, before any
+    pass over the table (never a silent in-memory fallback)."""
     from dpcore.mechanisms import get_mechanism
 
     _, glob = table
     lazy = dask_engine.open_table(glob, bounds=BOUNDS)
-    with pytest.raises(ValueError, match="modips is not supported on the Dask engine"):
+    monkeypatch.delitem(dask_engine.SUPPORTED, "modips", raising=False)
+    monkeypatch.setitem(dask_engine.NOT_STREAMED, "modips", "a test's reason")
+    with pytest.raises(ValueError, match=r"modips is not supported on the Dask engine yet \(a test's reason"):
         get_mechanism("modips")(epsilon=1.0).release(lazy)
+    monkeypatch.setitem(dask_engine.SUPPORTED, "ron-gauss", ("unsupervised",))
+    table_c, _, _ = _labelled_tables(labelled, "classification")
     with pytest.raises(ValueError, match="supports the task"):
-        RONGauss(epsilon=1.0, task="classification").release(lazy)
+        RONGauss(epsilon=1.0).release(table_c)
 
 
 def test_dask_collections_are_inputs(table):
@@ -606,3 +617,136 @@ def test_ron_gauss_regression_on_dask(labelled):
         np.testing.assert_allclose(lazy_diag[key], memory_diag[key], rtol=1e-9, atol=1e-12)
     assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
     assert lazy.label_columns == memory.label_columns and dask_engine.is_lazy(lazy.data) is False
+
+
+@pytest.mark.parametrize(("cls", "params", "keys"), [
+    (RONGauss, {}, ("mu_dp", "sigma_dp", "class_counts_dp")),
+    (RONGauss, {"label_privacy": "within-class"}, ("mu_dp", "sigma_dp", "class_sizes")),
+    (RONGauss, {"noise": "gaussian"}, ("mu_dp", "sigma_dp", "class_counts_dp")),
+])
+def test_per_class_statistics_on_dask(labelled, cls, params, keys):
+    """Per-class kernels (class counts, per-class sums, per-class second moments, in two reads for
+    RON-Gauss Alg. 5): with a seed, the Dask statistics equal the in-memory ones to rounding, and
+    the cards and noise records are the same."""
+    lazy_table, memory_ds, _ = _labelled_tables(labelled, "classification")
+    lazy, lazy_diag = cls(epsilon=1.0, random_state=6, **params).explore(lazy_table)
+    memory, memory_diag = cls(epsilon=1.0, random_state=6, **params).explore(memory_ds)
+    for key in keys:
+        got, expected = lazy_diag[key], memory_diag[key]
+        if isinstance(expected, dict):
+            assert got.keys() == expected.keys()
+            for k in expected:
+                np.testing.assert_allclose(got[k], expected[k], rtol=1e-9, atol=1e-12)
+        else:
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+    assert lazy.label_columns == memory.label_columns
+
+
+@pytest.mark.parametrize(("task", "params"), [
+    (task, params) for task in ("classification", "regression")
+    for params in ({}, {"noise": "gaussian"}, {"pca_source": "analyze-gauss"}, {"pca_source": "public"},
+                   *([{"label_privacy": "within-class"}] if task == "classification" else []))])
+def test_pca_gauss_supervised_on_dask(labelled, task, params):
+    """PCA-Gauss Alg. 2 / 3 (one read: the feature-space Gram matrix for the DP basis and, in the
+    same pass, the label cross terms or the per-class sums and second moments; with a public basis,
+    the moments of the projected rows): with a seed, the Dask statistics equal the in-memory ones
+    to rounding, and the cards are the same."""
+    lazy_table, memory_ds, _ = _labelled_tables(labelled, task)
+    if params.get("pca_source") == "public":
+        params = {**params, "public_data": _in_memory(_rows(500, seed=9))}
+    lazy, lazy_diag = PCAGauss(epsilon=1.0, random_state=3, **params).explore(lazy_table)
+    memory, memory_diag = PCAGauss(epsilon=1.0, random_state=3, **params).explore(memory_ds)
+    keys = ("mu_dp", "second_moment_dp") + (("class_counts_dp",) if "label_privacy" not in params
+                                           else ("class_sizes",)) if task == "classification" \
+        else ("second_moment_dp", "second_moment_dp_repaired")
+    for key in keys:
+        got, expected = lazy_diag[key], memory_diag[key]
+        if isinstance(expected, dict):
+            assert got.keys() == expected.keys()
+            for k in expected:
+                np.testing.assert_allclose(got[k], expected[k], rtol=1e-9, atol=1e-12)
+        else:
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+
+
+def _assert_same_diagnostics(got, expected, keys):
+    for key in keys:
+        if isinstance(expected[key], dict):
+            assert got[key].keys() == expected[key].keys()
+            for k in expected[key]:
+                np.testing.assert_allclose(got[key][k], expected[key][k], rtol=1e-9, atol=1e-12)
+        else:
+            np.testing.assert_allclose(got[key], expected[key], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(("task", "params"), [
+    (task, params) for task in ("unsupervised", "classification", "regression")
+    for params in ({}, {"noise": "gaussian"},
+                   *([{"label_privacy": "within-class"}] if task == "classification" else []))])
+def test_modips_on_dask(table, labelled, task, params):
+    """MODIPS (one read: per class the rows, sums and second moments of the box-mapped rows, with
+    the label for regression): with a seed, the exact and noisy statistics equal the in-memory ones
+    to rounding, the cards are the same, and the synthetic rows are drawn lazily."""
+    from dpcore.mechanisms import get_mechanism
+
+    if task == "unsupervised":
+        X, glob = table
+        lazy_table, memory_ds = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000), _in_memory(X)
+    else:
+        lazy_table, memory_ds, _ = _labelled_tables(labelled, task)
+    cls = get_mechanism("modips")
+    lazy, lazy_diag = cls(epsilon=1.0, random_state=2, **params).explore(lazy_table)
+    memory, memory_diag = cls(epsilon=1.0, random_state=2, **params).explore(memory_ds)
+    _assert_same_diagnostics(lazy_diag, memory_diag, ("mean", "second_moment", "mean_dp", "second_moment_dp")
+                             + (("class_counts_dp",) if task == "classification" and not params else ()))
+    assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
+    with dask_engine.lazy_output(1_000):
+        rel = cls(epsilon=1.0, random_state=2, **params).release(lazy_table)
+    assert dask_engine.is_lazy(rel.data) and rel.data.shape == memory.data.shape
+
+
+@pytest.mark.parametrize("fault", ["unknown_class", "nan"])
+@pytest.mark.parametrize("name", ["ron-gauss", "pca-gauss", "modips"])
+def test_bad_labelled_partition_same_error_nothing_written(tmp_path, fault, name):
+    """The per-class kernels read rows and labels through the in-memory loader: a label outside the
+    public class list or a NaN feature in one file gives the in-memory error, prefixed with the
+    file, and nothing is written."""
+    from dpcore.mechanisms import get_mechanism
+
+    X = _rows(3_000, seed=4)
+    kind = np.array(["a", "b", "c"])[(X[:, 0] * 3).astype(int).clip(0, 2)]
+    frames = [pd.DataFrame(X[part], columns=COLUMNS).assign(kind=kind[part])
+              for part in np.array_split(np.arange(3_000), 3)]
+    bad = frames[1]
+    if fault == "unknown_class":
+        bad.loc[bad.index[3], "kind"] = "z"
+    else:
+        bad.loc[bad.index[9], "c2"] = np.nan
+    for i, frame in enumerate(frames):
+        frame.to_parquet(tmp_path / f"f{i}.parquet")
+    options = {"label": "kind", "task": "classification", "classes": ["a", "b", "c"], "bounds": BOUNDS}
+    out = tmp_path / "out"
+    with pytest.raises(DataValidationError) as info:
+        dask_engine.release_table(get_mechanism(name)(epsilon=1.0), str(tmp_path / "f*.parquet"), out,
+                                  **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        expected = _in_memory_error(str(tmp_path / "f1.parquet"), **options)
+    assert "f1.parquet" in str(info.value) and expected in str(info.value)
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))
+
+
+def test_missing_drop_is_refused_with_the_reason(table, tmp_path):
+    """missing='drop' would make n the private count of complete rows: refused before anything is
+    read, naming what to do instead; the CLI exits 2 and writes nothing."""
+    from dpcore.cli import main
+
+    _, glob = table
+    with pytest.raises(DataValidationError, match="missing='drop' is not available on the Dask engine: n "
+                                                  "would be the private count.*missing='impute'"):
+        dask_engine.open_table(glob, bounds=BOUNDS, missing="drop")
+    out = tmp_path / "out"
+    assert main(["release", "pca-gauss", glob, "-o", str(out), "--engine", "dask", "--missing", "drop"]) == 2
+    assert not out.exists()

@@ -434,14 +434,19 @@ class OutputMap:
             rows = rows @ self.basis.T
             if self.offset is not None:
                 rows = rows + self.offset
-        if self.active is not None:
-            assert self.box_lo is not None and self.box_centre is not None and self.box_factor is not None
-            active = self.active
-            values = np.tile(self.box_lo, (rows.shape[0], 1))
-            values[:, active] = (self.box_centre[active]
-                                 + rows[:, : int(active.sum())] / self.box_factor[active])
-            rows = values
+        if self.active is not None:  # lazy rows (a table larger than memory): per output partition
+            rows = (dask_engine.row_map(self._unbox, rows, self.active.size) if dask_engine.is_lazy(rows)
+                    else self._unbox(rows))
         return rows, labels
+
+    def _unbox(self, rows: np.ndarray) -> np.ndarray:
+        """Step 3: ``x = centre + z/factor`` on the active features, ``lo`` elsewhere."""
+        assert self.active is not None and self.box_lo is not None
+        assert self.box_centre is not None and self.box_factor is not None
+        active = self.active
+        values = np.tile(self.box_lo, (rows.shape[0], 1))
+        values[:, active] = self.box_centre[active] + rows[:, : int(active.sum())] / self.box_factor[active]
+        return values
 
 
 @dataclass(frozen=True)

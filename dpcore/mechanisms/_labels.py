@@ -142,7 +142,8 @@ def reserve_part_slack(epsilon: float, epsilon_part: float, delta: float, n_chan
 
 
 def dp_class_histogram(
-    y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource, source: str, gauss=None,
+    y: np.ndarray | None, n_classes: int, epsilon: float, bits: BitSource, source: str, gauss=None,
+    counts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, NoiseRecord]:
     """Laplace-noised class counts, shape ``(n_classes,)`` (floats; may be negative).
 
@@ -152,8 +153,10 @@ def dp_class_histogram(
     (:mod:`dpcore.noise`; two counts change between neighbours). ``gauss`` (a
     :class:`~dpcore.mechanisms._gaussian_model.ZCDPBudget`, ``noise="gaussian"``): Gaussian noise
     with L2 sensitivity :data:`HISTOGRAM_L2_SENSITIVITY` and the budget's ``"histogram"`` share.
+    ``counts``: the exact class counts already computed (e.g. in a pass over a table larger than
+    memory); ``y`` is then not read.
     """
-    counts = np.bincount(y, minlength=n_classes).astype(float)
+    counts = (np.bincount(y, minlength=n_classes) if counts is None else np.asarray(counts)).astype(float)
     if gauss is not None:
         return gauss.add(
             counts, "histogram", HISTOGRAM_L2_SENSITIVITY, min(2, n_classes),

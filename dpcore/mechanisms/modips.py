@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     LAPLACE_SOURCE,
@@ -223,19 +225,28 @@ class MODIPS(GaussianGenerator):
         lo, hi = data.bounds[:, 0], data.bounds[:, 1]
         active = hi > lo
         bmap = BoxMap.of(data)  # numerics onto [-1, 1], one-hot groups onto [0, 1] (row-norm bound)
-        Z = bmap.apply(data.X, clip=False)[:, active]
         bound = bmap.bound
         regression = data.task == "regression"
+        label_map = None
         if regression:
             assert data.y is not None and data.label_bounds is not None
-            Z = np.column_stack([Z, label_to_unit(data.y, data.label_bounds, 1.0)])
+            label_map = (data.label_bounds, 1.0)
             bound = _with_label(bound)
-        if Z.shape[1] == 0:
+        if int(active.sum()) + regression == 0:
             raise ValueError("bounds: every feature has lo == hi, so there is nothing to model")
+        n_classes = None
+        if data.task == "classification":
+            assert data.y is not None and data.classes is not None
+            n_classes = data.classes.size
+        # one pass: the rows, sums and second moments of z = [box-mapped features, y] per class
+        sizes, totals, grams = _group_moments(data.X, data.y if data.task != "unsupervised" else None,
+                                              bmap=bmap, active=active, label_map=label_map,
+                                              n_classes=n_classes)
+        sizes = np.rint(sizes).astype(np.int64)
         gauss = None
         if params["noise"] == "gaussian":
             delta = check_delta(delta_or_default(params["delta"], n))
-            k = Z.shape[1]
+            k = totals.shape[1]
             n_groups = data.classes.size if data.task == "classification" and data.classes is not None else 1
             coords = (2 if protected else 1) * n_groups * (k + k * (k + 1) // 2) + (2 if protected else 0)
             gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions, coords, bits)
@@ -246,29 +257,27 @@ class MODIPS(GaussianGenerator):
         noise: list[NoiseRecord] = []
         noisy_counts = None
         if data.task == "classification":
-            assert data.y is not None and data.classes is not None
-            sizes = np.bincount(data.y, minlength=data.classes.size)
+            assert data.classes is not None
             if protected:
                 noisy_counts, hist_rec = dp_class_histogram(
-                    data.y, data.classes.size, split["histogram"], bits, "MODIPS per class (label privacy)",
-                    gauss=gauss)
+                    None, data.classes.size, split["histogram"], bits, "MODIPS per class (label privacy)",
+                    gauss=gauss, counts=sizes)
                 noise.append(hist_rec)
                 diag["class_counts_dp"] = noisy_counts
                 # classes and weights chosen from the DP histogram only
                 modelled, weights = mixture_weights(histogram_weights(noisy_counts), n_samples)
-                groups = [(c, data.y == c, f" of class {data.classes[c]!s}") for c in modelled]
+                groups = [(c, f" of class {data.classes[c]!s}") for c in modelled]
             else:
                 modelled, weights = mixture_weights(sizes)
-                groups = [(c, data.y == c, f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
-                          for c in modelled]
+                groups = [(c, f" of class {data.classes[c]!s} (n_c = {sizes[c]})") for c in modelled]
             classes = data.classes[modelled]
         else:
-            groups, weights, classes = [(0, slice(None), "")], np.ones(1), None
+            groups, weights, classes = [(0, "")], np.ones(1), None
         means, covariances = [], []
-        for c, rows, tag in groups:
+        for c, tag in groups:
             count = None if noisy_counts is None else float(noisy_counts[c])
-            mu, cov, recs = _dp_gaussian(Z[rows], split, bits, tag, diag, key=c, count=count, bound=bound,
-                                         gauss=gauss)
+            mu, cov, recs = _dp_gaussian(int(sizes[c]), totals[c], grams[c], split, bits, tag, diag, key=c,
+                                         count=count, bound=bound, gauss=gauss)
             means.append(mu)
             covariances.append(cov)
             noise += recs
@@ -277,7 +286,7 @@ class MODIPS(GaussianGenerator):
         output_map = OutputMap(d, label_bounds=data.label_bounds if regression else None, label_scale=1.0,
                                box_lo=lo, box_centre=bmap.centre, box_factor=bmap.factor, active=active)
         label_columns = [data.label_name or "label"] if data.task != "unsupervised" else []
-        k = Z.shape[1]
+        k = totals.shape[1]
         assumptions = ["n is public (bounded DP, replace-one neighbours)",
                        f"{BOX}; synthetic rows are mapped back to the original units"]
         if data.task == "classification":
@@ -311,13 +320,40 @@ class MODIPS(GaussianGenerator):
         return FittedGaussian(model, output_map, template)
 
 
+def _group_moments(X: Any, y: Any = None, *, bmap: BoxMap, active: np.ndarray,
+                   label_map: tuple[tuple[float, float], float] | None, n_classes: int | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sufficient statistics of MODIPS: for the rows ``z = [box-mapped active features, label
+    mapped to [-1, 1] (regression)]``, per class (``n_classes``, ``y`` the class indices) or for all
+    rows (one group): ``(rows (G,), sum of z (G, k), z^T z (G, k, k))``.
+
+    Over a table larger than memory (``X`` a Dask array, ``y`` its lazy labels) this function runs
+    on every partition and Dask sums the results in one read (:func:`dpcore.dask_engine.block_sums`)."""
+    if dask_engine.is_lazy(X):
+        kernel = partial(_group_moments, bmap=bmap, active=active, label_map=label_map, n_classes=n_classes)
+        return dask_engine.block_sums(kernel, X, y)
+    Z = bmap.apply(X, clip=False)[:, active]
+    if label_map is not None:
+        Z = np.column_stack([Z, label_to_unit(y, *label_map)])
+    if n_classes is None:
+        return np.array([Z.shape[0]]), Z.sum(axis=0)[None], (Z.T @ Z)[None]
+    k = Z.shape[1]
+    sizes, totals, grams = np.zeros(n_classes, dtype=np.int64), np.zeros((n_classes, k)), \
+        np.zeros((n_classes, k, k))
+    for c in range(n_classes):
+        Zc = Z[y == c]
+        sizes[c], totals[c], grams[c] = Zc.shape[0], Zc.sum(axis=0), Zc.T @ Zc
+    return sizes, totals, grams
+
+
 def _dp_gaussian(
-    Z: np.ndarray, split: EpsilonSplit, bits: BitSource, tag: str, diag: dict[str, Any],
-    key: Any, count: float | None = None, bound: RowNormBound | None = None,
+    n: int, total: np.ndarray, gram: np.ndarray, split: EpsilonSplit, bits: BitSource, tag: str,
+    diag: dict[str, Any], key: Any, count: float | None = None, bound: RowNormBound | None = None,
     gauss: ZCDPBudget | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[NoiseRecord]]:
-    """DP mean, DP second moment (upper triangle, mirrored) and PSD-repaired covariance of the rows
-    ``Z`` (entries in ``[-1, 1]``), with their noise records; exact and noisy statistics go to
+    """DP mean, DP second moment (upper triangle, mirrored) and PSD-repaired covariance of ``n``
+    rows ``Z`` (entries in ``[-1, 1]``) from their sum ``total`` and ``gram = Z^T Z``
+    (:func:`_group_moments`), with their noise records; exact and noisy statistics go to
     ``diag`` (exploration only).
 
     ``count`` (a DP class count, labels protected): noisy per-class *sums* over the count. Stacked
@@ -328,15 +364,15 @@ def _dp_gaussian(
     ``2 l1`` and ``l1^2 + l2^2`` (the same arguments with ``||z||_1 <= l1``, ``||z||_2 <= l2``; without
     groups ``l1 = l2^2 = k``). ``gauss``: Gaussian noise in the zCDP budget
     (:func:`gaussian_model_l2_sensitivities`)."""
-    n, k = Z.shape
+    k = total.size
     if count is None:
         s1_mu, s1_m = gaussian_model_sensitivities(k, n, bound)
-        mean, second = Z.mean(axis=0), Z.T @ Z / n
+        mean, second = total / n, gram / n
     else:
         s1_mu, s1_m = 2.0 * k, k * (k + 1.0)
         if bound is not None:
             s1_mu, s1_m = min(s1_mu, 2.0 * bound.l1), min(s1_m, bound.l1**2 + bound.l2**2)
-        mean, second = Z.sum(axis=0), Z.T @ Z
+        mean, second = total, gram
     # grid rounding: with protected labels a replaced record may change two classes' statistics
     changed = 1 if count is None else 2
     if gauss is not None:

@@ -85,12 +85,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -707,8 +708,7 @@ class PCAGauss(GaussianGenerator):
                 source=AG_SOURCE,
             ))
         if moments is None:  # public W: project the private rows (cheaper than their X^T X)
-            Xh = box_project(X, bmap, W / B, rows, clip=False)
-            stats = _PCAStats.from_rows(Xh, y, data, gmm)
+            stats = _PCAStats.collect(X, bmap, W / B, rows, y, data, gmm)
         else:
             stats = _PCAStats.from_moments(moments, W / B)
         if gmm:
@@ -716,8 +716,8 @@ class PCAGauss(GaussianGenerator):
             if protected:
                 assert y is not None and data.classes is not None
                 noisy_counts, hist_rec = dp_class_histogram(
-                    y, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)",
-                    gauss=gauss)
+                    None, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)",
+                    gauss=gauss, counts=stats.sizes)
                 noise.append(hist_rec)
             model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss, n_samples,
                                      shrink=params["covariance_repair"] == "shrink",
@@ -1014,6 +1014,13 @@ class _Moments:
     @classmethod
     def collect(cls, X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | None,
                 y: np.ndarray | None, data: PreparedInput, gmm: bool) -> _Moments:
+        """One pass (in memory: one per class for Alg. 3). Over a table larger than memory (``X``
+        a Dask array, ``y`` its lazy labels): this method on every partition, summed by Dask in
+        one read (:func:`dpcore.dask_engine.block_sums`)."""
+        if dask_engine.is_lazy(X):
+            assert rows is None
+            kernel = partial(_moments_block, bounds=bounds, data=replace(data, X=None, y=None), gmm=gmm)
+            return _unpacked(cls, dask_engine.block_sums(kernel, X, y), X.shape[0], gmm)
         n = X.shape[0] if rows is None else rows.size
         if not gmm:
             assert y is not None and data.label_bounds is not None
@@ -1054,6 +1061,18 @@ class _PCAStats:
         return cls(n_rows=mom.n_rows, sizes=mom.sizes, per_class=per_class)
 
     @classmethod
+    def collect(cls, X: np.ndarray, bounds: BoxMap, Wd: np.ndarray, rows: np.ndarray | None,
+                y: np.ndarray | None, data: PreparedInput, gmm: bool) -> _PCAStats:
+        """From the private rows with a public basis: :meth:`from_rows` of their projection
+        ``box_project(X, bounds, Wd)``; over a Dask array, on every partition, summed in one read."""
+        if dask_engine.is_lazy(X):
+            assert rows is None
+            kernel = partial(_projected_stats_block, bounds=bounds, Wd=Wd, data=replace(data, X=None, y=None),
+                             gmm=gmm)
+            return _unpacked(cls, dask_engine.block_sums(kernel, X, y), X.shape[0], gmm)
+        return cls.from_rows(box_project(X, bounds, Wd, rows, clip=False), y, data, gmm)
+
+    @classmethod
     def from_rows(cls, Xh: np.ndarray, y: np.ndarray | None, data: PreparedInput,
                   gmm: bool) -> _PCAStats:
         """From the projected rows ``Xh`` (public-split path)."""
@@ -1069,3 +1088,48 @@ class _PCAStats:
             Xc = Xh[y == c]
             per_class[int(c)] = (Xc.sum(axis=0), Xc.T @ Xc)
         return cls(n_rows=Xh.shape[0], sizes=sizes, per_class=per_class)
+
+
+# ------------------------------------------------------------------------------------ Dask partitions
+def _packed_stats(stats: _Moments | _PCAStats, n_classes: int, k: int) -> tuple[Any, ...]:
+    """The sums of :class:`_Moments` / :class:`_PCAStats` as fixed-shape arrays (every class of
+    the public list, zeros for an absent one; ``k`` columns), to be added up over partitions."""
+    if stats.per_class is None:
+        if isinstance(stats, _Moments):
+            return stats.gram, stats.cross, stats.yy
+        return (stats.joint,)
+    assert stats.sizes is not None
+    totals, seconds = np.zeros((n_classes, k)), np.zeros((n_classes, k, k))
+    for c, (total, second) in stats.per_class.items():
+        totals[c], seconds[c] = total, second
+    return stats.sizes, totals, seconds
+
+
+def _unpacked(cls: type, sums: tuple[np.ndarray, ...], n_rows: int, gmm: bool) -> Any:
+    """:func:`_packed_stats` summed over partitions, back to ``cls`` (classes with rows only, as
+    the in-memory path keeps them)."""
+    if not gmm:
+        if cls is _Moments:
+            gram, cross, yy = sums
+            return _Moments(gram=gram, n_rows=n_rows, cross=cross, yy=float(yy))
+        return _PCAStats(n_rows=n_rows, joint=sums[0])
+    sizes, totals, seconds = sums
+    sizes = np.rint(sizes).astype(np.int64)
+    per_class = {int(c): (totals[c], seconds[c]) for c in np.flatnonzero(sizes)}
+    if cls is _Moments:
+        gram = np.sum([second for _, second in per_class.values()], axis=0)
+        return _Moments(gram=gram, n_rows=n_rows, sizes=sizes, per_class=per_class)
+    return _PCAStats(n_rows=n_rows, sizes=sizes, per_class=per_class)
+
+
+def _moments_block(block: np.ndarray, labels: np.ndarray, *, bounds: np.ndarray | BoxMap,
+                   data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
+    n_classes = 0 if data.classes is None else data.classes.size
+    return _packed_stats(_Moments.collect(block, bounds, None, labels, data, gmm), n_classes, block.shape[1])
+
+
+def _projected_stats_block(block: np.ndarray, labels: np.ndarray, *, bounds: BoxMap, Wd: np.ndarray,
+                           data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
+    n_classes = 0 if data.classes is None else data.classes.size
+    stats = _PCAStats.from_rows(box_project(block, bounds, Wd, clip=False), labels, data, gmm)
+    return _packed_stats(stats, n_classes, Wd.shape[1])

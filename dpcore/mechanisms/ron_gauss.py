@@ -52,7 +52,7 @@ its L2 sensitivity, which does not grow with p or d: mean of unit rows ``2/n`` (
 second moment ``sqrt(2)/n`` (L1: ``(p + 1)/n``), augmented second moment
 ``sqrt((1 + a^2)^2 + 1 + a^4)/n``, augmented mean ``2 sqrt(1 + a^2)/n``, protected per-class sums
 ``2`` and ``sqrt(2)``, class histogram ``sqrt(2)`` (proofs in :func:`ron_covariance_l2_sensitivity`,
-:func:`augmented_mean_sensitivity`, :func:`_preprocess_project`). The statistics are composed in
+:func:`augmented_mean_sensitivity`, :func:`_dp_mean`). The statistics are composed in
 zCDP (``rho_i = S2_i^2/(2 sigma_i^2)``, summed; Bun & Steinke 2016): ``epsilon_split`` (and
 ``histogram_fraction``) split the total ``rho``, the largest ``rho`` whose (epsilon, delta)
 conversion (Canonne, Kamath & Steinke 2020, :func:`dpcore.accounting.zcdp_epsilon`) fits the
@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -795,25 +795,31 @@ class RONGauss(GaussianGenerator):
     def _single(
         self, ctx: _Context, X: np.ndarray, data: PreparedInput, a: float, model_mean: bool = False
     ) -> _Output:
+        """Alg. 3 / 4. Two passes over the rows: pass 1 (unit rows: the DP mean's statistic), pass 2
+        (``Z^T Z`` and the column sums of ``Z`` = ``[x~, y]`` or ``x~``, :func:`_projected_moments`)."""
         n = X.shape[0]
-        Z, mu, mean_rec, diag = _preprocess_project(_RowLoader(X, **ctx.scaling), ctx, "mean")
+        loader = _RowLoader(X, **ctx.scaling)
+        inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
+        mu, mean_rec = _dp_mean(unit_sum, n, ctx, "mean")
         supervised = data.task == "regression"
+        labels = label_map = None
         if supervised:
             assert data.y is not None and data.label_bounds is not None
-            Z = dask_engine.column_stack([Z, label_to_unit(data.y, data.label_bounds, a)])
+            labels, label_map = data.y, (data.label_bounds, a)
+        gram, total, n_zero2 = _projected_moments(loader, inv_norms, ctx.W, mu, direct, labels, label_map)
+        diag: dict[str, Any] = {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
         cov_rec, noisy, repaired = _noisy_cov(
-            Z, ctx, "augmented second moment [x~, y]" if supervised else "second moment Sigma",
+            gram, n, ctx, "augmented second moment [x~, y]" if supervised else "second moment Sigma",
             label_bound=a if supervised else None,
         )
         records = [mean_rec, cov_rec]
         center = np.zeros(repaired.shape[0])
         model = repaired
         if supervised or model_mean:  # the DP mean of [x~, y] (labels keep their mean) or of x~
-            center, aug_rec = _augmented_mean(Z, ctx, a if supervised else 0.0)
+            center, aug_rec = _augmented_mean(total / n, n, ctx, a if supervised else 0.0)
             records.append(aug_rec)
             model = psd_repair(repaired - np.outer(center, center))  # covariance = M2 - m m^T
             diag["mean_dp_augmented"] = center
-        del Z  # the projected rows are no longer needed: free them before sampling
         diag.update({
             "mu_dp": mu, "sigma_dp": noisy, "sigma_dp_repaired": repaired,
             "n_negative_eigenvalues_clipped": int(np.sum(np.linalg.eigvalsh(noisy) < 0)),
@@ -830,48 +836,57 @@ class RONGauss(GaussianGenerator):
     def _gmm(self, ctx: _Context, X: np.ndarray, data: PreparedInput, protected: bool,
              n_samples: int | None) -> _Output:
         """Alg. 5. ``protected``: DP class histogram, per-class noisy sums over noisy counts
-        (replace-one with the label); else the paper's algorithm with public class sizes."""
+        (replace-one with the label); else the paper's algorithm with public class sizes.
+
+        Two passes over the rows for all classes together: pass 1 gives the class counts and each
+        class's sum of unit rows (:func:`_class_unit_rows`), then the histogram and every class's DP
+        mean are drawn; pass 2 gives each class's ``Z_c^T Z_c`` in its own centring
+        (:func:`_class_moments`), then every class's second moment is drawn."""
         assert data.y is not None and data.classes is not None
         n_classes = data.classes.size
-        sizes = np.bincount(data.y, minlength=n_classes)
+        first = _class_unit_rows(X, data.y, n_classes, ctx.scaling)
+        sizes = first.counts
         noise: list[NoiseRecord] = []
         if protected:
             noisy_counts, hist_rec = dp_class_histogram(
-                data.y, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)",
-                gauss=ctx.gauss)
-        if protected:
+                None, n_classes, ctx.split["histogram"], ctx.bits, f"{SOURCE}, Alg. 5 (label privacy)",
+                gauss=ctx.gauss, counts=sizes)
             noise.append(hist_rec)
             # classes and weights chosen from the DP histogram only
             modelled, weights = mixture_weights(histogram_weights(noisy_counts), n_samples)
         else:
             noisy_counts = None
             modelled, weights = mixture_weights(sizes)
-        means, covariances = [], []
         class_means = np.zeros((n_classes, ctx.d))
         diag: dict[str, Any] = {"class_sizes": sizes, "mu_dp": {}, "sigma_dp": {},
-                                "sigma_dp_repaired": {}, "n_zero_norm_rows": 0,
+                                "sigma_dp_repaired": {},
+                                "n_zero_norm_rows": int(first.n_zero[modelled].sum()),
                                 "n_zero_after_centering": 0}
         if noisy_counts is not None:
             diag["class_counts_dp"] = noisy_counts
-        for c in modelled:
-            count = None if noisy_counts is None else float(noisy_counts[c])
-            tag = (f" of class {data.classes[c]!s}" if protected
-                   else f" of class {data.classes[c]!s} (n_c = {sizes[c]})")
-            loader = _RowLoader(X, rows=np.flatnonzero(data.y == c), **ctx.scaling)
-            Z, mu, mean_rec, cdiag = _preprocess_project(loader, ctx, "mean" + tag, count=count)
-            cov_rec, noisy, repaired = _noisy_cov(Z, ctx, "second moment Sigma" + tag, count=count)
-            means.append(mu @ ctx.W)
+        counts = {int(c): None if noisy_counts is None else float(noisy_counts[c]) for c in modelled}
+        tags = {int(c): f" of class {data.classes[c]!s}" if protected
+                else f" of class {data.classes[c]!s} (n_c = {sizes[c]})" for c in modelled}
+        mus, cov_records = {}, []
+        for c in map(int, modelled):
+            mus[c], mean_rec = _dp_mean(first.unit_sums[c], int(sizes[c]), ctx, "mean" + tags[c],
+                                        count=counts[c])
+            noise.append(mean_rec)
+        grams, diag["n_zero_after_centering"] = _class_moments(X, data.y, first, ctx.W, mus, ctx.scaling)
+        means, covariances = [], []
+        for c in map(int, modelled):
+            cov_rec, noisy, repaired = _noisy_cov(grams[c], int(sizes[c]), ctx,
+                                                  "second moment Sigma" + tags[c], count=counts[c])
+            means.append(mus[c] @ ctx.W)
             covariances.append(repaired)
-            noise += [mean_rec, cov_rec]
-            class_means[c] = mu
+            cov_records.append(cov_rec)
+            class_means[c] = mus[c]
             key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
-            diag["mu_dp"][key], diag["sigma_dp"][key] = mu, noisy
+            diag["mu_dp"][key], diag["sigma_dp"][key] = mus[c], noisy
             diag["sigma_dp_repaired"][key] = repaired
-            diag["n_zero_norm_rows"] += cdiag["n_zero_norm_rows"]
-            diag["n_zero_after_centering"] += cdiag["n_zero_after_centering"]
         return _Output(
             model=GaussianModel(weights, np.array(means), np.array(covariances), data.classes[modelled]),
-            center=None, class_means=class_means, noise=noise, diagnostics=diag,
+            center=None, class_means=class_means, noise=noise + cov_records, diagnostics=diag,
             algorithm="Alg. 5 (Gaussian mixture, one Gaussian per class)"
             + (", DP class histogram (labels protected)" if protected else ", public class sizes"),
         )
@@ -975,11 +990,10 @@ class _Output:
     algorithm: str
 
 
-def _preprocess_project(
-    loader: _RowLoader, ctx: _Context, statistic: str, count: float | None = None
-) -> tuple[np.ndarray, np.ndarray, NoiseRecord, dict[str, Any]]:
-    """RON-Gauss Alg. 1 and 2 on the loader's rows (all rows, or one class): normalise, DP mean,
-    centre, normalise, project with ``W``, in two streaming passes (module docstring).
+def _dp_mean(unit_sum: np.ndarray, n: int, ctx: _Context, statistic: str, count: float | None = None
+             ) -> tuple[np.ndarray, NoiseRecord]:
+    """RON-Gauss Alg. 1's DP mean from ``unit_sum``, the sum of the unit-normalised rows (all
+    rows, or one class) computed by :func:`_unit_rows_pass` or :func:`_class_unit_rows`.
 
     ``count=None``: the mean over the public ``n`` rows, ``S1 = 2 sqrt(d)/n`` (Lemma 2).
     ``count`` (a DP class count, labels protected): the noisy *sum* of the class's unit rows over
@@ -989,9 +1003,8 @@ def _preprocess_project(
     each), so ``Lap(2 sqrt(d)/eps_mu)`` on every class's sum is ``eps_mu``-DP.
     ``noise="gaussian"``: L2 sensitivities ``||x^ - x^'||_2 <= 2`` over ``n`` (mean) and, for the
     stacked per-class sums, ``2`` (same class) or ``sqrt(1 + 1)`` (the record changes class), so 2.
-    Returns ``(X~ (n, p), mu_DP, noise record, diagnostics)``."""
-    n, d = loader.n_rows, ctx.d
-    inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
+    Returns ``(mu_DP (d,), noise record)``."""
+    d = ctx.d
     eps_mu = ctx.split["mean"]
     s1 = mean_sensitivity(d, n if count is None else 1)
     if ctx.noise == "gaussian":
@@ -1003,14 +1016,11 @@ def _preprocess_project(
                      else "S2 = 2 (per-class sums of unit-norm rows, all classes jointly: <= 2 within a "
                      "class, sqrt(1 + 1) when the record changes class); mean = sum / DP count"),
             source=f"{SOURCE}, Alg. 1")
-        mu = noisy if count is None else divide_by_count(noisy, count)
-        Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
-        return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
+        return (noisy if count is None else divide_by_count(noisy, count)), rec
     # grid rounding: with protected labels a replaced record may change two classes' sums
     draw = dpnoise.laplace(unit_sum / n if count is None else unit_sum, s1, scale=laplace_scale(s1, eps_mu),
                            n_changed=d if count is None else 2 * d, bits=ctx.bits)
     mu = draw.values if count is None else divide_by_count(draw.values, count)
-    Z, n_zero2 = _projection_pass(loader, inv_norms, ctx.W, mu, direct)
     rec = NoiseRecord(
         statistic=statistic if count is None else statistic.replace("mean", "sum of unit rows", 1),
         sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1", epsilon=eps_mu,
@@ -1019,27 +1029,128 @@ def _preprocess_project(
                  "replaced record may change class); b = S1/eps_mu; mean = sum / DP count"),
         source=f"{SOURCE}, Alg. 1 / Lemma 2", **dpnoise.record_fields(draw),
     )
-    return Z, mu, rec, {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
+    return mu, rec
 
 
-def _augmented_mean(Z: np.ndarray, ctx: _Context, a: float) -> tuple[np.ndarray, NoiseRecord]:
-    """DP mean of the augmented rows ``[x~, y]`` (shape ``(p + 1,)``) with the budget part
+def _projected_moments(
+    loader: _RowLoader, inv_norms: np.ndarray | None, W: np.ndarray, mu: np.ndarray | None,
+    direct: np.ndarray | None = None, labels: np.ndarray | None = None,
+    label_map: tuple[tuple[float, float], float] | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The sufficient statistics of Alg. 3/4 from pass 2: ``(Z^T Z, sum of the rows of Z, number of
+    rows zeroed after centring)`` for the projected rows ``Z`` (:func:`_projection_pass`), with
+    the label column ``label_to_unit(labels, *label_map)`` appended (Alg. 4's ``[x~, y]``) when
+    ``labels`` is given. ``(k, k)``, ``(k,)``, int with ``k = p`` or ``p + 1``.
+
+    Over a table larger than memory (``loader.X`` a Dask array, ``labels`` its lazy label column)
+    the same function runs on each partition (pass 1 recomputed there: ``1/||x||`` is row-wise) and
+    Dask sums the three statistics in one read (:func:`dpcore.dask_engine.block_sums`)."""
+    if dask_engine.is_lazy(loader.X):
+        gram, total, n_zero = dask_engine.block_sums(
+            partial(_projected_moments_block, loader=replace(loader, X=None), W=W, mu=mu,
+                    label_map=label_map), loader.X, labels)
+        return gram, total, int(n_zero)
+    assert inv_norms is not None
+    Z, n_zero = _projection_pass(loader, inv_norms, W, mu, direct)
+    if labels is not None:
+        assert label_map is not None
+        Z = np.column_stack([Z, label_to_unit(labels, *label_map)])
+    return Z.T @ Z, Z.sum(axis=0), n_zero
+
+
+def _projected_moments_block(block: np.ndarray, labels: np.ndarray | None = None, *, loader: _RowLoader,
+                             W: np.ndarray, mu: np.ndarray | None,
+                             label_map: tuple[tuple[float, float], float] | None) -> tuple[Any, ...]:
+    part = replace(loader, X=block)
+    inv_norms, _, _, direct = _unit_rows_pass(part)
+    return _projected_moments(part, inv_norms, W, mu, direct, labels, label_map)
+
+
+@dataclass(frozen=True)
+class _ClassPass1:
+    """Alg. 5's pass 1 for every class of the public list (index ``c``): ``counts[c]`` rows,
+    ``unit_sums[c]`` the sum of their unit-normalised rows (``(n_classes, d)``), ``n_zero[c]`` the
+    zero-norm rows; ``state[c]`` = ``(rows, 1/||x||, direct positions)`` for pass 2 in memory
+    (``None`` over a Dask array: each partition recomputes them)."""
+
+    counts: np.ndarray
+    unit_sums: np.ndarray
+    n_zero: np.ndarray
+    state: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] | None = None
+
+
+def _class_unit_rows(X: Any, y: Any, n_classes: int, scaling: dict[str, Any]) -> _ClassPass1:
+    """Pass 1 of Alg. 5 for all classes: :func:`_unit_rows_pass` on each class's rows. In memory,
+    one selection and pass per class; over a Dask array, one read: every partition runs this
+    function on its rows and labels and Dask sums the counts and per-class sums."""
+    if dask_engine.is_lazy(X):
+        counts, sums, n_zero = dask_engine.block_sums(
+            partial(_class_unit_rows_block, n_classes=n_classes, scaling=scaling), X, y)
+        return _ClassPass1(counts.astype(np.int64), sums, n_zero.astype(np.int64))
+    counts, sums, n_zero, state = np.zeros(n_classes, dtype=np.int64), np.zeros((n_classes, X.shape[1])), \
+        np.zeros(n_classes, dtype=np.int64), []
+    for c in range(n_classes):
+        rows = np.flatnonzero(y == c)
+        inv_norms, sums[c], n_zero[c], direct = _unit_rows_pass(_RowLoader(X, rows=rows, **scaling))
+        counts[c] = rows.size
+        state.append((rows, inv_norms, direct))
+    return _ClassPass1(counts, sums, n_zero, tuple(state))
+
+
+def _class_unit_rows_block(block: np.ndarray, labels: np.ndarray, *, n_classes: int, scaling: dict[str, Any]
+                           ) -> tuple[np.ndarray, ...]:
+    first = _class_unit_rows(block, labels, n_classes, scaling)
+    return first.counts, first.unit_sums, first.n_zero
+
+
+def _class_moments(X: Any, y: Any, first: _ClassPass1 | None, W: np.ndarray, mus: dict[int, np.ndarray],
+                   scaling: dict[str, Any]) -> tuple[dict[int, np.ndarray], int]:
+    """Pass 2 of Alg. 5: ``Z_c^T Z_c`` of each modelled class ``c`` (its rows centred with its DP
+    mean ``mus[c]`` and projected, :func:`_projected_moments`), and the number of rows zeroed after
+    centring. Over a Dask array, one read: each partition recomputes its pass 1 and Dask sums the
+    stacked ``(classes, p, p)`` moments."""
+    classes = sorted(mus)
+    if dask_engine.is_lazy(X):
+        n_classes = first.counts.size if first is not None else max(classes) + 1
+        grams, n_zero = dask_engine.block_sums(
+            partial(_class_moments_block, n_classes=n_classes, W=W, mus=mus, scaling=scaling), X, y)
+        return dict(zip(classes, grams, strict=True)), int(n_zero)
+    assert first is not None and first.state is not None
+    grams, n_zero = {}, 0
+    for c in classes:
+        rows, inv_norms, direct = first.state[c]
+        loader = _RowLoader(X, rows=rows, **scaling)
+        grams[c], _, zeroed = _projected_moments(loader, inv_norms, W, mus[c], direct)
+        n_zero += zeroed
+    return grams, n_zero
+
+
+def _class_moments_block(block: np.ndarray, labels: np.ndarray, *, n_classes: int, W: np.ndarray,
+                         mus: dict[int, np.ndarray], scaling: dict[str, Any]) -> tuple[np.ndarray, int]:
+    grams, n_zero = _class_moments(block, labels, _class_unit_rows(block, labels, n_classes, scaling), W, mus,
+                                   scaling)
+    return np.stack([grams[c] for c in sorted(mus)]), n_zero
+
+
+def _augmented_mean(mean: np.ndarray, n: int, ctx: _Context, a: float) -> tuple[np.ndarray, NoiseRecord]:
+    """DP mean of the augmented rows ``[x~, y]`` (``mean``, shape ``(p + 1,)``, the mean of the
+    public ``n`` rows) with the budget part
     ``"augmented_mean"``: Laplace with ``S1 = (2 sqrt(p) + 2a)/n`` or Gaussian with
-    ``S2 = 2 sqrt(1 + a^2)/n`` (:func:`augmented_mean_sensitivity`). ``a = 0`` with ``Z = X~``
-    (``(p,)``, unsupervised ``model_mean``): ``S1 = 2 sqrt(p)/n``, ``S2 = 2/n`` (``||x~|| <= 1``)."""
-    n, k = Z.shape
+    ``S2 = 2 sqrt(1 + a^2)/n`` (:func:`augmented_mean_sensitivity`). ``a = 0`` with the mean of
+    ``X~`` (``(p,)``, unsupervised ``model_mean``): ``S1 = 2 sqrt(p)/n``, ``S2 = 2/n`` (``||x~|| <= 1``)."""
+    k = mean.size
     s1, s2 = augmented_mean_sensitivity(ctx.p, n, a)
     statistic = "mean of the augmented rows [x~, y]" if a > 0 else "mean of the projected rows x~"
     source = (f"{SOURCE}, Alg. 4 (extension: the model's mean, so the label mean is kept)" if a > 0 else
               f"{SOURCE}, Alg. 3 (extension, model_mean: the model's mean; a = 0 in the sensitivity)")
     if ctx.noise == "gaussian":
         noisy, rec = _gaussian_statistic(
-            ctx, Z.mean(axis=0), "augmented_mean", s2, k, laplace_s1=s1, statistic=statistic,
+            ctx, mean, "augmented_mean", s2, k, laplace_s1=s1, statistic=statistic,
             formula=("S2 = 2 sqrt(1 + a^2)/n (||x~|| <= 1, |y| <= a, replace-one)" if a > 0 else
                      "S2 = 2/n (||x~|| <= 1, replace-one)"), source=source)
         return noisy, rec
     eps = ctx.split["augmented_mean"]
-    draw = dpnoise.laplace(Z.mean(axis=0), s1, scale=laplace_scale(s1, eps), n_changed=k, bits=ctx.bits)
+    draw = dpnoise.laplace(mean, s1, scale=laplace_scale(s1, eps), n_changed=k, bits=ctx.bits)
     rec = NoiseRecord(
         statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
         epsilon=eps, formula=("S1 = (2 sqrt(p) + 2a)/n (||x~||_1 <= sqrt(p), |y| <= a, replace-one)" if a > 0
@@ -1050,10 +1161,11 @@ def _augmented_mean(Z: np.ndarray, ctx: _Context, a: float) -> tuple[np.ndarray,
 
 
 def _noisy_cov(
-    Z: np.ndarray, ctx: _Context, statistic: str, label_bound: float | None = None,
+    gram: np.ndarray, n_rows: int, ctx: _Context, statistic: str, label_bound: float | None = None,
     count: float | None = None,
 ) -> tuple[NoiseRecord, np.ndarray, np.ndarray]:
-    """DP second moment of the projected (possibly augmented) rows ``Z`` with its noise record.
+    """DP second moment of the projected (possibly augmented) rows ``Z`` from ``gram = Z^T Z``
+    (``n_rows`` rows) with its noise record.
 
     The noise scale is ``S1/eps_Sigma`` with ``S1`` from the chosen calibration; the record's
     ``epsilon`` is the one actually guaranteed, ``eps_Sigma * S1_sound/S1_used``. ``count`` (a
@@ -1062,13 +1174,13 @@ def _noisy_cov(
     classes' sums by ``z z^T`` and ``z' z'^T``, whose upper-triangle L1 norms are at most
     ``(p + 1)/2`` each, so the same ``p + 1`` bounds both cases), divided by the count.
     """
-    n = Z.shape[0] if count is None else 1
+    n = n_rows if count is None else 1
     eps = ctx.split["covariance"]
     published = ctx.calibration == "published"
     if ctx.noise == "gaussian":
-        k = Z.shape[1]
+        k = gram.shape[1]
         noisy, rec = _gaussian_statistic(
-            ctx, Z.T @ Z / n, "covariance", ron_covariance_l2_sensitivity(n, label_bound),
+            ctx, gram / n, "covariance", ron_covariance_l2_sensitivity(n, label_bound),
             (1 if count is None else 2) * k * (k + 1) // 2,
             laplace_s1=ron_covariance_sensitivity(ctx.p, n, "sound", label_bound), matrix=True,
             statistic=statistic,
@@ -1085,13 +1197,11 @@ def _noisy_cov(
     s1_sound = ron_covariance_sensitivity(ctx.p, n, "sound", label_bound, full_matrix=published)
     eps_true = eps * s1_sound / s1_used
     b = laplace_scale(s1_used, eps)
-    if count is None:
-        noisy, repaired, draw = noisy_second_moment(Z, s1_used, b, ctx.bits, full_matrix=published)
-    else:
-        noisy, draw = add_matrix_noise(Z.T @ Z, s1_used, b, ctx.bits, full_matrix=published,
-                                       n_statistics_changed=2)
+    noisy, draw = add_matrix_noise(gram / n, s1_used, b, ctx.bits, full_matrix=published,
+                                   n_statistics_changed=1 if count is None else 2)
+    if count is not None:
         noisy = divide_by_count(noisy, count)
-        repaired = psd_repair(noisy)
+    repaired = psd_repair(noisy)
     if label_bound is None:
         formula = ("S1 = (p + 1)/n (upper triangle, sound)" if ctx.calibration == "sound"
                    else "S1 = 2 sqrt(p)/n (Lemma 4, published; not an entrywise L1 bound)")
