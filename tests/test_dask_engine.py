@@ -646,7 +646,9 @@ def test_per_class_statistics_on_dask(labelled, cls, params, keys):
 @pytest.mark.parametrize(("task", "params"), [
     (task, params) for task in ("classification", "regression")
     for params in ({}, {"noise": "gaussian"}, {"pca_source": "analyze-gauss"}, {"pca_source": "public"},
-                   *([{"label_privacy": "within-class"}] if task == "classification" else []))])
+                   *([{"label_privacy": "within-class"}, {"covariance_type": "tied"},
+                      {"covariance_type": "tied", "noise": "gaussian", "pca_source": "analyze-gauss"}]
+                     if task == "classification" else []))])
 def test_pca_gauss_supervised_on_dask(labelled, task, params):
     """PCA-Gauss Alg. 2 / 3 (one read: the feature-space Gram matrix for the DP basis and, in the
     same pass, the label cross terms or the per-class sums and second moments; with a public basis,
