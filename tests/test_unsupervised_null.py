@@ -190,14 +190,11 @@ def test_null_ari_is_an_average_with_less_spread_than_one_draw():
 
 
 # ------------------------------------------------------------------------------------ the claim
-#: tables where 5 releases are too few for the paired interval: breast-cancer's differences are
-#: 0.01-0.34 (mean 0.17, interval down to -0.03 with the table sampler's seeded stream, above 0
-#: with the digit sampler's; 8 releases: -0.02). There the mean difference must be positive.
-MEAN_ONLY = {"breast-cancer"}
+#: releases per table: breast-cancer's paired differences spread widely (0.01-0.34 over 5 releases;
+#: with 5 or 8 the interval's lower end was -0.03 / -0.02 on some seeded streams), so it gets 20
+#: (benchmarks/unsupervised_null.py --trials 20: 0.234 [0.136, 0.332]); 5 elsewhere
+TRIALS = {"breast-cancer": 20}
 
-
-def _beats(dataset: str, mean: float, lo: float) -> bool:
-    return mean > 0 if dataset in MEAN_ONLY else lo > 0
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["digits", "breast-cancer"])
@@ -207,9 +204,9 @@ def test_plain_ron_gauss_on_unlabelled_data_beats_the_null_at_epsilon_1(dataset)
     split = bench.unsupervised_split(dataset)
     ref = bench.real_reference(split[1].X, split[0].bounds, EvalSettings(random_state=0))
     res = bench.compare(dataset, "ron-gauss", "defaults", {"epsilon": 1.0, "delta": 1e-6}, split, ref,
-                        trials=5)
-    mean, lo, _ = mean_interval(res.ari_real - res.ari_null)
-    assert res.measurable and _beats(dataset, mean, lo), (dataset, res.ari_real, res.ari_null)
+                        trials=TRIALS.get(dataset, 5))
+    _, lo, _ = mean_interval(res.ari_real - res.ari_null)
+    assert res.measurable and lo > 0, (dataset, res.ari_real, res.ari_null)
 
 
 @pytest.mark.slow
@@ -221,13 +218,13 @@ def test_default_unsupervised_release_beats_the_null_at_epsilon_1(dataset):
     rec = recommended_mechanism("unsupervised", n, d, epsilon=1.0, delta=1e-6)
     ref = bench.real_reference(split[1].X, split[0].bounds, EvalSettings(random_state=0))
     res = bench.compare(dataset, rec["mechanism"], "recommended", {"epsilon": 1.0, **rec["parameters"]},
-                        split, ref, trials=5)
+                        split, ref, trials=TRIALS.get(dataset, 5))
     assert res.measurable
-    mean, lo, _ = mean_interval(res.ari_real - res.ari_null)
-    # the paired difference's 95% interval lies above 0 (benchmarks/unsupervised_null.py, 5 releases:
-    # digits 0.12 [0.07, 0.16], diabetes 0.49 [0.40, 0.58]; breast-cancer only on average: MEAN_ONLY)
-    assert _beats(dataset, mean, lo), (dataset, res.ari_real, res.ari_null)
-    assert res.beats_null or dataset in MEAN_ONLY
+    _, lo, _ = mean_interval(res.ari_real - res.ari_null)
+    # the paired difference's 95% interval lies above 0 (benchmarks/unsupervised_null.py --trials 20:
+    # digits 0.120 [0.108, 0.133], breast-cancer 0.234 [0.136, 0.332], diabetes 0.465 [0.411, 0.518])
+    assert lo > 0, (dataset, res.ari_real, res.ari_null)
+    assert res.beats_null
 
 
 def test_benchmark_table_prints_the_p_the_rule_chose_for_default_rows():
