@@ -225,10 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         mp.add_argument("input", metavar="INPUT", help="CSV/Parquet/.npz file or bundled dataset name")
         mp.add_argument("-o", "--output", required=True, help="output CSV path")
         _add_data_options(mp.add_argument_group("input data"))
-        mp.add_argument("--data-bounds", action="store_true",
-                        help="accept bounds computed from the data (the guarantee then does NOT hold)")
-        mp.add_argument("--data-classes", action="store_true",
-                        help="accept a class list read from the data (the guarantee then does NOT hold)")
+        _add_data_fact_flags(mp, "the guarantee then does NOT hold")
         if "public_data" in cls.extra_args:
             mp.add_argument("--public-data", metavar="FILE",
                             help="a separate table of PUBLIC rows with the input's columns (read with "
@@ -279,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_data_fact_flags(parser: argparse.ArgumentParser, consequence: str) -> None:
+    """``--data-bounds`` / ``--data-classes``: accept facts read from the private data (``consequence``)."""
+    parser.add_argument("--data-bounds", action="store_true",
+                        help=f"accept bounds computed from the data ({consequence})")
+    parser.add_argument("--data-classes", action="store_true",
+                        help=f"accept a class list read from the data ({consequence})")
+
+
 def _add_plan_parser(vsub: Any, verb: str, name: str, cls: Any) -> None:
     """``dpcore calibrate MECH`` / ``dpcore epsilon MECH`` from public facts (:mod:`dpcore.planning`)."""
     what = ("the noise per statistic at --epsilon" if verb == "calibrate" else
@@ -297,10 +302,7 @@ def _add_plan_parser(vsub: Any, verb: str, name: str, cls: Any) -> None:
                        help="number of features after one-hot encoding (public bounds [0, 1])")
     facts.add_argument("--n-classes", type=int, default=2, help="classification: number of public classes")
     _add_data_options(mp.add_argument_group("input data (with INPUT; --task also without it)"))
-    mp.add_argument("--data-bounds", action="store_true",
-                    help="accept bounds computed from the data (the plan is then not a public fact)")
-    mp.add_argument("--data-classes", action="store_true",
-                    help="accept a class list read from the data (the plan is then not a public fact)")
+    _add_data_fact_flags(mp, "the plan is then not a public fact")
     if "public_data" in cls.extra_args:
         mp.add_argument("--public-data", metavar="FILE",
                         help="the separate table of PUBLIC rows the release would use (needs INPUT)")

@@ -631,14 +631,7 @@ def test_per_class_statistics_on_dask(labelled, cls, params, keys):
     lazy_table, memory_ds, _ = _labelled_tables(labelled, "classification")
     lazy, lazy_diag = cls(epsilon=1.0, random_state=6, **params).explore(lazy_table)
     memory, memory_diag = cls(epsilon=1.0, random_state=6, **params).explore(memory_ds)
-    for key in keys:
-        got, expected = lazy_diag[key], memory_diag[key]
-        if isinstance(expected, dict):
-            assert got.keys() == expected.keys()
-            for k in expected:
-                np.testing.assert_allclose(got[k], expected[k], rtol=1e-9, atol=1e-12)
-        else:
-            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    _assert_same_diagnostics(lazy_diag, memory_diag, keys)
     assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
     assert lazy.label_columns == memory.label_columns
 
@@ -662,14 +655,7 @@ def test_pca_gauss_supervised_on_dask(labelled, task, params):
     keys = ("mu_dp", "second_moment_dp") + (("class_counts_dp",) if "label_privacy" not in params
                                            else ("class_sizes",)) if task == "classification" \
         else ("second_moment_dp", "second_moment_dp_repaired")
-    for key in keys:
-        got, expected = lazy_diag[key], memory_diag[key]
-        if isinstance(expected, dict):
-            assert got.keys() == expected.keys()
-            for k in expected:
-                np.testing.assert_allclose(got[k], expected[k], rtol=1e-9, atol=1e-12)
-        else:
-            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    _assert_same_diagnostics(lazy_diag, memory_diag, keys)
     assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
 
 
