@@ -66,7 +66,7 @@ with st.sidebar:
     rec = recommended_mechanism(ds.task, ds.n_samples, ds.n_features, epsilon=1.0,
                                 delta=default_delta(ds.n_samples), image_shape=ds.image_shape,
                                 n_classes=0 if ds.classes is None else len(ds.classes))
-    setting = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+    setting = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}"
                         for k, v in rec["parameters"].items())
     st.caption(f"**Recommended for this task and data shape:** {rec['mechanism']} ({md_escape(setting)})",
                help=md_escape(rec["reason"]) + " (dpcore.calibration.recommended_mechanism: public facts "

@@ -369,3 +369,5 @@ def test_sidebar_shows_the_recommended_mechanism_for_the_data():
     choose_dataset(at, "adult")
     shown = [c.value for c in at.sidebar.caption if "Recommended" in c.value]
     assert shown and "pca-gauss" in shown[0] and "dct" not in shown[0]
+    # delta = min(1e-5, n^-1.5) on adult's n, shown to 3 significant digits (was 1.70198e-07)
+    assert "delta = 1.7e-07" in shown[0].replace("\\", ""), shown[0]  # markdown-escaped
