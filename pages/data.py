@@ -61,15 +61,21 @@ source = st.radio("Source", ["Bundled real dataset", "Upload a file"], horizonta
 
 if source == "Bundled real dataset":
     names = list(catalogue)
-    current = st.session_state.dataset.name if st.session_state.dataset.name in names else names[0]
-    choice = st.selectbox("Dataset", names, index=names.index(current),
+    current = st.session_state.dataset.name
+    # an uploaded table stays in use until a bundled one is chosen (no silent switch to names[0])
+    choice = st.selectbox("Dataset", names, index=names.index(current) if current in names else None,
+                          placeholder="Choose a bundled dataset",
                           format_func=lambda n: f"{n} — {catalogue[n]['title']}")
-    if choice != st.session_state.dataset.name:
-        state.set_dataset(state.load_bundled(choice), f"bundled: {choice}")
-        st.rerun()
-    meta = catalogue[choice]
-    st.markdown(meta.get("description", ""))
-    st.caption(f"Source: {meta.get('source', '')} · Licence: {meta.get('license', '')}")
+    if choice is None:
+        st.info(f"Your uploaded table **{md_escape(current)}** stays in use until you choose a bundled "
+                "dataset.", icon=":material/info:")
+    else:
+        if choice != current:
+            state.set_dataset(state.load_bundled(choice), f"bundled: {choice}")
+            st.rerun()
+        meta = catalogue[choice]
+        st.markdown(meta.get("description", ""))
+        st.caption(f"Source: {meta.get('source', '')} · Licence: {meta.get('license', '')}")
 else:
     limit_mb = state.upload_limit_mb()
     upload = st.file_uploader(

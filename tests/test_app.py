@@ -371,3 +371,19 @@ def test_sidebar_shows_the_recommended_mechanism_for_the_data():
     assert shown and "pca-gauss" in shown[0] and "dct" not in shown[0]
     # delta = min(1e-5, n^-1.5) on adult's n, shown to 3 significant digits (was 1.70198e-07)
     assert "delta = 1.7e-07" in shown[0].replace("\\", ""), shown[0]  # markdown-escaped
+
+
+def test_switching_back_to_bundled_keeps_an_uploaded_table_until_one_is_chosen():
+    from dataclasses import replace
+
+    at = new_app()
+    at.session_state.dataset = replace(at.session_state.dataset, name="people.csv")  # as after an upload
+    goto(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    at.radio(key="p:data_source").set_value("Bundled real dataset").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state.dataset.name == "people.csv"  # no silent switch to the first bundled one
+    assert at.selectbox[0].value is None
+    assert any("people.csv" in i.value.replace("\\", "") and "stays in use" in i.value for i in at.info)
+    at.selectbox[0].select("digits").run()
+    assert not at.exception and at.session_state.dataset.name == "digits"
