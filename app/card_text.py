@@ -16,6 +16,7 @@ from dpcore.mechanisms import get_mechanism
 __all__ = [
     "SPACE_TEXT",
     "automatic_choices",
+    "noise_savings",
     "card_in_words",
     "equivalent_command",
     "python_snippet",
@@ -79,6 +80,8 @@ def card_in_words(card: dict[str, Any]) -> str:
         lines.append("**Output space.** " + md_escape(card["output_note"]))
     if chosen := automatic_choices(params, details):
         lines.append(chosen)
+    if saved := noise_savings(details):
+        lines.append(saved)
     if isinstance(per_column, dict) and per_column:
         shown = ", ".join(f"{md_escape(c)} {_fmt(float(v))}" for c, v in list(per_column.items())[:8])
         lines.append("**Noise per column** (standard deviation): " + shown
@@ -129,6 +132,33 @@ def automatic_choices(parameters: dict[str, Any], details: dict[str, Any] | None
         return None
     return (f"**Chosen automatically** (left empty, from public facts only): {md_escape(parts[0])}. "
             f"{md_escape(parts[1])}.")
+
+
+def _savings_text(details: dict[str, Any] | None) -> str | None:
+    """Plain text (unescaped) of the card's ``laplace_over_gaussian_variance``: for each statistic,
+    how many times the variance of the papers' Laplace noise (pure epsilon, same epsilon share) the
+    Gaussian noise actually drawn saves. None when the release has no such comparison."""
+    ratios = (details or {}).get("laplace_over_gaussian_variance")
+    if not isinstance(ratios, dict):
+        return None
+    parts = [f"{k} {float(v):.3g}x" for k, v in ratios.items() if k != "note" and isinstance(v, (int, float))]
+    if not parts:
+        return None
+    return ("Laplace noise with the same epsilon shares would have this many times the Gaussian noise's "
+            "variance per coordinate (above 1: Gaussian noise saves that much; below 1: Laplace would "
+            "add less there): " + ", ".join(parts))
+
+
+def noise_savings(details: dict[str, Any] | None) -> str | None:
+    """Markdown of :func:`_savings_text` for the app (Explore page, the card in words), or None.
+
+    Parameters
+    ----------
+    details : dict
+        A release card's ``details`` (or a :class:`~dpcore.release.Release`'s).
+    """
+    text = _savings_text(details)
+    return None if text is None else f"**Gaussian against Laplace noise.** {md_escape(text)}."
 
 
 def _noise_summary(noise: list[dict[str, Any]]) -> str:
@@ -372,6 +402,8 @@ def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippe
     if chosen := _automatic_parts(card.get("parameters", {}), details):
         parts.append("<h2>Settings chosen automatically</h2><p>Left empty (automatic), set from public "
                      f"facts only: <b>{e(chosen[0])}</b>. {e(chosen[1])}.</p>")
+    if saved := _savings_text(details):
+        parts.append(f"<h2>Gaussian against Laplace noise</h2><p>{e(saved)}.</p>")
     if card.get("warnings"):
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"])
                      + "</ul>")

@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from app import state
-from app.card_text import automatic_choices
+from app.card_text import automatic_choices, noise_savings
 from app.controls import initial, mechanism_controls
 from app.figures.common import noise_table, release_scatter_chart
 from app.figures.images import image_grid_pixels
@@ -87,6 +87,8 @@ def explore_body() -> None:
             st.warning(md_escape(w))
         if chosen := automatic_choices(release.parameters, release.details):
             st.caption(chosen)  # what the empty (automatic) fields became, as on the card
+        if saved := noise_savings(release.details):
+            st.caption(saved)  # how much noise the Gaussian variant saves against the papers' Laplace
 
     st.markdown("**Noise added** (sensitivity → scale)")
     # a plain table across the page: a few rows of text need neither the interactive grid, which

@@ -487,3 +487,33 @@ def test_automatic_delta_is_not_labelled_one_over_n():
     card = json.loads(pending["card"])
     assert card["parameters"]["delta"] is None
     assert card["guarantee"]["delta"] == pytest.approx(min(1e-5, 1797 ** -1.5)) != pytest.approx(1 / 1797)
+
+
+def test_gaussian_noise_savings_are_said_on_explore_and_in_the_card_text():
+    """Issue 13 item 2: the app shows how much noise the Gaussian variant saves. The card's
+    ``laplace_over_gaussian_variance`` (per statistic) is said on the Explore page, in the card in
+    words (Release page) and in the HTML report; a release without it says nothing of the kind."""
+    from app.card_text import card_in_words, noise_savings, report_html
+    from dpcore.data import load_dataset
+    from dpcore.mechanisms import get_mechanism
+
+    rel = get_mechanism("pca-gauss")(epsilon=1.0, delta=1e-6, random_state=0).release(load_dataset("digits"))
+    card = json.loads(rel.card_json())
+    ratios = {k: v for k, v in card["details"]["laplace_over_gaussian_variance"].items() if k != "note"}
+    assert ratios and all(v > 0 for v in ratios.values())
+    words = _unescaped(card_in_words(card))
+    for part, ratio in ratios.items():
+        assert f"{part} {ratio:.3g}x" in words
+    assert "Gaussian against Laplace noise" in report_html(card, dataset="digits")
+    laplace = json.loads(get_mechanism("pca-gauss")(epsilon=1.0, random_state=0)
+                         .release(load_dataset("digits")).card_json())
+    assert noise_savings(laplace["details"]) is None and "Gaussian against" not in card_in_words(laplace)
+
+    at = new_app()
+    goto(at, "explore")
+    assert not [c for c in at.caption if "Gaussian against Laplace" in c.value]  # local-gaussian
+    at.sidebar.selectbox(key="mechanism").select("pca-gauss").run()
+    at.selectbox(key="p:pca-gauss:noise").select("gaussian").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = [_unescaped(c.value) for c in at.caption if "Gaussian against Laplace" in c.value]
+    assert len(shown) == 1 and "x" in shown[0]
