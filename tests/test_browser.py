@@ -470,6 +470,10 @@ def test_not_private_release_offers_no_download(explore_page):
     screenshot(page, "release-not-private")
 
 
+# The Stop part timed out once in a CI run with the other test worker busy (240 s without the
+# "Stopped after" notice; never reproduced alone or beside CPU hogs): undiagnosed, so one rerun is
+# allowed for that timeout only, and a timeout leaves a screenshot and the page's text for diagnosis.
+@pytest.mark.flaky(reruns=1, only_rerun=["TimeoutError"])
 def test_attack_page_runs_shows_the_claim_and_stops(open_app):
     # Attack page (issue 18): a run at the default settings on digits (local-gaussian, ε = 1,
     # 300 trials), then a long run stopped from the browser, which keeps what it has.
@@ -511,7 +515,12 @@ def test_attack_page_runs_shows_the_claim_and_stops(open_app):
 
     # generous: on a 2-core CI machine the other test worker can hold the server's cores for long
     # stretches (the 5000-trial run itself takes about 5 minutes there, so the stop still comes first)
-    poll(page, stopped, timeout_ms=240_000, what="the stop")
+    try:
+        poll(page, stopped, timeout_ms=240_000, what="the stop")
+    except TimeoutError:
+        screenshot(page, "attack-stop-timeout")
+        print("page text at the stop timeout:\n" + page.locator("body").inner_text()[:3000])
+        raise
     # Streamlit ends the interrupted run without a "finished" message (the websocket count never
     # balances again), so the page's own idle state is what is waited for
     page.wait_for_function(IDLE_JS, timeout=RUN_TIMEOUT_MS)
