@@ -67,19 +67,27 @@ class NoisePlan:
     facts: dict[str, Any]
     varies: tuple[str, ...] = ()
 
-    def scale_of(self, statistic: str) -> float:
-        """The noise scale of the record named ``statistic``.
+    def record(self, statistic: str) -> NoiseRecord:
+        """The noise record named ``statistic``.
 
         Raises
         ------
         KeyError
             No record has that name (the message lists the names).
         """
-        for rec in self.noise:
-            if rec.statistic == statistic:
-                return float(rec.scale)
-        names = ", ".join(r.statistic for r in self.noise) or "none"
-        raise KeyError(f"no noisy statistic named {statistic!r}; this plan has: {names}")
+        return _record(self.noise, statistic)
+
+    def scale_of(self, statistic: str) -> float:
+        """The noise scale of the record named ``statistic`` (:meth:`record`)."""
+        return float(self.record(statistic).scale)
+
+
+def _record(noise: tuple[NoiseRecord, ...] | list[NoiseRecord], statistic: str) -> NoiseRecord:
+    for rec in noise:
+        if rec.statistic == statistic:
+            return rec
+    names = ", ".join(r.statistic for r in noise) or "none"
+    raise KeyError(f"no noisy statistic named {statistic!r}; this plan has: {names}")
 
 
 def placeholder_table(n: int, n_features: int, task: str = "unsupervised", n_classes: int = 2) -> Dataset:
@@ -99,20 +107,17 @@ def placeholder_table(n: int, n_features: int, task: str = "unsupervised", n_cla
         raise ValueError(f"need n >= 2 rows and at least 1 feature, got n = {n}, n_features = {n_features}")
     if task == "classification" and int(n_classes) < 2:
         raise ValueError(f"classification needs at least 2 classes, got {n_classes}")
-    rng = np.random.default_rng(PLACEHOLDER_SEED)
+    # the public skeleton (zeros inside the bounds); placeholder_like draws the values
     names = [f"x{j + 1}" for j in range(int(n_features))]
-    frame = {c: rng.random(int(n)) for c in names}
-    kw: dict[str, Any] = {"bounds": (0.0, 1.0)}
+    frame = pd.DataFrame(np.zeros((int(n), len(names))), columns=names)
+    kw: dict[str, Any] = {"bounds": (0.0, 1.0), "label": ""}
     if task == "classification":
         frame["y"] = np.arange(int(n)) % int(n_classes)
         kw.update(label="y", task=task, classes=list(range(int(n_classes))))
     elif task == "regression":
-        frame["y"] = rng.random(int(n))
+        frame["y"] = 0.0
         kw.update(label="y", task=task, label_bounds=(0.0, 1.0))
-    else:
-        kw["label"] = ""
-
-    return load_dataset(pd.DataFrame(frame), **kw)
+    return placeholder_like(load_dataset(frame, **kw))
 
 
 def placeholder_like(data: Dataset) -> Dataset:
@@ -167,18 +172,32 @@ def noise_plan(mechanism: str, parameters: dict[str, Any], *, n: int | None = No
     ValueError
         Unknown mechanism, bad facts, or parameters the mechanism refuses (its own message).
     """
-    cls = get_mechanism(mechanism)
+    return _plan(mechanism, parameters, _table(mechanism, n, n_features, task, n_classes, like))
+
+
+def _table(mechanism: str, n: int | None, n_features: int | None, task: str, n_classes: int,
+           like: Dataset | None) -> Dataset:
+    """The placeholder :func:`noise_plan` releases from (checked against the mechanism's tasks)."""
     if like is not None:
         table = placeholder_like(like)
     elif n is None or n_features is None:
         raise ValueError("give n and n_features, or a table whose public facts to use (like=)")
     else:
         table = placeholder_table(n, n_features, task, n_classes)
-    if table.task not in cls.tasks:
+    tasks = get_mechanism(mechanism).tasks
+    if table.task not in tasks:
         raise ValueError(f"{mechanism} does not support the {table.task} task "
-                         f"(it supports {', '.join(cls.tasks)})")
+                         f"(it supports {', '.join(tasks)})")
+    return table
+
+
+def _release_noise(mechanism: str, parameters: dict[str, Any], table: Dataset, seed: int = PLACEHOLDER_SEED):
     params = {k: v for k, v in parameters.items() if k != "random_state"}
-    rel, other = (cls(**params, random_state=seed).release(table)
+    return get_mechanism(mechanism)(**params, random_state=seed).release(table)
+
+
+def _plan(mechanism: str, parameters: dict[str, Any], table: Dataset) -> NoisePlan:
+    rel, other = (_release_noise(mechanism, parameters, table, seed)
                   for seed in (PLACEHOLDER_SEED, PLACEHOLDER_SEED + 1))
     varies = tuple(a.statistic for a, b in zip(rel.noise, other.noise, strict=False)
                    if a.statistic != b.statistic or a.scale != b.scale)
@@ -209,20 +228,19 @@ def epsilon_for_scale(mechanism: str, parameters: dict[str, Any], statistic: str
     """
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive number, got {scale}")
+    table = _table(mechanism, facts.get("n"), facts.get("n_features"), facts.get("task", "unsupervised"),
+                   facts.get("n_classes", 2), facts.get("like"))
 
-    def plan(eps: float) -> NoisePlan:
-        return noise_plan(mechanism, {**parameters, "epsilon": eps}, **facts)
-
-    def gap(log_eps: float) -> float:
-        p = plan(math.exp(log_eps))
+    def gap(log_eps: float) -> float:  # one release per step: the table is built once
+        noise = _release_noise(mechanism, {**parameters, "epsilon": math.exp(log_eps)}, table).noise
         try:
-            s = p.scale_of(statistic)
+            rec = _record(noise, statistic)
         except KeyError as exc:
             raise ValueError(exc.args[0]) from None
-        if next(r for r in p.noise if r.statistic == statistic).distribution not in ("laplace", "gaussian"):
+        if rec.distribution not in ("laplace", "gaussian"):
             raise ValueError(f"{statistic!r} is not a Laplace or Gaussian statistic: its 'scale' is not a "
                              "noise scale to invert")
-        return math.log(s) - math.log(scale)
+        return math.log(rec.scale) - math.log(scale)
 
     a, b = math.log(lo), math.log(hi)
     ga, gb = gap(a), gap(b)
@@ -230,4 +248,4 @@ def epsilon_for_scale(mechanism: str, parameters: dict[str, Any], statistic: str
         raise ValueError(f"a scale of {scale:g} for {statistic!r} needs epsilon outside [{lo:g}, {hi:g}] "
                          f"(scales there: {math.exp(ga) * scale:.4g} to {math.exp(gb) * scale:.4g})")
     eps = math.exp(brentq(gap, a, b, xtol=1e-10, rtol=1e-10))
-    return eps, plan(eps)
+    return eps, _plan(mechanism, {**parameters, "epsilon": eps}, table)
