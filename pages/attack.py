@@ -97,6 +97,22 @@ def start() -> None:
     ss["_attack_partial"] = {"key": key, "scores": ([], []), "t0": time.perf_counter()}
 
 
+def drawn_trials(scores: tuple[list[float], list[float]]) -> tuple[list[float], list[float]]:
+    """Copies of an interrupted run's scores, cut to its complete trials (as many per world).
+
+    With Streamlit's fast reruns (``runner.fastReruns``, on by default) a click during a run starts
+    the next run at once in a NEW script thread, while the interrupted one keeps drawing until its
+    next Streamlit call (the ``stop`` check before each trial): for up to one trial both threads
+    hold these lists, and the old one may have appended its world-0 score but not yet its world-1
+    score. Summarising the shared lists raised "resume must hold as many scores per world" (the page
+    then showed no result) or mixed in scores appended afterwards; a copy cut to
+    ``min(len(out), len(in))`` holds exactly the trials both worlds finished (trial t is index t).
+    """
+    out, inn = list(scores[0]), list(scores[1])  # each copy is atomic under the GIL
+    n = min(len(out), len(inn))
+    return out[:n], inn[:n]
+
+
 b1, b2, _ = st.columns([1, 1, 4])
 run = b1.button("Run attack", type="primary", on_click=start)
 b2.button("Stop the attack", on_click=request_stop,
@@ -111,10 +127,11 @@ if not (run or autorun) and partial and partial["key"] == key and key not in res
     # header): Streamlit ended it; finish from the scores it had drawn (the game draws up to its
     # minimum of 10 trials per world first, so a stop always ends with a result)
     # (partial is cleared only once the result is stored: another click can end this run at the
-    # spinner, and the next run then finishes the same scores)
+    # spinner, and the next run then finishes the same scores). The interrupted run's thread may
+    # still be drawing its last trial into partial["scores"]: summarise a copy (drawn_trials).
     ss["_attack_stop"] = False
     with st.spinner("Stopping: summarising the trials drawn so far..."):
-        stopped = game(partial["scores"], stop=lambda: True)
+        stopped = game(drawn_trials(partial["scores"]), stop=lambda: True)
     ss["_attack_partial"] = None
     if stopped is not None and "t0" in partial:  # the whole run, not only this last step
         stopped.seconds = time.perf_counter() - partial["t0"]

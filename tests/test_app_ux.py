@@ -473,6 +473,19 @@ def test_attack_stopped_before_ten_trials_still_ends_with_a_result():
     assert np.array_equal(res.scores_out, full.scores_out[:10])  # resumed: the same seeded trials
     assert any(i.value == "Stopped after 10 trials per world." for i in at.info)
     assert at.session_state["_attack_partial"] is None
+    # a Stop during trial 12: the interrupted run's thread (still running beside the next run, with
+    # Streamlit's fast reruns) has drawn world 0 of that trial but not world 1 when the next run
+    # reads the scores; the summary keeps the 11 complete trials (it showed no result before)
+    scores = (list(full.scores_out[:12]), list(full.scores_in[:11]))
+    results.clear()
+    at.session_state["_attack_partial"] = {"key": key, "scores": scores, "t0": 0.0}
+    at.run()
+    assert not at.error, [e.value for e in at.error]
+    res = at.session_state["_attack_results"][key]
+    assert res.stopped and res.trials == 11
+    assert np.array_equal(res.scores_out, full.scores_out[:11])
+    assert np.array_equal(res.scores_in, full.scores_in[:11])
+    assert any(i.value == "Stopped after 11 trials per world." for i in at.info)
 
 
 def test_automatic_delta_is_not_labelled_one_over_n():

@@ -38,6 +38,8 @@ CHROMIUM = Path(os.environ.get("DP_EXPLORER_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
 RUN_TIMEOUT_MS = 120_000  # one script run (~1 s here; generous for loaded CI machines)
+#: From the Attack page's Stop click to its result on screen (2-3 s here with both cores busy).
+STOP_SHOWS_RESULT_MS = 15_000
 
 pytestmark = [
     pytest.mark.browser,
@@ -470,10 +472,6 @@ def test_not_private_release_offers_no_download(explore_page):
     screenshot(page, "release-not-private")
 
 
-# The Stop part timed out once in a CI run with the other test worker busy (240 s without the
-# "Stopped after" notice; never reproduced alone or beside CPU hogs): undiagnosed, so one rerun is
-# allowed for that timeout only, and a timeout leaves a screenshot and the page's text for diagnosis.
-@pytest.mark.flaky(reruns=1, only_rerun=["TimeoutError"])
 def test_attack_page_runs_shows_the_claim_and_stops(open_app):
     # Attack page (issue 18): a run at the default settings on digits (local-gaussian, ε = 1,
     # 300 trials), then a long run stopped from the browser, which keeps what it has.
@@ -497,30 +495,14 @@ def test_attack_page_runs_shows_the_claim_and_stops(open_app):
     bar = page.locator('[data-testid="stProgress"]')
     poll(page, lambda: bar.count() and "of 5000 trials" in bar.first.inner_text(), timeout_ms=120_000,
          what="the progress bar")
-    # The Stop click ends the run at its next progress update (at most PROGRESS_SECONDS apart) and
-    # the next run summarises what was drawn: the settled state is the "Stopped after" notice,
-    # whatever the number of trials drawn by then. A click is repeated (every 10 s) only while the
-    # attack is still drawing (a lost click under load), never during the summary ("Stopping").
-    stop = page.get_by_role("button", name="Stop the attack")
-    stop.click()
-    clicked = {"at": time.monotonic()}
-
-    def stopped() -> bool:
-        if page.get_by_text("Stopped after").count():
-            return True
-        if time.monotonic() - clicked["at"] > 10 and not page.get_by_text("Stopping:").count():
-            stop.click()
-            clicked["at"] = time.monotonic()
-        return False
-
-    # generous: on a 2-core CI machine the other test worker can hold the server's cores for long
-    # stretches (the 5000-trial run itself takes about 5 minutes there, so the stop still comes first)
-    try:
-        poll(page, stopped, timeout_ms=240_000, what="the stop")
-    except TimeoutError:
-        screenshot(page, "attack-stop-timeout")
-        print("page text at the stop timeout:\n" + page.locator("body").inner_text()[:3000])
-        raise
+    # After Stop the page shows the result of the trials drawn so far within a few seconds: the
+    # stopped run ends at its next trial, and the next run summarises a copy of its complete trials
+    # (pages/attack.py::drawn_trials). One click, no retry: with Streamlit's fast reruns both runs
+    # overlap for up to one trial, and summarising the shared lists while the old run appended to
+    # them left the page with an error and no result (the CI timeout; benchmarks/attack_stop_loop.py
+    # reproduces it with modips, about 1 s per trial).
+    page.get_by_role("button", name="Stop the attack").click()
+    expect(page.get_by_text("Stopped after").first).to_be_visible(timeout=STOP_SHOWS_RESULT_MS)
     # Streamlit ends the interrupted run without a "finished" message (the websocket count never
     # balances again), so the page's own idle state is what is waited for
     page.wait_for_function(IDLE_JS, timeout=RUN_TIMEOUT_MS)
