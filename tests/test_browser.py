@@ -38,7 +38,8 @@ CHROMIUM = Path(os.environ.get("DP_EXPLORER_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
 RUN_TIMEOUT_MS = 120_000  # one script run (~1 s here; generous for loaded CI machines)
-#: From the Attack page's Stop click to its result on screen (2-3 s here with both cores busy).
+#: From the Attack page's Stop click to its result on screen (measured 0.7-3.8 s on this busy 2-core machine,
+#: benchmarks/attack_stop_loop.py).
 STOP_SHOWS_RESULT_MS = 15_000
 
 pytestmark = [
