@@ -23,6 +23,7 @@ import pytest
 
 from app.figures.common import REAL_ROWS, RELEASED_ROWS, SCATTER_ROWS
 from app.runner import DISPLAY_POINTS, PCA_FIT_ROWS, two_d_view
+from dpcore.mechanisms import LocalGaussian
 from tests.test_app import ROOT, goto, new_app
 
 
@@ -211,3 +212,49 @@ def test_scatter_chart_without_labels_or_real_rows_keeps_its_sets_apart():
     # more classes than colours: no class legend, the sets are told apart instead
     _, spec = release_scatter_chart(real, rel, np.arange(30), np.arange(40))
     assert spec["layer"][0]["encoding"]["color"]["field"] == SCATTER_ROWS
+
+
+def test_explore_draws_only_the_displayed_rows_of_a_row_wise_release_and_shows_the_full_facts():
+    """LocalGaussian (row-wise): the preview draws the scatter's and the image grid's rows only,
+    and the page's numbers (guaranteed epsilon, noise table, clipping count) are those of the
+    release of every row; at epsilon = inf the plotted released points are exactly the plotted
+    training rows, so the rows sit at the right positions."""
+    from app.figures.common import noise_table
+    from app.runner import displayed_rows, fit_view, preview_rows, real_in_release_space
+
+    at = new_app()
+    goto(at, "explore")
+    ss = at.session_state
+    train, test = ss.dataset.split(ss["p:test_size"], random_state=0)
+    result = next(v for k, v in ss._memo.items() if k[0] == "explore" and len(k) == 6)
+    n = train.n_samples
+    np.testing.assert_array_equal(result.rows, displayed_rows(n))
+    assert result.release.data.shape[0] == len(result.rows) < n == result.release.n_rows
+    assert any(f"draws the {len(result.rows):,} released rows shown below, of {n:,}" in c.value
+               for c in at.caption)
+    eps = float(result.release.parameters["epsilon"])
+    full, diagnostics = LocalGaussian(epsilon=eps, random_state=0).explore(train)
+    assert result.release.noise == full.noise and result.release.guarantee == full.guarantee
+    assert result.diagnostics == diagnostics
+    assert at.table[0].value.to_dict("records") == noise_table(full.noise)
+    assert at.metric[0].value == f"{full.guarantee.epsilon:.4g}"
+
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(np.inf).run()
+    assert not at.exception
+    _, data = scatter(at)
+    released = data[data[SCATTER_ROWS] == RELEASED_ROWS][["axis 1", "axis 2"]].to_numpy()
+    clean = LocalGaussian(epsilon=np.inf, random_state=0).release(train)
+    pca = fit_view(np.ascontiguousarray(real_in_release_space(clean, test.X)[:PCA_FIT_ROWS]))
+    expected = pca.transform(np.asarray(clean.data)[preview_rows(n)])
+    np.testing.assert_allclose(released, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_at_finds_drawn_rows_and_refuses_missing_ones():
+    from app.runner import rows_at
+
+    drawn = np.array([2, 5, 9])
+    np.testing.assert_array_equal(rows_at(drawn, np.array([9, 2])), [2, 0])
+    np.testing.assert_array_equal(rows_at(None, np.array([9, 2])), [9, 2])
+    for missing in ([3], [10]):
+        with pytest.raises(ValueError, match="not drawn"):
+            rows_at(drawn, np.array(missing))
