@@ -141,6 +141,34 @@ def test_launcher_preloads_modules_that_exist_and_skips_a_missing_one():
     assert "colorsys" in sys.modules
 
 
+def test_prepared_server_process_runs_the_first_page_without_new_imports_or_a_stack_walk():
+    """After the launcher's :func:`app.launch.prepare_process`, the first visitor's run of the
+    Data page imports no module and never calls ``inspect.stack`` (Streamlit's once-per-process
+    "use streamlit run" check walked the run's stack, resolving every module's path: ~0.5 s)."""
+    code = textwrap.dedent(f"""
+        import inspect, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from app import launch
+        launch.prepare_process()
+        from streamlit.testing.v1 import AppTest
+        calls = []
+        real_stack = inspect.stack
+        inspect.stack = lambda *a, **k: calls.append(1) or real_stack(*a, **k)
+        at = AppTest.from_file({str(ROOT / "app" / "streamlit_app.py")!r}, default_timeout=120)
+        loaded = set(sys.modules)
+        at.run()
+        assert not at.exception and at.title[0].value == "Data"
+        start_up = ("streamlit.testing", "streamlit.components", "packaging", "encodings",
+                    "pyarrow.vendored")  # AppTest's runtime start (a server's start-up, not a run)
+        new = sorted(m for m in set(sys.modules) - loaded if not m.startswith(start_up))
+        print(len(calls), new)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+
+
 def test_image_grid_pixels_match_the_figures_gray_scale_and_tiles():
     from app.figures.images import image_grid_pixels, image_mosaic
 
