@@ -12,7 +12,7 @@ from app import state
 from app.controls import initial
 from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
-from dpcore.data import load_dataset, read_table
+from dpcore.data import Dataset, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.release import spreadsheet_safe
 from dpcore.validation import TASKS
@@ -232,8 +232,9 @@ if st.button("Apply these bounds as public"):
 if st.session_state.get("bounds_message"):
     st.success(md_escape(st.session_state.pop("bounds_message")), icon=":material/check_circle:")
 
-with st.expander("Import a bounds file, or set many columns at once",
-                 expanded=ds.bounds_source == "data"):
+
+def bounds_tools(ds: Dataset) -> None:
+    """A bounds file, or one [lo, hi] for many columns: the "Import a bounds file" expander."""
     bounds_file = st.file_uploader(
         "Public bounds file: JSON `{\"column\": [lo, hi]}` or CSV rows `column,lo,hi` (the format "
         "of `dpcore release --bounds`)", type=["json", "csv", "txt"],
@@ -261,6 +262,15 @@ with st.expander("Import a bounds file, or set many columns at once",
             st.error(md_escape(message))
         else:
             use_bounds(new_ds, message)
+
+
+# lazy (on_change="rerun"): its widgets are built only while it is open, not on every first page
+tools = st.expander("Import a bounds file, or set many columns at once",
+                    expanded=ds.bounds_source == "data", key=f"bounds_tools:{ds.fingerprint[:12]}",
+                    on_change="rerun")
+if tools.open:
+    with tools:
+        bounds_tools(ds)
 
 st.subheader("Public reference table (optional)")
 st.markdown(

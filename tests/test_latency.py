@@ -286,3 +286,30 @@ def test_rows_at_finds_drawn_rows_and_refuses_missing_ones():
     for missing in ([3], [10]):
         with pytest.raises(ValueError, match="not drawn"):
             rows_at(drawn, np.array(missing))
+
+
+def test_bounds_tools_are_built_only_while_their_expander_is_open():
+    """The Data page's "Import a bounds file, or set many columns at once" expander is lazy: on a
+    bundled dataset (metadata bounds) it starts closed and its widgets are not built; opening it
+    builds them; on a table whose bounds come from the data it starts open."""
+    from tests.test_app import goto as go
+
+    def tools(at) -> list[str]:
+        ids = [u.proto.id for u in at.get("file_uploader")]
+        return [k for k in ("bounds_file",) if any(k in i for i in ids)] + [n.key for n in at.number_input]
+
+    at = new_app()
+    assert at.title[0].value == "Data" and tools(at) == []
+    assert [e.label for e in at.expander] == ["Import a bounds file, or set many columns at once"]
+    at.session_state[f"bounds_tools:{at.session_state.dataset.fingerprint[:12]}"] = True  # the user opens it
+    at.run()
+    assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]
+
+    at = new_app()
+    go(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    csv = "a,b\n" + "\n".join(f"{i % 7},{(i * 3) % 5}" for i in range(30))
+    at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    next(b for b in at.button if b.label == "Use this table").click().run()
+    assert at.session_state.dataset.bounds_source == "data" and not at.exception
+    assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]
