@@ -300,7 +300,7 @@ def test_bounds_tools_are_built_only_while_their_expander_is_open():
 
     at = new_app()
     assert at.title[0].value == "Data" and tools(at) == []
-    assert [e.label for e in at.expander] == ["Import a bounds file, or set many columns at once"]
+    assert [e.label for e in at.expander][-1] == "Import a bounds file, or set many columns at once"
     at.session_state[f"bounds_tools:{at.session_state.dataset.fingerprint[:12]}"] = True  # the user opens it
     at.run()
     assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]
@@ -313,3 +313,29 @@ def test_bounds_tools_are_built_only_while_their_expander_is_open():
     next(b for b in at.button if b.label == "Use this table").click().run()
     assert at.session_state.dataset.bounds_source == "data" and not at.exception
     assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]
+
+
+def test_first_page_builds_no_grid_until_asked_and_keeps_both_grids_one_click_away():
+    """The Data page on digits (the first page): the rows are shown as images, the bounds come
+    from the metadata, so neither grid (table preview, bounds editor: the browser's largest
+    JavaScript chunks) is built; a caption gives the bounds; opening the expanders builds them.
+    A table without images gets its preview at once."""
+    from tests.test_app import choose_dataset
+
+    def grids(at) -> list[str]:
+        return [("editor" if "bounds_editor" in (d.proto.id or "") else "preview") for d in at.dataframe]
+
+    at = new_app()
+    ds = at.session_state.dataset
+    assert at.title[0].value == "Data" and grids(at) == [] and ds.image_shape
+    assert any(c.value == "All 64 columns: [0, 16]." for c in at.caption)
+    labels = [e.label for e in at.expander]
+    assert labels[:2] == ["Table preview (first 50 rows)", "See and edit the bounds of every column"]
+    at.session_state[f"preview:{ds.fingerprint[:12]}"] = True
+    at.session_state[f"bounds_table:{ds.fingerprint[:12]}"] = True
+    at.run()
+    assert grids(at) == ["preview", "editor"] and len(at.dataframe[0].value) == 50
+    assert any(b.label == "Apply these bounds as public" for b in at.button)
+
+    choose_dataset(at, "breast-cancer")  # no images: the preview is the way to see the rows
+    assert grids(at) == ["preview"]
