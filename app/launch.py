@@ -23,6 +23,7 @@ __all__ = [
     "ROOT",
     "import_modules",
     "main",
+    "prepare_process",
     "server_command",
 ]
 
@@ -51,9 +52,13 @@ def _flags(settings: Mapping[str, str]) -> list[str]:
 #: answers once it can serve every page at once. (Imported on a background thread beside the server
 #: start, as before, they took as long, held the interpreter lock while the first run needed it,
 #: and the first run still waited: about 4 s of the cold first page came from scikit-learn.)
+#: The first page's run also imported Pillow's image plugins (PNG encoding of the image grid),
+#: pyarrow's pandas bridge (the preview grid), Streamlit's icon names and app.markdown.
 PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.figures.images", "dpcore.release",
            "app.runner", "app.figures.common", "sklearn.model_selection", "plotly.io",
-           "sklearn.cluster", "sklearn.metrics")
+           "sklearn.cluster", "sklearn.metrics", "app.markdown", "pyarrow.pandas_compat",
+           "streamlit.material_icon_names", "PIL.BmpImagePlugin", "PIL.GifImagePlugin",
+           "PIL.JpegImagePlugin", "PIL.PngImagePlugin", "PIL.PpmImagePlugin")
 
 
 def import_modules(modules: tuple[str, ...] = PRELOAD) -> None:
@@ -66,14 +71,39 @@ def import_modules(modules: tuple[str, ...] = PRELOAD) -> None:
             continue
 
 
+def prepare_process(modules: tuple[str, ...] = PRELOAD) -> None:
+    """Work the first visitor's run would otherwise do, done before the server listens.
+
+    - :func:`import_modules` (``modules``);
+    - Streamlit's once-per-process check for a bare ``python script.py`` or a REPL (to print "use
+      streamlit run") is marked done: the launcher always runs ``streamlit run``, and the check
+      walks the first run's whole stack with ``inspect.stack()``, resolving the path of every
+      loaded module for every frame: 0.4-0.5 s of CPU in the first visitor's first run here;
+    - the garbage is collected and the objects alive (the imported modules, mostly) are frozen
+      (``gc.freeze``), so the first run's collection (:func:`app.state.tune_process`) and
+      Streamlit's after every run skip them.
+    """
+    import gc
+
+    import_modules(modules)
+    try:
+        from streamlit import delta_generator
+    except ImportError:  # pragma: no cover - Streamlit is a dependency
+        return
+    if hasattr(delta_generator, "_use_warning_has_been_displayed"):  # Streamlit internals: if absent,
+        delta_generator._use_warning_has_been_displayed = True  # the check just runs as before
+    gc.collect()
+    gc.freeze()
+
+
 def main() -> None:
     """``dp-explorer``: ``streamlit run`` the app with the hardened flags, then the user's own;
-    the pages' modules are imported first (:func:`import_modules`)."""
+    the pages' modules are imported first (:func:`prepare_process`)."""
     from streamlit.web import cli as stcli
 
     if str(ROOT) not in sys.path:  # `app` and `dpcore` from this checkout, as the script has them
         sys.path.insert(0, str(ROOT))
-    import_modules(PRELOAD)
+    prepare_process(PRELOAD)
     sys.argv = ["streamlit", "run", str(APP), *_flags(HARDENED_SETTINGS), *sys.argv[1:]]
     sys.exit(stcli.main())
 

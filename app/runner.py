@@ -22,12 +22,15 @@ __all__ = [
     "INTERNAL_ERROR",
     "PCA_FIT_ROWS",
     "RunResult",
+    "IMAGE_ROWS",
+    "displayed_rows",
     "distance_sweep",
     "draw_release",
     "fit_view",
     "kmeans_agreement",
     "preview_rows",
     "real_in_release_space",
+    "rows_at",
     "two_d_view",
 ]
 
@@ -44,17 +47,23 @@ class RunResult:
     release: Release | None
     error: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    #: the input positions of the released rows drawn, in order (None: every row)
+    rows: np.ndarray | None = None
 
 
 def draw_release(name: str, params: dict[str, Any], ds: Dataset, seed: int | None,
-                 n_samples: int | None = None) -> RunResult:
-    """Run mechanism ``name`` on ``ds``. ``seed=None`` draws OS entropy (publishable)."""
+                 n_samples: int | None = None, rows: np.ndarray | None = None) -> RunResult:
+    """Run mechanism ``name`` on ``ds``. ``seed=None`` draws OS entropy (publishable).
+
+    ``rows``: draw only these released rows (a row-wise mechanism's preview,
+    :meth:`dpcore.mechanisms.base.Mechanism.explore`); ``RunResult.rows`` keeps them."""
     try:
         mech = get_mechanism(name)(**params, random_state=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # shown by the Data page instead
-            release, diagnostics = mech.explore(ds, n_samples=n_samples)
-            return RunResult(release, diagnostics=diagnostics)
+            some = {} if rows is None else {"rows": rows}  # row-wise mechanisms only
+            release, diagnostics = mech.explore(ds, n_samples=n_samples, **some)
+            return RunResult(release, diagnostics=diagnostics, rows=rows)
     except (ValueError, TypeError, np.linalg.LinAlgError) as exc:
         return RunResult(None, str(exc))
     except Exception as exc:  # noqa: BLE001 - a page must show an error, never a traceback
@@ -69,9 +78,34 @@ DISPLAY_POINTS = 600
 PCA_FIT_ROWS = 4000
 
 
+#: Released rows the Explore page shows as images (the first ones).
+IMAGE_ROWS = 24
+
+
 def preview_rows(n: int, max_points: int = DISPLAY_POINTS, seed: int = 0) -> np.ndarray:
     """The released rows :func:`two_d_view` plots, in its order (apply it to their labels too)."""
     return np.random.default_rng(seed).permutation(n)[:max_points]
+
+
+def displayed_rows(n: int, n_images: int = IMAGE_ROWS) -> np.ndarray:
+    """Sorted positions of the released rows the Explore page shows out of ``n``: the scatter's
+    :func:`preview_rows` and the image grid's first ``n_images``. A row-wise mechanism's preview
+    draws these only (``draw_release(..., rows=...)``)."""
+    return np.union1d(preview_rows(n), np.arange(min(n_images, n)))
+
+
+def rows_at(drawn: np.ndarray | None, wanted: np.ndarray) -> np.ndarray:
+    """Where the released rows ``wanted`` (positions in the full release) sit in a release drawn
+    for the rows ``drawn`` (sorted; ``None``: every row, positions unchanged).
+
+    Raises ``ValueError`` if one of ``wanted`` was not drawn."""
+    wanted = np.asarray(wanted, dtype=np.int64)
+    if drawn is None:
+        return wanted
+    at = np.searchsorted(drawn, wanted)
+    if wanted.size and (at.max() >= drawn.size or np.any(drawn[np.minimum(at, drawn.size - 1)] != wanted)):
+        raise ValueError("some of the wanted rows were not drawn")
+    return at
 
 
 def fit_view(basis: np.ndarray, seed: int = 0) -> PCA:
@@ -81,7 +115,7 @@ def fit_view(basis: np.ndarray, seed: int = 0) -> PCA:
 
 def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = DISPLAY_POINTS,
                seed: int = 0, fit: Callable[[np.ndarray], PCA] | None = None,
-               ) -> tuple[np.ndarray | None, np.ndarray, str]:
+               plotted: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray, str]:
     """First two principal axes of the real data (mapped into the release space), applied to both.
 
     Exploration only: the PCA is fitted on real rows and never leaves the custodian's browser.
@@ -89,8 +123,10 @@ def two_d_view(real: np.ndarray | None, released: np.ndarray, max_points: int = 
     ``released[preview_rows(len(released), max_points, seed)]``; the real ones the first
     ``max_points``. ``fit(basis)`` returns the fitted axes (default :func:`fit_view` with
     ``seed``; a page passes a memoised one: the real rows, hence the axes, rarely change).
+    ``plotted``: the positions in ``released`` of the rows to plot instead (a release drawn for
+    some rows only: ``rows_at(drawn, preview_rows(n))``).
     """
-    rel = released[preview_rows(released.shape[0], max_points, seed)]
+    rel = released[preview_rows(released.shape[0], max_points, seed) if plotted is None else plotted]
     if released.shape[1] <= 2:
         pad = np.zeros((rel.shape[0], 2 - released.shape[1]))
         r2 = None if real is None else np.hstack([real[:max_points], np.zeros((min(

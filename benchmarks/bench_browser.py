@@ -4,7 +4,8 @@ Three browser figures and, beside them, the server-side figures they are often c
 
 * **cold first page** (browser): a freshly started ``streamlit run`` (health endpoint already
   answering), a new browser tab opens ``/``; time from ``page.goto`` to the settled page (run
-  finished, title shown, pictures decoded, charts, if any, drawn; two frames painted). Also
+  finished, title shown, no element still a grey placeholder waiting for its JavaScript chunk,
+  pictures decoded, charts, if any, drawn; two frames painted). Also
   from the process start. Repeated ``--cold`` times, one new server each.
 * **new session, warm server** (browser): the same on a server that has served a session already.
 * **Explore epsilon slider** (browser): on the Explore page, the keyboard-focused ε slider gets
@@ -84,6 +85,8 @@ PLOT_SIGNATURE_JS = f"""() => {{
 #: True when the page's pictures (``st.image``) are decoded, each Plotly chart has its data and
 #: each Vega-Lite chart has drawn on its canvas.
 PAGE_DRAWN_JS = """() => {
+  // an element whose JavaScript chunk is still loading is drawn as a grey stSkeleton placeholder
+  if (document.querySelector('[data-testid="stSkeleton"]')) return false;
   const imgs = Array.from(document.querySelectorAll('[data-testid="stImage"] img'));
   const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'));
   const vega = Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'));
@@ -231,7 +234,8 @@ class Session:
 
     def open(self, path: str = "/") -> float:
         """Open ``path`` in this tab; seconds from ``goto`` to the settled page (the run finished,
-        the title shown, every picture decoded and every Plotly chart drawn, two frames painted)."""
+        the title shown, no element still a placeholder (stSkeleton), every picture decoded and
+        every Plotly chart drawn, two frames painted)."""
         t0 = time.perf_counter()
         self.page.goto(self.url + path, wait_until="commit")
         self.settled(0, None, need_plot=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -12,7 +13,7 @@ from app import state
 from app.controls import initial
 from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
-from dpcore.data import load_dataset, read_table
+from dpcore.data import Dataset, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.release import spreadsheet_safe
 from dpcore.validation import TASKS
@@ -181,11 +182,18 @@ if ds.classes is not None:
     st.caption(f"Classes ({ds.classes_source}): "
                + md_escape(", ".join(str(c) for c in ds.classes.tolist()[:30]))
                + (" ..." if len(ds.classes) > 30 else ""))
-st.dataframe(ds.to_frame().head(50), height=240)
 if ds.image_shape:
     # a still picture: the first page then needs none of Plotly's JavaScript (seconds to load)
     st.image(image_grid_pixels(ds.X[:24], ds.image_shape, ncols=12), output_format="PNG",
              caption="The first 24 rows as images")
+# the grids (preview, bounds editor) are lazy expanders (on_change="rerun": built only while open):
+# their JavaScript was about a third of the first page's work in the browser. The preview starts
+# open unless the rows are shown as images above.
+preview = st.expander("Table preview (first 50 rows)", expanded=not ds.image_shape,
+                      key=f"preview:{ds.fingerprint[:12]}", on_change="rerun")
+if preview.open:
+    with preview:
+        st.dataframe(ds.to_frame().head(50), height=240)
 
 st.subheader("Public bounds")
 st.markdown(
@@ -199,41 +207,55 @@ if ds.bounds_source == "data":
              icon=":material/report:")
 else:
     st.success(f"Bounds source: **{ds.bounds_source}**.")
-origin = ds.meta.get("bounds_origin", {}) if ds.meta else {}
-table = pd.DataFrame({
-    "column": ds.feature_names, "lo": ds.bounds[:, 0], "hi": ds.bounds[:, 1],
-    "origin": [src if src != "metadata" else origin.get(c, src)
-               for c, src in zip(ds.feature_names, ds.bounds_sources, strict=True)],
-})
 bounds_note = st.session_state.pop("data_bounds_note", None)
 if bounds_note:
     st.warning(md_escape(bounds_note))
-edited = st.data_editor(table, disabled=["column", "origin"], hide_index=True, height=240,
-                        key=f"bounds_editor:{ds.fingerprint[:12]}")
-st.caption("The table takes a block pasted from a spreadsheet: click the first `lo` cell to fill "
-           "and press Ctrl+V (⌘V); two columns (lo, hi) fill as many rows as you paste.")
 
 
-def use_bounds(new_ds, message: str) -> None:
+def use_bounds(new_ds: Dataset, message: str) -> None:
     state.set_dataset(new_ds, st.session_state.dataset_label)
     st.session_state.data_warnings = state.data_bounds_warning(new_ds)
     st.session_state.bounds_message = message
     st.rerun()
 
 
-if st.button("Apply these bounds as public"):
-    new_ds, problem = state.apply_bounds_edit(ds, edited[["lo", "hi"]].to_numpy(dtype=float))
-    if problem and new_ds is None:
-        st.error(md_escape(problem))
-    elif new_ds is not None:
-        if problem:
-            st.session_state.data_bounds_note = problem
-        use_bounds(new_ds, "Public bounds applied from the table.")
+def bounds_table(ds: Dataset) -> None:
+    """The bounds editor (a grid: spreadsheet paste) and its "Apply these bounds as public"."""
+    origin = ds.meta.get("bounds_origin", {}) if ds.meta else {}
+    table = pd.DataFrame({
+        "column": ds.feature_names, "lo": ds.bounds[:, 0], "hi": ds.bounds[:, 1],
+        "origin": [src if src != "metadata" else origin.get(c, src)
+                   for c, src in zip(ds.feature_names, ds.bounds_sources, strict=True)],
+    })
+    edited = st.data_editor(table, disabled=["column", "origin"], hide_index=True, height=240,
+                            key=f"bounds_editor:{ds.fingerprint[:12]}")
+    st.caption("The table takes a block pasted from a spreadsheet: click the first `lo` cell to fill "
+               "and press Ctrl+V (⌘V); two columns (lo, hi) fill as many rows as you paste.")
+    if st.button("Apply these bounds as public"):
+        new_ds, problem = state.apply_bounds_edit(ds, edited[["lo", "hi"]].to_numpy(dtype=float))
+        if problem and new_ds is None:
+            st.error(md_escape(problem))
+        elif new_ds is not None:
+            if problem:
+                st.session_state.data_bounds_note = problem
+            use_bounds(new_ds, "Public bounds applied from the table.")
+
+
+ranges = np.unique(ds.bounds, axis=0)
+st.caption(f"All {ds.n_features} columns: [{ranges[0, 0]:g}, {ranges[0, 1]:g}]." if len(ranges) == 1
+           else f"{len(ranges)} different [lo, hi] ranges over {ds.n_features} columns.")
+# open at once unless every bound comes from the dataset's own metadata
+editor = st.expander("See and edit the bounds of every column", expanded=ds.bounds_source != "metadata",
+                     key=f"bounds_table:{ds.fingerprint[:12]}", on_change="rerun")
+if editor.open:
+    with editor:
+        bounds_table(ds)
 if st.session_state.get("bounds_message"):
     st.success(md_escape(st.session_state.pop("bounds_message")), icon=":material/check_circle:")
 
-with st.expander("Import a bounds file, or set many columns at once",
-                 expanded=ds.bounds_source == "data"):
+
+def bounds_tools(ds: Dataset) -> None:
+    """A bounds file, or one [lo, hi] for many columns: the "Import a bounds file" expander."""
     bounds_file = st.file_uploader(
         "Public bounds file: JSON `{\"column\": [lo, hi]}` or CSV rows `column,lo,hi` (the format "
         "of `dpcore release --bounds`)", type=["json", "csv", "txt"],
@@ -261,6 +283,15 @@ with st.expander("Import a bounds file, or set many columns at once",
             st.error(md_escape(message))
         else:
             use_bounds(new_ds, message)
+
+
+# lazy (on_change="rerun"): its widgets are built only while it is open, not on every first page
+tools = st.expander("Import a bounds file, or set many columns at once",
+                    expanded=ds.bounds_source == "data", key=f"bounds_tools:{ds.fingerprint[:12]}",
+                    on_change="rerun")
+if tools.open:
+    with tools:
+        bounds_tools(ds)
 
 st.subheader("Public reference table (optional)")
 st.markdown(

@@ -194,12 +194,13 @@ def test_explore_scatter_has_axis_titles_with_units_and_a_class_legend():
     assert colour["scale"]["domain"] == [str(c) for c in range(10)]  # digits: one entry per class
     assert [layer["mark"]["filled"] for layer in spec["layer"]] == [False, True]  # real hollow
     # the released points of each class are exactly the plotted released rows of that class
-    from app.runner import preview_rows
+    from app.runner import preview_rows, rows_at
     from dpcore.utility import release_class_labels
 
     key = next(k for k in at.session_state._memo if k[0] == "explore" and len(k) == 6)
-    labels = release_class_labels(at.session_state._memo[key].release).astype(int)
-    plotted = labels[preview_rows(len(labels))]
+    result = at.session_state._memo[key]  # local-gaussian: the displayed rows only (result.rows)
+    labels = release_class_labels(result.release).astype(int)
+    plotted = labels[rows_at(result.rows, preview_rows(result.release.n_rows))]
     released = data[data["rows"] == "released"]
     assert released["class"].tolist() == [str(v) for v in plotted]
 

@@ -23,6 +23,7 @@ import pytest
 
 from app.figures.common import REAL_ROWS, RELEASED_ROWS, SCATTER_ROWS
 from app.runner import DISPLAY_POINTS, PCA_FIT_ROWS, two_d_view
+from dpcore.mechanisms import LocalGaussian
 from tests.test_app import ROOT, goto, new_app
 
 
@@ -140,6 +141,34 @@ def test_launcher_preloads_modules_that_exist_and_skips_a_missing_one():
     assert "colorsys" in sys.modules
 
 
+def test_prepared_server_process_runs_the_first_page_without_new_imports_or_a_stack_walk():
+    """After the launcher's :func:`app.launch.prepare_process`, the first visitor's run of the
+    Data page imports no module and never calls ``inspect.stack`` (Streamlit's once-per-process
+    "use streamlit run" check walked the run's stack, resolving every module's path: ~0.5 s)."""
+    code = textwrap.dedent(f"""
+        import inspect, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from app import launch
+        launch.prepare_process()
+        from streamlit.testing.v1 import AppTest
+        calls = []
+        real_stack = inspect.stack
+        inspect.stack = lambda *a, **k: calls.append(1) or real_stack(*a, **k)
+        at = AppTest.from_file({str(ROOT / "app" / "streamlit_app.py")!r}, default_timeout=120)
+        loaded = set(sys.modules)
+        at.run()
+        assert not at.exception and at.title[0].value == "Data"
+        start_up = ("streamlit.testing", "streamlit.components", "packaging", "encodings",
+                    "pyarrow.vendored")  # AppTest's runtime start (a server's start-up, not a run)
+        new = sorted(m for m in set(sys.modules) - loaded if not m.startswith(start_up))
+        print(len(calls), new)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+
+
 def test_image_grid_pixels_match_the_figures_gray_scale_and_tiles():
     from app.figures.images import image_grid_pixels, image_mosaic
 
@@ -211,3 +240,102 @@ def test_scatter_chart_without_labels_or_real_rows_keeps_its_sets_apart():
     # more classes than colours: no class legend, the sets are told apart instead
     _, spec = release_scatter_chart(real, rel, np.arange(30), np.arange(40))
     assert spec["layer"][0]["encoding"]["color"]["field"] == SCATTER_ROWS
+
+
+def test_explore_draws_only_the_displayed_rows_of_a_row_wise_release_and_shows_the_full_facts():
+    """LocalGaussian (row-wise): the preview draws the scatter's and the image grid's rows only,
+    and the page's numbers (guaranteed epsilon, noise table, clipping count) are those of the
+    release of every row; at epsilon = inf the plotted released points are exactly the plotted
+    training rows, so the rows sit at the right positions."""
+    from app.figures.common import noise_table
+    from app.runner import displayed_rows, fit_view, preview_rows, real_in_release_space
+
+    at = new_app()
+    goto(at, "explore")
+    ss = at.session_state
+    train, test = ss.dataset.split(ss["p:test_size"], random_state=0)
+    result = next(v for k, v in ss._memo.items() if k[0] == "explore" and len(k) == 6)
+    n = train.n_samples
+    np.testing.assert_array_equal(result.rows, displayed_rows(n))
+    assert result.release.data.shape[0] == len(result.rows) < n == result.release.n_rows
+    assert any(f"draws the {len(result.rows):,} released rows shown below, of {n:,}" in c.value
+               for c in at.caption)
+    eps = float(result.release.parameters["epsilon"])
+    full, diagnostics = LocalGaussian(epsilon=eps, random_state=0).explore(train)
+    assert result.release.noise == full.noise and result.release.guarantee == full.guarantee
+    assert result.diagnostics == diagnostics
+    assert at.table[0].value.to_dict("records") == noise_table(full.noise)
+    assert at.metric[0].value == f"{full.guarantee.epsilon:.4g}"
+
+    at.select_slider(key="p:local-gaussian:epsilon").set_value(np.inf).run()
+    assert not at.exception
+    _, data = scatter(at)
+    released = data[data[SCATTER_ROWS] == RELEASED_ROWS][["axis 1", "axis 2"]].to_numpy()
+    clean = LocalGaussian(epsilon=np.inf, random_state=0).release(train)
+    pca = fit_view(np.ascontiguousarray(real_in_release_space(clean, test.X)[:PCA_FIT_ROWS]))
+    expected = pca.transform(np.asarray(clean.data)[preview_rows(n)])
+    np.testing.assert_allclose(released, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_at_finds_drawn_rows_and_refuses_missing_ones():
+    from app.runner import rows_at
+
+    drawn = np.array([2, 5, 9])
+    np.testing.assert_array_equal(rows_at(drawn, np.array([9, 2])), [2, 0])
+    np.testing.assert_array_equal(rows_at(None, np.array([9, 2])), [9, 2])
+    for missing in ([3], [10]):
+        with pytest.raises(ValueError, match="not drawn"):
+            rows_at(drawn, np.array(missing))
+
+
+def test_bounds_tools_are_built_only_while_their_expander_is_open():
+    """The Data page's "Import a bounds file, or set many columns at once" expander is lazy: on a
+    bundled dataset (metadata bounds) it starts closed and its widgets are not built; opening it
+    builds them; on a table whose bounds come from the data it starts open."""
+    from tests.test_app import goto as go
+
+    def tools(at) -> list[str]:
+        ids = [u.proto.id for u in at.get("file_uploader")]
+        return [k for k in ("bounds_file",) if any(k in i for i in ids)] + [n.key for n in at.number_input]
+
+    at = new_app()
+    assert at.title[0].value == "Data" and tools(at) == []
+    assert [e.label for e in at.expander][-1] == "Import a bounds file, or set many columns at once"
+    at.session_state[f"bounds_tools:{at.session_state.dataset.fingerprint[:12]}"] = True  # the user opens it
+    at.run()
+    assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]
+
+    at = new_app()
+    go(at, "data")
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    csv = "a,b\n" + "\n".join(f"{i % 7},{(i * 3) % 5}" for i in range(30))
+    at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    next(b for b in at.button if b.label == "Use this table").click().run()
+    assert at.session_state.dataset.bounds_source == "data" and not at.exception
+    assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]
+
+
+def test_first_page_builds_no_grid_until_asked_and_keeps_both_grids_one_click_away():
+    """The Data page on digits (the first page): the rows are shown as images, the bounds come
+    from the metadata, so neither grid (table preview, bounds editor: the browser's largest
+    JavaScript chunks) is built; a caption gives the bounds; opening the expanders builds them.
+    A table without images gets its preview at once."""
+    from tests.test_app import choose_dataset
+
+    def grids(at) -> list[str]:
+        return [("editor" if "bounds_editor" in (d.proto.id or "") else "preview") for d in at.dataframe]
+
+    at = new_app()
+    ds = at.session_state.dataset
+    assert at.title[0].value == "Data" and grids(at) == [] and ds.image_shape
+    assert any(c.value == "All 64 columns: [0, 16]." for c in at.caption)
+    labels = [e.label for e in at.expander]
+    assert labels[:2] == ["Table preview (first 50 rows)", "See and edit the bounds of every column"]
+    at.session_state[f"preview:{ds.fingerprint[:12]}"] = True
+    at.session_state[f"bounds_table:{ds.fingerprint[:12]}"] = True
+    at.run()
+    assert grids(at) == ["preview", "editor"] and len(at.dataframe[0].value) == 50
+    assert any(b.label == "Apply these bounds as public" for b in at.button)
+
+    choose_dataset(at, "breast-cancer")  # no images: the preview is the way to see the rows
+    assert grids(at) == ["preview"]

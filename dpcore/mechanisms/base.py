@@ -91,6 +91,10 @@ class Mechanism:
     public_transform: ClassVar[bool] = True
     #: constructor arguments beyond the schema and COMMON_ARGS (e.g. ``public_data``)
     extra_args: ClassVar[tuple[str, ...]] = ()
+    #: True when released row i is a function of input row i, the public facts and its own noise
+    #: only (local perturbation: no statistic across rows, noise scale independent of n), so a
+    #: preview may draw some rows only (:meth:`explore` ``rows``) with each row's exact law
+    row_wise: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -197,7 +201,8 @@ class Mechanism:
         """
         return self.explore(X, y, n_samples=n_samples).release
 
-    def explore(self, X: Any, y: Any = None, *, n_samples: int | None = None) -> Exploration:
+    def explore(self, X: Any, y: Any = None, *, n_samples: int | None = None,
+                rows: np.ndarray | None = None) -> Exploration:
         """Draw a release as :meth:`release` does, and return the exploration facts beside it.
 
         Same parameters, errors and release as :meth:`release`. The diagnostics (clipping counts,
@@ -205,17 +210,52 @@ class Mechanism:
         the mechanism's internals: they are for the custodian's exploration pages and tests, and
         cannot reach a saved file (:class:`~dpcore.release.Release` has no place for them).
 
+        ``rows`` (row-wise mechanisms only, :attr:`row_wise`; a seeded preview of an in-memory
+        input): draw only the released rows at these input positions, in this order, e.g. the
+        rows a page displays.
+        Each drawn row has the law it has in the full release (same sampler, same noise scale:
+        the input is prepared, clipped and counted in full, then those rows are perturbed); the
+        values differ from the full release's for the same seed. ``n_rows`` stays the input's
+        row count and ``details["drawn_rows"]`` says how many rows were drawn.
+
         Returns
         -------
         Exploration
             ``(release, diagnostics)``.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`release`; ``rows`` for a mechanism that is not row-wise, with ``n_samples``,
+            without a ``random_state``, on a table larger than memory, or outside ``[0, n)``.
         """
         values, data, n_samples = self._prepare(X, y, n_samples)
+        n_rows = data.n_samples
+        if rows is not None:
+            data = self._some_rows(data, rows, n_samples)
         rng = check_random_state(self.random_state)
         # noise bits: OS-keyed CSPRNG, or for a seed a stream separate from rng (public matrices)
         rel = self._guarded(values, partial(self._release, data, values, rng, n_samples,
                                             bits=noise_source(self.random_state)))
+        if rows is not None:
+            rel = dataclasses.replace(rel, n_rows=n_rows,
+                                      details={**rel.details, "drawn_rows": data.n_samples})
         return Exploration(self._finish(rel, values, data), dict(data.diagnostics))
+
+    def _some_rows(self, data: PreparedInput, rows: np.ndarray, n_samples: int | None) -> PreparedInput:
+        """``data`` restricted to the input rows ``rows`` for :meth:`explore` (bounds, class list,
+        public facts and clipping counts stay those of the whole input; the diagnostics dict is
+        shared, so what the mechanism records lands in the one :meth:`explore` returns)."""
+        if not self.row_wise:
+            raise ValueError(f"{self.name} is not row-wise: its release cannot be drawn for some rows only")
+        if n_samples is not None or dask_engine.is_lazy(data.X) or self.random_state is None:
+            raise ValueError("rows= draws a seeded preview (random_state set) of an in-memory input with "
+                             "n_samples=None: a partial release is never saved")
+        rows = np.asarray(rows)
+        if rows.ndim != 1 or rows.dtype.kind not in "iu" or (rows.size and (
+                rows.min() < 0 or rows.max() >= data.n_samples)):
+            raise ValueError(f"rows must be a 1-D integer array of positions in [0, {data.n_samples})")
+        return dataclasses.replace(data, X=data.X[rows], y=None if data.y is None else data.y[rows])
 
     def _prepare(self, X: Any, y: Any, n_samples: int | None
                  ) -> tuple[dict[str, Any], PreparedInput, int | None]:

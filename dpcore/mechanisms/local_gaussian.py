@@ -231,6 +231,7 @@ class LocalGaussian(Mechanism):
     neighbouring = "replace-one"
     guarantee_kind = "approx"
     capabilities = frozenset({"images"})
+    row_wise = True  # x_i + N(0, diag(sigma_j^2)), sigma from public bounds; labels per row
 
     def _release(
         self, data: PreparedInput, params: dict[str, Any], rng: np.random.Generator,
