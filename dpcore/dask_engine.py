@@ -97,6 +97,7 @@ __all__ = [
     "open_table",
     "output_rows",
     "pairs_by_partition",
+    "partition_noise",
     "prepare_input",
     "projection_pass",
     "release_table",
@@ -128,8 +129,10 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 #: why a (mechanism, task) is refused (shown in the error); every mechanism of the package streams,
 #: so it is empty: a new mechanism is refused by name until its statistics are wired to the engine
 NOT_STREAMED: dict[str, str] = {}
-#: mechanisms whose rows get their noise on the client: their release is spilled on the client's
-#: disk (temporary files), so it is written from the client with local threads, even on a cluster
+#: mechanisms whose rows may get their noise on the client (DPMix's mixtures, labels released by
+#: randomized response): such parts are spilled on the client's disk (temporary files), and a
+#: release that loads them is written from the client with local threads, even on a cluster
+#: (:func:`_spilled`); per-row grid noise is drawn in the partitions' tasks (:func:`partition_noise`)
 CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian", "identity-laplace",
                            "pca-identity", "rp-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
@@ -810,19 +813,19 @@ def _projection_block(block: np.ndarray, loader: Any, W: np.ndarray, mu: np.ndar
 def noisy_projection(inp: Any, P: np.ndarray, noise: Any, kernel: Callable[..., np.ndarray]) -> Any:
     """JL-Laplace / DPPro over a Dask array ``inp.raw``: the lazy branch of
     ``jl_laplace.ProjectionInput.project`` (``kernel``). Each partition's ``X P`` is computed by the
-    in-memory kernel on the workers, without noise; the client then adds the grid noise of
-    ``noise`` (the release's sampler) partition after partition, in row order, and spills each
-    noisy block (:func:`_client_rows`). ``noise=None`` (NOT PRIVATE): the lazy product."""
+    in-memory kernel on the workers and gets the grid noise of ``noise`` in the same task, from that
+    partition's own stream of the release's sampler (:func:`partition_noise`). ``noise=None`` (NOT
+    PRIVATE): the lazy product."""
     Y = row_map(partial(_project_block, inp=replace(inp, raw=None), P=P, kernel=kernel), inp.raw, P.shape[1])
     if noise is None:
         return Y
-    return _client_rows(Y, lambda block: noise.apply(block, noise.draw(block.shape)))
+    return partition_noise(noise, Y)
 
 
 def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[float], float], *,
                        n_changed: int, bits: Any) -> Any:
     """:func:`dpcore.noise.gaussian_mechanism` for a Dask array of rows (LocalGaussian): the same
-    calibrated grid plan, its noise added on the client partition by partition (:func:`_client_rows`).
+    calibrated grid plan, its noise drawn in each partition's task (:func:`partition_noise`).
     Returns a :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
     from dpcore import noise as dpnoise
 
@@ -832,20 +835,61 @@ def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[
 
 def add_grid_noise(plan: Any, values: Any) -> Any:
     """``plan.add(values)`` (:class:`dpcore.noise.GridNoise`) for a lazy array of rows: the grid
-    noise is drawn with the release's sampler on the client, partition after partition in row
-    order, and the noisy partitions spilled (:func:`_client_rows`). Returns a
-    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy. A lazy array of one block (a
-    statistic reduced over the row partitions, such as a mean) is computed and noised in memory, as
-    any statistic."""
+    noise is drawn in each partition's task from that partition's own stream of the release's
+    sampler (:func:`partition_noise`). Returns a :class:`dpcore.noise.NoiseDraw` whose ``values``
+    are lazy. A lazy array of one block (a statistic reduced over the row partitions, such as a
+    mean) is computed and noised in memory, as any statistic."""
     from dpcore import noise as dpnoise
 
     if values.numblocks[0] == 1:
         return plan.add(np.asarray(values.compute(), dtype=np.float64))
     return dpnoise.NoiseDraw(
-        values=_client_rows(values, lambda block: plan.apply(block, plan.draw(block.shape))), grid=plan.grid,
+        values=partition_noise(plan, values), grid=plan.grid,
         scale=plan.scale, sensitivity_used=plan.sensitivity_used, distribution=plan.distribution,
         sampler=plan.sampler, extra_epsilon=plan.extra_epsilon, extra_delta=plan.extra_delta,
         n_changed=plan.n_changed, sigma_grid=plan.sigma_grid)
+
+
+def partition_noise(plan: Any, values: Any) -> Any:
+    """``plan.apply(block, plan.draw(block.shape))`` for every row partition of the lazy ``values``,
+    inside that partition's task: the per-row grid noise of :class:`dpcore.noise.GridNoise`, drawn
+    where the rows are computed instead of serially on the client.
+
+    Partition ``i`` draws from :class:`dpcore.noise.DerivedBits` ``(secret, i)``: the same exact
+    sampler (``plan.draw``), on a ChaCha20 stream keyed by HMAC-SHA256 of one fresh 256-bit
+    ``secret`` per call and the partition's index (:func:`dpcore.noise.stream_secret`: from
+    ``os.urandom`` for a secure ``plan``, kept in memory in the task graph only and never written;
+    from the seeded generator for a preview, so a seed gives the same release). Distinct partitions
+    have independent streams, so every cell gets an independent exact draw of the plan's
+    distribution: the same distribution, scale, card and guarantee as drawing them all on the
+    client. A partition computed twice gets the same noise (the stream is a function of
+    ``(secret, i)``). The graph's key names are random, never derived from the secret.
+
+    Returns
+    -------
+    dask.array.Array
+        float64, ``values``' shape, rows partitioned as ``values``, full width.
+    """
+    import secrets as _secrets
+
+    from dpcore import noise as dpnoise
+
+    secret, secure = (b"", True) if plan.distribution == "none" else dpnoise.stream_secret(plan.bits)
+    values = values.rechunk({1: -1}) if values.ndim == 2 else values
+    return values.map_blocks(_noised_block, replace(plan, bits=None), secret, secure, dtype=np.float64,
+                             name=f"dpcore-noise-{_secrets.token_hex(16)}")
+
+
+def _noised_block(block: np.ndarray, plan: Any, secret: bytes, secure: bool,
+                  block_id: tuple[int, ...] = (0,)) -> np.ndarray:
+    """One partition of :func:`partition_noise` (``block_id[0]``: the partition's index)."""
+    from dpcore import noise as dpnoise
+
+    block = np.asarray(block, dtype=np.float64)
+    if plan.distribution == "none":
+        return plan.apply(block, np.zeros(block.shape, dtype=np.int64))
+    plan = replace(plan, bits=dpnoise.DerivedBits(secret, block_id[0], secure=secure))
+    return plan.apply(block, plan.draw(block.shape))
 
 
 def column_stack(blocks: list[Any]) -> Any:
@@ -911,11 +955,10 @@ def _client_rows(Y: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
     blocks = (Y.rechunk({1: -1}) if Y.ndim == 2 else Y).to_delayed().ravel()
     step = max(1, os.cpu_count() or 1)
     spill, parts = _Spill(), []
+    dtype = float if Y.dtype.kind == "f" else Y.dtype
     for start in range(0, len(blocks), step):
         for i, block in enumerate(dask.compute(*blocks[start:start + step]), start=start):
-            noisy = finish(np.array(block, dtype=float if Y.dtype.kind == "f" else Y.dtype))
-            parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, spill.save(i, noisy)),
-                                         shape=noisy.shape, dtype=noisy.dtype))
+            parts.append(spill.lazy(i, finish(np.array(block, dtype=dtype))))
     return da.concatenate(parts, axis=0)
 
 
@@ -933,6 +976,25 @@ class _Spill:
         path = self.path / f"chunk-{i:06d}.npy"
         np.save(path, values)
         return path
+
+    def lazy(self, i: int, values: np.ndarray) -> Any:
+        """``values`` saved as chunk ``i``, as a lazy array that loads it (its graph layer is named
+        with :data:`_SPILL_PREFIX`: :func:`_spilled` finds it)."""
+        import dask.array as da
+
+        return da.from_delayed(dask_delayed(_load_chunk)(self, self.save(i, values)), shape=values.shape,
+                               dtype=values.dtype, name=f"{_SPILL_PREFIX}{Path(self.path).name}-{i}")
+
+
+#: name prefix of the graph layers that load a client's spilled chunk
+_SPILL_PREFIX = "dpcore-spilled-"
+
+
+def _spilled(*arrays: Any) -> bool:
+    """True when a lazy array among ``arrays`` loads chunks spilled on the client's disk (these can
+    only be computed where the client's temporary directory is: with local threads)."""
+    return any(is_lazy(a) and any(str(name).startswith(_SPILL_PREFIX) for name in a.__dask_graph__().layers)
+               for a in arrays)
 
 
 def _load_chunk(spill: _Spill, path: Path) -> np.ndarray:
@@ -1027,8 +1089,7 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
             block[:, sl] = plan.apply(block[:, sl], stream.take(m))
         if finish is not None:  # post-processing of the noisy chunk (dpmix._denoise)
             block = finish(block)
-        path = spill.save(i, block)
-        parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, path), shape=(m, w), dtype=block.dtype))
+        parts.append(spill.lazy(i, block))
     return da.concatenate(parts, axis=0)
 
 
@@ -1146,9 +1207,10 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
-    Releases of :data:`CLIENT_NOISED` mechanisms are already on the client's disk and are written
-    with local threads; the others (synthetic rows) are drawn and written by the workers, so on a
-    cluster ``output`` must be a path the workers can write (a shared file system).
+    Releases with parts already on the client's disk (:func:`_spilled`: DPMix's mixtures, labels
+    noised on the client) are written with local threads; the others (synthetic rows, noisy
+    projections) are drawn and written by the workers, so on a cluster ``output`` must be a path the
+    workers can write (a shared file system).
     Everything is written into a temporary directory beside ``output`` and renamed into place at
     the end: on any failure (a bad partition, a NaN in the release, a full disk) nothing is left.
     The card is :meth:`Release.card` with ``sha256`` the digest of the manifest (``name sha256``
@@ -1193,7 +1255,7 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
                                    name_function=lambda i: f"part-{i:05d}.parquet",
                                    use_dictionary=label_columns or False)
         lazy_diag = {k: v for k, v in (diagnostics or {}).items() if is_lazy(v)}
-        local = {"scheduler": "threads"} if release.mechanism in CLIENT_NOISED else {}
+        local = {"scheduler": "threads"} if _spilled(release.data, release.labels) else {}
         with _progress(progress), warnings.catch_warnings():
             # lazy diagnostics (array expressions) are computed in the same pass as the write
             warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
