@@ -1008,7 +1008,7 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
     ``cuts[p]:cuts[p + 1]``, its rows counted from its first row."""
     flat = idx.ravel()  # mixture-major
     part = np.searchsorted(offsets, flat, side="right") - 1
-    order = np.argsort(part, kind="stable")
+    order = np.argsort(_small_ints(part, len(offsets)), kind="stable")  # a radix sort when it can
     cuts = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=len(offsets) - 1))])
     return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
 
@@ -1016,32 +1016,74 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
 def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray, m: int
                         ) -> np.ndarray:
     """:func:`_partial_sums` of a file partition, read batch by batch: each batch adds the pairs
-    whose rows it holds (a mask keeps their mixture order)."""
+    whose rows it holds. The pairs are grouped by batch first (a stable sort by the batch holding
+    their row, from the batch bounds the footer gives, :func:`_batch_bounds`), which keeps their
+    mixture order within a batch; a batch that does not match its planned bounds takes its pairs
+    with a mask instead."""
+    bounds = _batch_bounds(piece, source.options)
+    if bounds is not None:
+        held = _small_ints(np.searchsorted(bounds, rows, side="right") - 1, len(bounds))
+        order = np.argsort(held, kind="stable")  # a radix sort for small integers
+        cuts = np.concatenate([[0], np.cumsum(np.bincount(held, minlength=len(bounds) - 1))])
+        grouped_rows, grouped_mixtures = rows[order], mixtures[order]
     out: np.ndarray | None = None
     start = 0
-    for X in _source_batches(piece, source):
+    for i, X in enumerate(_source_batches(piece, source)):
         if out is None:
             out = np.zeros((m, X.shape[1]))
         stop = start + X.shape[0]
-        inside = (rows >= start) & (rows < stop)
-        if inside.any():
-            _partial_sums(X, rows[inside] - start, mixtures[inside], m, out=out)
+        if bounds is not None and i + 1 < len(bounds) and (bounds[i], bounds[i + 1]) == (start, stop):
+            r, t = grouped_rows[cuts[i]:cuts[i + 1]], grouped_mixtures[cuts[i]:cuts[i + 1]]
+        else:
+            inside = (rows >= start) & (rows < stop)
+            r, t = rows[inside], mixtures[inside]
+        if r.size:
+            _partial_sums(X, r - start, t, m, out=out)
         start = stop
     assert out is not None
     return out
 
 
+def _batch_bounds(piece: _Piece, options: _Options) -> np.ndarray | None:
+    """The first row of each batch :func:`_batches` yields for a Parquet partition, then its row
+    count, from the footer's row-group sizes (``None`` for a CSV file)."""
+    if piece.row_groups is None:
+        return None
+    meta = _parquet_metadata(piece.path)
+    bounds, offset = [np.zeros(1, dtype=np.int64)], 0
+    for group in piece.row_groups:
+        rows = meta.row_group(group).num_rows
+        bounds.append(offset + _cuts(rows, len(options.columns))[1:])
+        offset += rows
+    return np.concatenate(bounds)
+
+
+def _small_ints(values: np.ndarray, bound: int) -> np.ndarray:
+    """``values`` (in ``[0, bound)``) as ``uint16`` when they fit: NumPy's stable sort is then a
+    radix sort."""
+    return values.astype(np.uint16) if bound <= 1 << 16 else values
+
+
 def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int,
                   out: np.ndarray | None = None) -> np.ndarray:
     """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
-    in mixture order (:func:`pairs_by_partition`): each mixture's rows are gathered and added with
-    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time. ``out``: added to."""
+    in mixture order (:func:`pairs_by_partition`). A sub-chunk of about :data:`GATHER_BYTES` of
+    pairs at a time is a sparse 0/1 matrix ``S`` (one row per mixture of the sub-chunk, one column
+    per row of ``block``; CSR built directly from the sorted pairs, no sort) and ``S @ block``
+    (SciPy's sparse-dense product: one C loop over the pairs, no gathered copy of the rows) is added
+    to those mixtures' rows of ``out``. ``out``: added to."""
+    from scipy import sparse
+
+    block = np.ascontiguousarray(block, dtype=np.float64)  # the product's C loop reads C-order rows
     out = np.zeros((m, block.shape[1])) if out is None else out
     step = max(1, GATHER_BYTES // (8 * max(1, block.shape[1])))
+    ones = np.ones(min(step, rows.size))
     for start in range(0, rows.size, step):
         r, t = rows[start:start + step], mixtures[start:start + step]
         first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # t is non-decreasing: unique t[first]
-        out[t[first]] += np.add.reduceat(block[r], first, axis=0)
+        pairs = sparse.csr_matrix((ones[:r.size], r, np.append(first, r.size)),
+                                  shape=(first.size, block.shape[0]))
+        out[t[first]] += pairs @ block
     return out
 
 
