@@ -54,6 +54,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import partial
@@ -889,7 +890,9 @@ def _noised_block(block: np.ndarray, plan: Any, secret: bytes, secure: bool,
     if plan.distribution == "none":
         return plan.apply(block, np.zeros(block.shape, dtype=np.int64))
     plan = replace(plan, bits=dpnoise.DerivedBits(secret, block_id[0], secure=secure))
-    return plan.apply(block, plan.draw(block.shape))
+    # i.i.d. cells: drawn transposed, so the noisy block is column-major (the writer's DataFrame then
+    # takes its columns without a copy, as for the drawn synthetic rows)
+    return plan.apply(block, plan.draw(block.shape[::-1]).T)
 
 
 def column_stack(blocks: list[Any]) -> Any:
@@ -1305,7 +1308,8 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         if diagnostics is not None:
             diagnostics.update({k: v.item() if hasattr(v, "item") else v for k, v in diag.items()})
         parts = sorted(p for p in tmp.iterdir() if p.name.startswith("part-"))
-        files = {p.name: _sha256(p) for p in parts}
+        with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:  # hashlib releases the GIL
+            files = dict(zip([p.name for p in parts], pool.map(_sha256, parts), strict=True))
         manifest = "".join(f"{name} {digest}\n" for name, digest in files.items()).encode()
         card = release.card(csv_bytes=manifest)
         card.update({"format": fmt, "files": files, "engine": "dask",
