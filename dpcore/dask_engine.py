@@ -24,6 +24,12 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   Dask array; products such as ``Z^T Z`` are Dask's own ``matmul`` reduction. The noise code then
   calls ``np.asarray`` on the (small) statistic, which computes it: noise is drawn once, on the
   client, with the release's secure sampler (:mod:`dpcore.noise`).
+- **Per-row noise in the partitions' tasks.** The grid noise of row-wise releases (JL-Laplace,
+  DPPro, LocalGaussian, the baselines, Laplace labels) is drawn inside each partition's task, from
+  that partition's own stream of the same exact sampler (:func:`partition_noise`: ChaCha20 keyed by
+  HMAC-SHA256 of one fresh ``os.urandom`` secret per release and the partition's index): every
+  cell gets an independent exact draw, as on the client. DPMix's mixture noise (a seed gives the
+  in-memory release) and randomized response of labels are drawn on the client.
 - **One task per partition, in batches.** Over a table's files, reading, the loader's checks,
   clipping, the row maps and the kernel of a reduction run inside one task per partition, on
   batches of about :data:`BATCH_BYTES` (:class:`_Source`, :data:`_SOURCES`): no partition-sized
@@ -31,8 +37,8 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   fresh large buffers cost more than the arithmetic on this kind of machine).
 - **Labels** (classification with a public class list, regression with public label bounds) are a
   lazy column encoded per batch as the in-memory ``prepare_input`` encodes them; labels released
-  on their own (randomized response, Laplace) get their noise on the client partition by
-  partition, and the label columns are written with the parts.
+  on their own get their noise per partition (Laplace, :func:`partition_noise`) or on the client
+  partition by partition (randomized response), and the label columns are written with the parts.
 - **Row-wise outputs stay lazy.** Synthetic rows are drawn per output partition from generators
   spawned from the release's public ``rng`` (:func:`standard_normal`, :func:`gaussian_rows`), and
   :func:`write_release` writes them partition by partition (a Parquet or CSV directory) without

@@ -847,3 +847,27 @@ def test_piece_partial_sums_by_batch_and_by_mask(table, monkeypatch):
     by_mask = dask_engine._piece_partial_sums(piece, source, rows, mixtures, 400)
     np.testing.assert_allclose(by_batch, expected, rtol=0, atol=1e-12)
     np.testing.assert_allclose(by_mask, expected, rtol=0, atol=1e-12)
+
+
+def test_partition_noise_written_by_cluster_workers(table, tmp_path):
+    """DPPro's per-row noise drawn in the partitions' tasks is computed and written by the workers
+    of a distributed LocalCluster (its graph pickles: the plan travels without its bit source),
+    whereas DPMix's client-spilled mixtures are written with local threads (_spilled)."""
+    distributed = pytest.importorskip("distributed")
+    import cloudpickle
+
+    _, glob = table
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        rel, written = dask_engine.release_table(DPPro(epsilon=1.0, delta=1e-6, n_components=3), glob,
+                                                 tmp_path / "dppro", bounds=BOUNDS, blocksize=20_000)
+        assert not dask_engine._spilled(rel.data)
+        cloudpickle.dumps(dict(rel.data.__dask_graph__()))
+        mixed, _ = dask_engine.release_table(DPMix(epsilon=2.0, delta=1e-6, ell=5, n_mixtures=500), glob,
+                                             tmp_path / "dpmix", bounds=BOUNDS, blocksize=20_000)
+        assert dask_engine._spilled(mixed.data)
+    card = json.loads(written["card"].read_text())
+    assert card["mechanism"] == "dppro" and card["noise"][0]["scale"] == rel.noise[0].scale
+    assert card["noise"][0]["distribution"] == "gaussian"
+    frames = [pd.read_parquet(tmp_path / "dppro" / f) for f in card["files"]]
+    assert sum(map(len, frames)) == 12_000 and all(np.isfinite(f.to_numpy()).all() for f in frames)
