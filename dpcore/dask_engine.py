@@ -1077,10 +1077,12 @@ def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: 
                   out: np.ndarray | None = None) -> np.ndarray:
     """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
     in mixture order (:func:`pairs_by_partition`). A sub-chunk of about :data:`GATHER_BYTES` of
-    pairs at a time is a sparse 0/1 matrix ``S`` (one row per mixture of the sub-chunk, one column
-    per row of ``block``; CSR built directly from the sorted pairs, no sort) and ``S @ block``
-    (SciPy's sparse-dense product: one C loop over the pairs, no gathered copy of the rows) is added
-    to those mixtures' rows of ``out``. ``out``: added to."""
+    pairs at a time is a sparse 0/1 matrix ``S`` (one row per mixture, one column per row of
+    ``block``; CSR built directly from the sorted pairs, no sort) and ``S @ block`` (SciPy's
+    sparse-dense product: one C loop over the pairs, no gathered copy of the rows) is added to
+    ``out``: to the sub-chunk's contiguous range of mixtures when it is at most 4 times its number
+    of pairs (empty rows for the mixtures without a pair; one contiguous addition), else to its
+    mixtures' rows only. ``out``: added to."""
     from scipy import sparse
 
     block = np.ascontiguousarray(block, dtype=np.float64)  # the product's C loop reads C-order rows
@@ -1089,7 +1091,14 @@ def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: 
     ones = np.ones(min(step, rows.size))
     for start in range(0, rows.size, step):
         r, t = rows[start:start + step], mixtures[start:start + step]
-        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # t is non-decreasing: unique t[first]
+        t0, span = int(t[0]), int(t[-1]) - int(t[0]) + 1  # t is non-decreasing
+        if span <= 4 * r.size:
+            indptr = np.zeros(span + 1, dtype=np.int64)
+            np.cumsum(np.bincount(t - t0, minlength=span), out=indptr[1:])
+            pairs = sparse.csr_matrix((ones[:r.size], r, indptr), shape=(span, block.shape[0]))
+            out[t0:t0 + span] += pairs @ block
+            continue
+        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # unique t[first]
         pairs = sparse.csr_matrix((ones[:r.size], r, np.append(first, r.size)),
                                   shape=(first.size, block.shape[0]))
         out[t[first]] += pairs @ block

@@ -189,6 +189,14 @@ def test_partial_sums_are_mixture_sums():
     total = sum(dask_engine._partial_sums(Z[offsets[p]:offsets[p + 1]], rows[cuts[p]:cuts[p + 1]],
                                           mixtures[cuts[p]:cuts[p + 1]], 300) for p in range(3))
     np.testing.assert_allclose(total / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
+    # both ways of adding a sub-chunk: its contiguous range of mixtures (dense pairs) and its
+    # mixtures' rows only (a few pairs over many mixtures: a partition of 20 rows of the 1,000)
+    rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, np.array([0, 980, 1_000]))
+    expected = np.zeros((300, 4))
+    np.add.at(expected, mixtures[cuts[1]:], Z[980:][rows[cuts[1]:]])
+    assert mixtures[-1] - mixtures[cuts[1]] + 1 > 4 * (cuts[2] - cuts[1])  # sparse: rows only
+    sparse_sums = dask_engine._partial_sums(Z[980:], rows[cuts[1]:], mixtures[cuts[1]:], 300)
+    np.testing.assert_allclose(sparse_sums, expected, rtol=0, atol=1e-14)
 
 
 def test_local_cluster_two_workers(table, labelled, tmp_path):
