@@ -865,12 +865,14 @@ def partition_noise(plan: Any, values: Any) -> Any:
     Partition ``i`` draws from :class:`dpcore.noise.DerivedBits` ``(secret, i)``: the same exact
     sampler (``plan.draw``), on a ChaCha20 stream keyed by HMAC-SHA256 of one fresh 256-bit
     ``secret`` per call and the partition's index (:func:`dpcore.noise.stream_secret`: from
-    ``os.urandom`` for a secure ``plan``, kept in memory in the task graph only and never written;
-    from the seeded generator for a preview, so a seed gives the same release). Distinct partitions
-    have independent streams, so every cell gets an independent exact draw of the plan's
-    distribution: the same distribution, scale, card and guarantee as drawing them all on the
-    client. A partition computed twice gets the same noise (the stream is a function of
-    ``(secret, i)``). The graph's key names are random, never derived from the secret.
+    ``os.urandom`` for a secure ``plan``, held in memory in the task graph only, never written; on a
+    cluster it travels with the tasks to the workers, which hold the rows anyway; from the seeded
+    generator for a preview, so a seed gives the same release). Distinct partitions have
+    independent streams, so every cell gets an independent exact draw of the plan's distribution:
+    the same distribution, scale, card and guarantee as drawing them all on the client. A
+    partition computed twice (a second compute of the release, a retried task) gets the same noise,
+    never a second independent draw: the stream is a function of ``(secret, i)``. The graph's key
+    names are random, never derived from the secret.
 
     Returns
     -------
