@@ -6,8 +6,17 @@ mechanism runs ``dask_engine.release_table`` in a fresh subprocess (so its peak 
 and reports wall time, rows/s, peak resident memory (client and workers: Dask's threaded scheduler
 runs both in that one process), the CPU seconds of that process (robust to other load on the
 machine) and the ratios against one Dask pass that only reads the files and sums the columns
-(``read-and-sum``: ``dask.dataframe.read_parquet(files).sum()``). ``engine-pass`` is one pass of the
-engine itself: read, the loader's checks, clipping to the bounds, sum of the columns.
+(``read-and-sum``: ``dask.dataframe.read_parquet(files).sum()``) and against one Dask pass that reads
+the files and writes them back as Parquet with the release writer's settings (``read-and-rewrite``:
+float columns plain-encoded, no dictionary): the least any release that writes n rows of the
+table's width can cost. ``engine-pass`` is one pass of the engine itself: read, the loader's checks,
+clipping to the bounds, sum of the columns.
+
+Each release is split into two phases (wall and CPU seconds): the **statistics** phase (reads,
+kernels, the model's noise: everything up to the first row of output) and the **output** phase
+(drawing the rows, their per-row noise, writing and hashing the parts): the time spent inside the
+engine's output functions (:data:`OUTPUT_PHASE`), the rest being statistics. For the row-wise
+mechanisms (DPPro's ``X P``, DPMix's mixtures) the output phase includes the read of the rows it maps.
 
     python benchmarks/bench_dask.py                      # 10^6, 4 x 10^6 and 1.6 x 10^7 rows
     nice -n 10 python benchmarks/bench_dask.py --sizes 5e7  # the issue's size (9 GB of Parquet in /tmp)
@@ -34,7 +43,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 N_COLUMNS = 20
 FILE_ROWS = 1_000_000
 ROW_GROUP = 250_000
-MECHANISMS = ("read-and-sum", "engine-pass", "ron-gauss", "pca-gauss", "dppro", "dpmix")
+MECHANISMS = ("read-and-sum", "read-and-rewrite", "engine-pass", "ron-gauss", "pca-gauss", "dppro", "dpmix")
+BASELINES = ("read-and-sum", "read-and-rewrite")
+#: the engine's functions that produce the output rows (per-row noise of the client-noised
+#: mechanisms, DPMix's mixtures, drawing and writing the parts): time inside them is the output phase
+OUTPUT_PHASE = ("_client_rows", "draw_mixtures", "write_release")
+
+
+class _PhaseClock:
+    """Wall and CPU seconds spent inside the wrapped functions (outermost calls only)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.seconds = self.cpu_seconds = 0.0
+
+    def wrap(self, fn):
+        def timed(*args, **kwargs):
+            self.depth += 1
+            start, cpu = time.perf_counter(), _cpu()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.seconds += time.perf_counter() - start
+                    self.cpu_seconds += _cpu() - cpu
+        return timed
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def generate(folder: Path, rows: int, seed: int = 0) -> None:
@@ -74,10 +113,17 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
     name = mechanism.removeprefix("memory:")
     # dpmix: ell = 16, T = min(n, --dpmix-mixtures)
     params = {"delta": 1e-9, "n_mixtures": min(rows, dpmix_mixtures or rows)} if name == "dpmix" else {}
+    clock = _PhaseClock()
+    for fn in OUTPUT_PHASE:
+        setattr(dask_engine, fn, clock.wrap(getattr(dask_engine, fn)))
+    out = Path(tempfile.mkdtemp(prefix="bench_dask_")) / "release"
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     if mechanism == "read-and-sum":
         dd.read_parquet([str(f) for f in files]).sum().compute()
+    elif mechanism == "read-and-rewrite":  # the writer's settings of dask_engine.write_release
+        dd.read_parquet([str(f) for f in files]).to_parquet(
+            out, write_index=False, name_function=lambda i: f"part-{i:05d}.parquet", use_dictionary=False)
     elif mechanism == "engine-pass":  # one pass of the engine: read, check, clip, sum the columns
         data = dask_engine.prepare_input(dask_engine.open_table([str(f) for f in files], bounds=bounds),
                                          mechanism="ron-gauss", supported_tasks=("unsupervised",))
@@ -86,16 +132,14 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
         ds = load_dataset(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True), bounds=bounds)
         get_mechanism(name)(epsilon=1.0, **params).release(ds).to_csv_bytes()
     else:
-        out = Path(tempfile.mkdtemp(prefix="bench_dask_")) / "release"
-        try:
-            mech = get_mechanism(mechanism)(epsilon=1.0, **params)
-            dask_engine.release_table(mech, [str(f) for f in files], out, bounds=bounds)
-        finally:
-            shutil.rmtree(out.parent, ignore_errors=True)
+        mech = get_mechanism(mechanism)(epsilon=1.0, **params)
+        dask_engine.release_table(mech, [str(f) for f in files], out, bounds=bounds)
     seconds = time.perf_counter() - start
     end = resource.getrusage(resource.RUSAGE_SELF)
+    shutil.rmtree(out.parent, ignore_errors=True)
     cpu = end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime
     return {"mechanism": mechanism, "rows": rows, "seconds": seconds, "cpu_seconds": cpu,
+            "output_seconds": clock.seconds, "output_cpu_seconds": clock.cpu_seconds,
             "peak_rss_gib": end.ru_maxrss / 2**20}
 
 
@@ -109,10 +153,15 @@ def main() -> None:
     parser.add_argument("--memory-max", type=float, default=1e6)
     parser.add_argument("--dpmix-mixtures", type=float, default=1e6, help="cap on T (0: T = n)")
     parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--scheduler", choices=("threads", "sync"), default="threads",
+                        help="Dask's local scheduler (sync: one thread, for profiles)")
     parser.add_argument("--one", nargs=2, metavar=("MECHANISM", "ROWS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = Path(args.folder)
     if args.one:
+        import dask
+
+        dask.config.set(scheduler=args.scheduler)
         cap = int(args.dpmix_mixtures) if args.dpmix_mixtures else None
         print(json.dumps(one(args.one[0], folder, int(float(args.one[1])), cap)))
         return
@@ -122,25 +171,38 @@ def main() -> None:
     for rows in sizes:
         memory = [f"memory:{m}" for m in args.memory] if rows <= args.memory_max else []
         for mech in [*args.mechanisms, *memory]:
-            command = [sys.executable, __file__, "--folder", str(folder), "--one", mech, str(rows)]
+            command = [sys.executable, __file__, "--folder", str(folder), "--one", mech, str(rows),
+                       "--scheduler", args.scheduler]
             if args.dpmix_mixtures:
                 command += ["--dpmix-mixtures", str(args.dpmix_mixtures)]
             proc = subprocess.run(command, capture_output=True, text=True, check=True)
             results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             r = results[-1]
-            print(f"{rows:>12,} {mech:<13} {r['seconds']:8.1f} s (CPU {r['cpu_seconds']:8.1f} s) "
+            print(f"{rows:>12,} {mech:<16} {r['seconds']:8.1f} s (CPU {r['cpu_seconds']:8.1f} s; output "
+                  f"{r['output_seconds']:6.1f} s, CPU {r['output_cpu_seconds']:6.1f} s) "
                   f"{rows / r['seconds']:>12,.0f} rows/s peak RSS {r['peak_rss_gib']:.2f} GiB", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    print("\n| rows | mechanism | seconds | CPU seconds | rows/s | peak RSS (GiB) | / read-and-sum "
-          "(wall) | / read-and-sum (CPU) |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        base = next(b for b in results if b["rows"] == r["rows"] and b["mechanism"] == "read-and-sum")
-        print(f"| {r['rows']:,} | {r['mechanism']} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
-              f"{r['rows'] / r['seconds']:,.0f} | {r['peak_rss_gib']:.2f} | "
-              f"{r['seconds'] / base['seconds']:.2f} | {r['cpu_seconds'] / base['cpu_seconds']:.2f} |")
+    print(table(results))
 
+
+def table(results: list[dict]) -> str:
+    """The results as a Markdown table: totals, phases, and the ratios to both baselines."""
+    lines = ["| rows | mechanism | seconds | CPU s | statistics s (CPU) | output s (CPU) | rows/s | "
+             "peak RSS (GiB) | / read-and-sum wall (CPU) | / read-and-rewrite wall (CPU) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        ratios = []
+        for name in BASELINES:
+            base = next((b for b in results if b["rows"] == r["rows"] and b["mechanism"] == name), None)
+            ratios.append("" if base is None else f"{r['seconds'] / base['seconds']:.2f} "
+                          f"({r['cpu_seconds'] / base['cpu_seconds']:.2f})")
+        stats = f"{r['seconds'] - r['output_seconds']:.1f} ({r['cpu_seconds'] - r['output_cpu_seconds']:.1f})"
+        output = f"{r['output_seconds']:.1f} ({r['output_cpu_seconds']:.1f})"
+        lines.append(f"| {r['rows']:,} | {r['mechanism']} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
+                     f"{stats} | {output} | {r['rows'] / r['seconds']:,.0f} | {r['peak_rss_gib']:.2f} | "
+                     f"{ratios[0]} | {ratios[1]} |")
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     main()

@@ -24,6 +24,12 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   Dask array; products such as ``Z^T Z`` are Dask's own ``matmul`` reduction. The noise code then
   calls ``np.asarray`` on the (small) statistic, which computes it: noise is drawn once, on the
   client, with the release's secure sampler (:mod:`dpcore.noise`).
+- **Per-row noise in the partitions' tasks.** The grid noise of row-wise releases (JL-Laplace,
+  DPPro, LocalGaussian, the baselines, Laplace labels) is drawn inside each partition's task, from
+  that partition's own stream of the same exact sampler (:func:`partition_noise`: ChaCha20 keyed by
+  HMAC-SHA256 of one fresh ``os.urandom`` secret per release and the partition's index): every
+  cell gets an independent exact draw, as on the client. DPMix's mixture noise (a seed gives the
+  in-memory release) and randomized response of labels are drawn on the client.
 - **One task per partition, in batches.** Over a table's files, reading, the loader's checks,
   clipping, the row maps and the kernel of a reduction run inside one task per partition, on
   batches of about :data:`BATCH_BYTES` (:class:`_Source`, :data:`_SOURCES`): no partition-sized
@@ -31,8 +37,8 @@ Dask DataFrame or a Dask Array) as a :class:`LazyTable`; passing it to any suppo
   fresh large buffers cost more than the arithmetic on this kind of machine).
 - **Labels** (classification with a public class list, regression with public label bounds) are a
   lazy column encoded per batch as the in-memory ``prepare_input`` encodes them; labels released
-  on their own (randomized response, Laplace) get their noise on the client partition by
-  partition, and the label columns are written with the parts.
+  on their own get their noise per partition (Laplace, :func:`partition_noise`) or on the client
+  partition by partition (randomized response), and the label columns are written with the parts.
 - **Row-wise outputs stay lazy.** Synthetic rows are drawn per output partition from generators
   spawned from the release's public ``rng`` (:func:`standard_normal`, :func:`gaussian_rows`), and
   :func:`write_release` writes them partition by partition (a Parquet or CSV directory) without
@@ -54,6 +60,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import partial
@@ -97,6 +104,7 @@ __all__ = [
     "open_table",
     "output_rows",
     "pairs_by_partition",
+    "partition_noise",
     "prepare_input",
     "projection_pass",
     "release_table",
@@ -128,8 +136,10 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 #: why a (mechanism, task) is refused (shown in the error); every mechanism of the package streams,
 #: so it is empty: a new mechanism is refused by name until its statistics are wired to the engine
 NOT_STREAMED: dict[str, str] = {}
-#: mechanisms whose rows get their noise on the client: their release is spilled on the client's
-#: disk (temporary files), so it is written from the client with local threads, even on a cluster
+#: mechanisms whose rows may get their noise on the client (DPMix's mixtures, labels released by
+#: randomized response): such parts are spilled on the client's disk (temporary files), and a
+#: release that loads them is written from the client with local threads, even on a cluster
+#: (:func:`_spilled`); per-row grid noise is drawn in the partitions' tasks (:func:`partition_noise`)
 CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian", "identity-laplace",
                            "pca-identity", "rp-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
@@ -810,19 +820,19 @@ def _projection_block(block: np.ndarray, loader: Any, W: np.ndarray, mu: np.ndar
 def noisy_projection(inp: Any, P: np.ndarray, noise: Any, kernel: Callable[..., np.ndarray]) -> Any:
     """JL-Laplace / DPPro over a Dask array ``inp.raw``: the lazy branch of
     ``jl_laplace.ProjectionInput.project`` (``kernel``). Each partition's ``X P`` is computed by the
-    in-memory kernel on the workers, without noise; the client then adds the grid noise of
-    ``noise`` (the release's sampler) partition after partition, in row order, and spills each
-    noisy block (:func:`_client_rows`). ``noise=None`` (NOT PRIVATE): the lazy product."""
+    in-memory kernel on the workers and gets the grid noise of ``noise`` in the same task, from that
+    partition's own stream of the release's sampler (:func:`partition_noise`). ``noise=None`` (NOT
+    PRIVATE): the lazy product."""
     Y = row_map(partial(_project_block, inp=replace(inp, raw=None), P=P, kernel=kernel), inp.raw, P.shape[1])
     if noise is None:
         return Y
-    return _client_rows(Y, lambda block: noise.apply(block, noise.draw(block.shape)))
+    return partition_noise(noise, Y)
 
 
 def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[float], float], *,
                        n_changed: int, bits: Any) -> Any:
     """:func:`dpcore.noise.gaussian_mechanism` for a Dask array of rows (LocalGaussian): the same
-    calibrated grid plan, its noise added on the client partition by partition (:func:`_client_rows`).
+    calibrated grid plan, its noise drawn in each partition's task (:func:`partition_noise`).
     Returns a :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy."""
     from dpcore import noise as dpnoise
 
@@ -832,20 +842,65 @@ def gaussian_mechanism(values: Any, l2_sensitivity: float, calibrate: Callable[[
 
 def add_grid_noise(plan: Any, values: Any) -> Any:
     """``plan.add(values)`` (:class:`dpcore.noise.GridNoise`) for a lazy array of rows: the grid
-    noise is drawn with the release's sampler on the client, partition after partition in row
-    order, and the noisy partitions spilled (:func:`_client_rows`). Returns a
-    :class:`dpcore.noise.NoiseDraw` whose ``values`` are lazy. A lazy array of one block (a
-    statistic reduced over the row partitions, such as a mean) is computed and noised in memory, as
-    any statistic."""
+    noise is drawn in each partition's task from that partition's own stream of the release's
+    sampler (:func:`partition_noise`). Returns a :class:`dpcore.noise.NoiseDraw` whose ``values``
+    are lazy. A lazy array of one block (a statistic reduced over the row partitions, such as a
+    mean) is computed and noised in memory, as any statistic."""
     from dpcore import noise as dpnoise
 
     if values.numblocks[0] == 1:
         return plan.add(np.asarray(values.compute(), dtype=np.float64))
     return dpnoise.NoiseDraw(
-        values=_client_rows(values, lambda block: plan.apply(block, plan.draw(block.shape))), grid=plan.grid,
+        values=partition_noise(plan, values), grid=plan.grid,
         scale=plan.scale, sensitivity_used=plan.sensitivity_used, distribution=plan.distribution,
         sampler=plan.sampler, extra_epsilon=plan.extra_epsilon, extra_delta=plan.extra_delta,
         n_changed=plan.n_changed, sigma_grid=plan.sigma_grid)
+
+
+def partition_noise(plan: Any, values: Any) -> Any:
+    """``plan.apply(block, plan.draw(block.shape))`` for every row partition of the lazy ``values``,
+    inside that partition's task: the per-row grid noise of :class:`dpcore.noise.GridNoise`, drawn
+    where the rows are computed instead of serially on the client.
+
+    Partition ``i`` draws from :class:`dpcore.noise.DerivedBits` ``(secret, i)``: the same exact
+    sampler (``plan.draw``), on a ChaCha20 stream keyed by HMAC-SHA256 of one fresh 256-bit
+    ``secret`` per call and the partition's index (:func:`dpcore.noise.stream_secret`: from
+    ``os.urandom`` for a secure ``plan``, held in memory in the task graph only, never written; on a
+    cluster it travels with the tasks to the workers, which hold the rows anyway; from the seeded
+    generator for a preview, so a seed gives the same release). Distinct partitions have
+    independent streams, so every cell gets an independent exact draw of the plan's distribution:
+    the same distribution, scale, card and guarantee as drawing them all on the client. A
+    partition computed twice (a second compute of the release, a retried task) gets the same noise,
+    never a second independent draw: the stream is a function of ``(secret, i)``. The graph's key
+    names are random, never derived from the secret.
+
+    Returns
+    -------
+    dask.array.Array
+        float64, ``values``' shape, rows partitioned as ``values``, full width.
+    """
+    import secrets as _secrets
+
+    from dpcore import noise as dpnoise
+
+    secret, secure = (b"", True) if plan.distribution == "none" else dpnoise.stream_secret(plan.bits)
+    values = values.rechunk({1: -1}) if values.ndim == 2 else values
+    return values.map_blocks(_noised_block, replace(plan, bits=None), secret, secure, dtype=np.float64,
+                             name=f"dpcore-noise-{_secrets.token_hex(16)}")
+
+
+def _noised_block(block: np.ndarray, plan: Any, secret: bytes, secure: bool,
+                  block_id: tuple[int, ...] = (0,)) -> np.ndarray:
+    """One partition of :func:`partition_noise` (``block_id[0]``: the partition's index)."""
+    from dpcore import noise as dpnoise
+
+    block = np.asarray(block, dtype=np.float64)
+    if plan.distribution == "none":
+        return plan.apply(block, np.zeros(block.shape, dtype=np.int64))
+    plan = replace(plan, bits=dpnoise.DerivedBits(secret, block_id[0], secure=secure))
+    # i.i.d. cells: drawn transposed, so the noisy block is column-major (the writer's DataFrame then
+    # takes its columns without a copy, as for the drawn synthetic rows)
+    return plan.apply(block, plan.draw(block.shape[::-1]).T)
 
 
 def column_stack(blocks: list[Any]) -> Any:
@@ -911,11 +966,10 @@ def _client_rows(Y: Any, finish: Callable[[np.ndarray], np.ndarray]) -> Any:
     blocks = (Y.rechunk({1: -1}) if Y.ndim == 2 else Y).to_delayed().ravel()
     step = max(1, os.cpu_count() or 1)
     spill, parts = _Spill(), []
+    dtype = float if Y.dtype.kind == "f" else Y.dtype
     for start in range(0, len(blocks), step):
         for i, block in enumerate(dask.compute(*blocks[start:start + step]), start=start):
-            noisy = finish(np.array(block, dtype=float if Y.dtype.kind == "f" else Y.dtype))
-            parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, spill.save(i, noisy)),
-                                         shape=noisy.shape, dtype=noisy.dtype))
+            parts.append(spill.lazy(i, finish(np.array(block, dtype=dtype))))
     return da.concatenate(parts, axis=0)
 
 
@@ -934,6 +988,25 @@ class _Spill:
         np.save(path, values)
         return path
 
+    def lazy(self, i: int, values: np.ndarray) -> Any:
+        """``values`` saved as chunk ``i``, as a lazy array that loads it (its graph layer is named
+        with :data:`_SPILL_PREFIX`: :func:`_spilled` finds it)."""
+        import dask.array as da
+
+        return da.from_delayed(dask_delayed(_load_chunk)(self, self.save(i, values)), shape=values.shape,
+                               dtype=values.dtype, name=f"{_SPILL_PREFIX}{Path(self.path).name}-{i}")
+
+
+#: name prefix of the graph layers that load a client's spilled chunk
+_SPILL_PREFIX = "dpcore-spilled-"
+
+
+def _spilled(*arrays: Any) -> bool:
+    """True when a lazy array among ``arrays`` loads chunks spilled on the client's disk (these can
+    only be computed where the client's temporary directory is: with local threads)."""
+    return any(is_lazy(a) and any(str(name).startswith(_SPILL_PREFIX) for name in a.__dask_graph__().layers)
+               for a in arrays)
+
 
 def _load_chunk(spill: _Spill, path: Path) -> np.ndarray:
     return np.load(path)
@@ -946,7 +1019,7 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
     ``cuts[p]:cuts[p + 1]``, its rows counted from its first row."""
     flat = idx.ravel()  # mixture-major
     part = np.searchsorted(offsets, flat, side="right") - 1
-    order = np.argsort(part, kind="stable")
+    order = np.argsort(_small_ints(part, len(offsets)), kind="stable")  # a radix sort when it can
     cuts = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=len(offsets) - 1))])
     return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
 
@@ -954,32 +1027,83 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
 def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray, m: int
                         ) -> np.ndarray:
     """:func:`_partial_sums` of a file partition, read batch by batch: each batch adds the pairs
-    whose rows it holds (a mask keeps their mixture order)."""
+    whose rows it holds. The pairs are grouped by batch first (a stable sort by the batch holding
+    their row, from the batch bounds the footer gives, :func:`_batch_bounds`), which keeps their
+    mixture order within a batch; a batch that does not match its planned bounds takes its pairs
+    with a mask instead."""
+    bounds = _batch_bounds(piece, source.options)
+    if bounds is not None:
+        held = _small_ints(np.searchsorted(bounds, rows, side="right") - 1, len(bounds))
+        order = np.argsort(held, kind="stable")  # a radix sort for small integers
+        cuts = np.concatenate([[0], np.cumsum(np.bincount(held, minlength=len(bounds) - 1))])
+        grouped_rows, grouped_mixtures = rows[order], mixtures[order]
     out: np.ndarray | None = None
     start = 0
-    for X in _source_batches(piece, source):
+    for i, X in enumerate(_source_batches(piece, source)):
         if out is None:
             out = np.zeros((m, X.shape[1]))
         stop = start + X.shape[0]
-        inside = (rows >= start) & (rows < stop)
-        if inside.any():
-            _partial_sums(X, rows[inside] - start, mixtures[inside], m, out=out)
+        if bounds is not None and i + 1 < len(bounds) and (bounds[i], bounds[i + 1]) == (start, stop):
+            r, t = grouped_rows[cuts[i]:cuts[i + 1]], grouped_mixtures[cuts[i]:cuts[i + 1]]
+        else:
+            inside = (rows >= start) & (rows < stop)
+            r, t = rows[inside], mixtures[inside]
+        if r.size:
+            _partial_sums(X, r - start, t, m, out=out)
         start = stop
     assert out is not None
     return out
 
 
+def _batch_bounds(piece: _Piece, options: _Options) -> np.ndarray | None:
+    """The first row of each batch :func:`_batches` yields for a Parquet partition, then its row
+    count, from the footer's row-group sizes (``None`` for a CSV file)."""
+    if piece.row_groups is None:
+        return None
+    meta = _parquet_metadata(piece.path)
+    bounds, offset = [np.zeros(1, dtype=np.int64)], 0
+    for group in piece.row_groups:
+        rows = meta.row_group(group).num_rows
+        bounds.append(offset + _cuts(rows, len(options.columns))[1:])
+        offset += rows
+    return np.concatenate(bounds)
+
+
+def _small_ints(values: np.ndarray, bound: int) -> np.ndarray:
+    """``values`` (in ``[0, bound)``) as ``uint16`` when they fit: NumPy's stable sort is then a
+    radix sort."""
+    return values.astype(np.uint16) if bound <= 1 << 16 else values
+
+
 def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int,
                   out: np.ndarray | None = None) -> np.ndarray:
     """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
-    in mixture order (:func:`pairs_by_partition`): each mixture's rows are gathered and added with
-    ``np.add.reduceat``, a sub-chunk of about :data:`GATHER_BYTES` at a time. ``out``: added to."""
+    in mixture order (:func:`pairs_by_partition`). A sub-chunk of about :data:`GATHER_BYTES` of
+    pairs at a time is a sparse 0/1 matrix ``S`` (one row per mixture, one column per row of
+    ``block``; CSR built directly from the sorted pairs, no sort) and ``S @ block`` (SciPy's
+    sparse-dense product: one C loop over the pairs, no gathered copy of the rows) is added to
+    ``out``: to the sub-chunk's contiguous range of mixtures when it is at most 4 times its number
+    of pairs (empty rows for the mixtures without a pair; one contiguous addition), else to its
+    mixtures' rows only. ``out``: added to."""
+    from scipy import sparse
+
+    block = np.ascontiguousarray(block, dtype=np.float64)  # the product's C loop reads C-order rows
     out = np.zeros((m, block.shape[1])) if out is None else out
     step = max(1, GATHER_BYTES // (8 * max(1, block.shape[1])))
+    ones = np.ones(min(step, rows.size))
     for start in range(0, rows.size, step):
         r, t = rows[start:start + step], mixtures[start:start + step]
-        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # t is non-decreasing: unique t[first]
-        out[t[first]] += np.add.reduceat(block[r], first, axis=0)
+        t0, span = int(t[0]), int(t[-1]) - int(t[0]) + 1  # t is non-decreasing
+        if span <= 4 * r.size:
+            indptr = np.zeros(span + 1, dtype=np.int64)
+            np.cumsum(np.bincount(t - t0, minlength=span), out=indptr[1:])
+            pairs = sparse.csr_matrix((ones[:r.size], r, indptr), shape=(span, block.shape[0]))
+            out[t0:t0 + span] += pairs @ block
+            continue
+        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # unique t[first]
+        pairs = sparse.csr_matrix((ones[:r.size], r, np.append(first, r.size)),
+                                  shape=(first.size, block.shape[0]))
+        out[t[first]] += pairs @ block
     return out
 
 
@@ -1027,8 +1151,7 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
             block[:, sl] = plan.apply(block[:, sl], stream.take(m))
         if finish is not None:  # post-processing of the noisy chunk (dpmix._denoise)
             block = finish(block)
-        path = spill.save(i, block)
-        parts.append(da.from_delayed(dask_delayed(_load_chunk)(spill, path), shape=(m, w), dtype=block.dtype))
+        parts.append(spill.lazy(i, block))
     return da.concatenate(parts, axis=0)
 
 
@@ -1146,9 +1269,10 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
-    Releases of :data:`CLIENT_NOISED` mechanisms are already on the client's disk and are written
-    with local threads; the others (synthetic rows) are drawn and written by the workers, so on a
-    cluster ``output`` must be a path the workers can write (a shared file system).
+    Releases with parts already on the client's disk (:func:`_spilled`: DPMix's mixtures, labels
+    noised on the client) are written with local threads; the others (synthetic rows, noisy
+    projections) are drawn and written by the workers, so on a cluster ``output`` must be a path the
+    workers can write (a shared file system).
     Everything is written into a temporary directory beside ``output`` and renamed into place at
     the end: on any failure (a bad partition, a NaN in the release, a full disk) nothing is left.
     The card is :meth:`Release.card` with ``sha256`` the digest of the manifest (``name sha256``
@@ -1193,7 +1317,7 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
                                    name_function=lambda i: f"part-{i:05d}.parquet",
                                    use_dictionary=label_columns or False)
         lazy_diag = {k: v for k, v in (diagnostics or {}).items() if is_lazy(v)}
-        local = {"scheduler": "threads"} if release.mechanism in CLIENT_NOISED else {}
+        local = {"scheduler": "threads"} if _spilled(release.data, release.labels) else {}
         with _progress(progress), warnings.catch_warnings():
             # lazy diagnostics (array expressions) are computed in the same pass as the write
             warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
@@ -1201,7 +1325,8 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         if diagnostics is not None:
             diagnostics.update({k: v.item() if hasattr(v, "item") else v for k, v in diag.items()})
         parts = sorted(p for p in tmp.iterdir() if p.name.startswith("part-"))
-        files = {p.name: _sha256(p) for p in parts}
+        with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:  # hashlib releases the GIL
+            files = dict(zip([p.name for p in parts], pool.map(_sha256, parts), strict=True))
         manifest = "".join(f"{name} {digest}\n" for name, digest in files.items()).encode()
         card = release.card(csv_bytes=manifest)
         card.update({"format": fmt, "files": files, "engine": "dask",

@@ -38,6 +38,7 @@ import numpy as np
 
 __all__ = [
     "BitSource",
+    "DerivedBits",
     "GAUSSIAN_TAIL_K",
     "NoiseDraw",
     "SecureBits",
@@ -62,6 +63,7 @@ __all__ = [
     "reserved_guarantee",
     "fixed_sigma_guarantee",
     "slack_details",
+    "stream_secret",
     "symmetric",
     "symmetric_laplace",
     "uniform_below",
@@ -185,6 +187,54 @@ class SeededBits(_ChaCha20Stream):
 
     def words(self, n: int) -> np.ndarray:
         return self._keystream_words(n)
+
+
+class DerivedBits(_ChaCha20Stream):
+    """The words of one stream of a family, for noise drawn in parallel (one stream per partition of
+    a table on the Dask engine): the ChaCha20 keystream under 256-bit keys
+    ``HMAC-SHA256(secret, "dpcore-stream" || index || rekeys)`` (RFC 2104; 8-byte big-endian
+    integers), re-keyed every 2^36 bytes. HMAC-SHA256 is a pseudorandom function of its key: the
+    streams of distinct ``index`` are independent, each is a ChaCha20 keystream under a uniform key,
+    and a stream is a deterministic function of ``(secret, index)`` (a partition computed twice gets
+    the same noise). ``secret``: 32 bytes from :func:`stream_secret`; secure when it is.
+    """
+
+    def __init__(self, secret: bytes, index: int, *, secure: bool) -> None:
+        if len(secret) != 32:
+            raise ValueError("the secret must be 32 bytes (256 bits)")
+        super().__init__()
+        self.secure = bool(secure)
+        self.description = f"ChaCha20 stream {int(index)} keyed by HMAC-SHA256 of a 256-bit secret"
+        self._secret, self._index, self._rekeys = bytes(secret), int(index), 0
+
+    def _new_key(self) -> bytes:
+        import hashlib
+        import hmac
+
+        message = b"dpcore-stream" + self._index.to_bytes(8, "big") + self._rekeys.to_bytes(8, "big")
+        self._rekeys += 1
+        return hmac.new(self._secret, message, hashlib.sha256).digest()
+
+    def words(self, n: int) -> np.ndarray:
+        return self._keystream_words(n)
+
+
+def stream_secret(bits: BitSource) -> tuple[bytes, bool]:
+    """A fresh 256-bit secret for a family of :class:`DerivedBits` streams standing for ``bits``,
+    and whether it is secure: from ``os.urandom`` (the OS CSPRNG) when ``bits`` is secure, never
+    written anywhere; from the seeded generator of :class:`SeededBits` (a preview: the same seed
+    gives the same secret, hence the same streams).
+
+    Raises
+    ------
+    ValueError
+        A bit source that is neither secure nor a :class:`SeededBits`.
+    """
+    if bits.secure:
+        return os.urandom(32), True
+    if isinstance(bits, SeededBits):
+        return bits._new_key(), False
+    raise ValueError(f"no stream secret for the bit source {bits.description!r}")
 
 
 def noise_source(random_state: None | int | np.random.Generator) -> BitSource:

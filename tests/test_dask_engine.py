@@ -189,6 +189,14 @@ def test_partial_sums_are_mixture_sums():
     total = sum(dask_engine._partial_sums(Z[offsets[p]:offsets[p + 1]], rows[cuts[p]:cuts[p + 1]],
                                           mixtures[cuts[p]:cuts[p + 1]], 300) for p in range(3))
     np.testing.assert_allclose(total / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
+    # both ways of adding a sub-chunk: its contiguous range of mixtures (dense pairs) and its
+    # mixtures' rows only (a few pairs over many mixtures: a partition of 20 rows of the 1,000)
+    rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, np.array([0, 980, 1_000]))
+    expected = np.zeros((300, 4))
+    np.add.at(expected, mixtures[cuts[1]:], Z[980:][rows[cuts[1]:]])
+    assert mixtures[-1] - mixtures[cuts[1]] + 1 > 4 * (cuts[2] - cuts[1])  # sparse: rows only
+    sparse_sums = dask_engine._partial_sums(Z[980:], rows[cuts[1]:], mixtures[cuts[1]:], 300)
+    np.testing.assert_allclose(sparse_sums, expected, rtol=0, atol=1e-14)
 
 
 def test_local_cluster_two_workers(table, labelled, tmp_path):
@@ -738,3 +746,136 @@ def test_missing_drop_is_refused_with_the_reason(table, tmp_path):
     out = tmp_path / "out"
     assert main(["release", "pca-gauss", glob, "-o", str(out), "--engine", "dask", "--missing", "drop"]) == 2
     assert not out.exists()
+
+
+def _lazy_rows(values, rows_per_partition):
+    import dask.array as da
+
+    return da.from_array(values, chunks=(rows_per_partition, -1))
+
+
+@pytest.mark.parametrize("distribution", ["gaussian", "laplace"])
+def test_partition_noise_scale_per_cell(distribution):
+    """Per-row grid noise drawn inside the partitions' tasks (partition_noise) has the plan's exact
+    distribution in every cell: the residuals on each partition and on the whole table pass a KS
+    test against the plan's continuous law at its scale (the grid is 2^-24 sigma or finer), and the
+    values are on the plan's grid."""
+    from dpcore import noise as dpnoise
+
+    bits = dpnoise.SecureBits()
+    if distribution == "gaussian":
+        sigma = 0.7
+        plan = dpnoise.gaussian_plan(sigma, grid=2.0**-30, l2_sensitivity=1.0, n_changed=1, bits=bits)
+        law = stats.norm(scale=sigma)
+    else:
+        plan = dpnoise.laplace_plan(1.0, 2.0, n_changed=1, bits=bits)
+        law = stats.laplace(scale=plan.scale)
+    values = np.random.default_rng(0).uniform(0, 1, (20_000, 3))
+    noisy = dask_engine.partition_noise(plan, _lazy_rows(values, 4_000))
+    assert noisy.numblocks[0] == 5 and noisy.name.startswith("dpcore-noise-")
+    drawn = np.asarray(noisy.compute())
+    residual = drawn - values
+    np.testing.assert_array_equal(drawn / plan.grid, np.rint(drawn / plan.grid))  # on the grid
+    assert stats.kstest(residual.ravel(), law.cdf).pvalue > 1e-4
+    for p in range(5):
+        part = residual[4_000 * p:4_000 * (p + 1)].ravel()
+        assert stats.kstest(part, law.cdf).pvalue > 1e-4
+        assert part.std() == pytest.approx(law.std(), rel=0.05)
+
+
+def test_partition_noise_streams_are_independent_per_partition():
+    """No two partitions share a stream: the noise of equal partitions differs and is uncorrelated
+    (|r| within 5 standard errors), the streams' first words differ for 1,000 indices; two
+    secure releases draw fresh secrets (different noise), a partition computed twice gets the same
+    noise, and a seeded preview gives the same noise for the same seed."""
+    from dpcore import noise as dpnoise
+
+    zeros = np.zeros((6 * 5_000, 2))
+    plan = dpnoise.gaussian_plan(1.0, grid=2.0**-30, l2_sensitivity=1.0, n_changed=1,
+                                 bits=dpnoise.SecureBits())
+    noisy = dask_engine.partition_noise(plan, _lazy_rows(zeros, 5_000))
+    first = np.asarray(noisy.compute())
+    np.testing.assert_array_equal(first, np.asarray(noisy.compute()))  # deterministic per partition
+    parts = first.reshape(6, -1)
+    corr = np.corrcoef(parts)
+    off = corr[~np.eye(6, dtype=bool)]
+    assert np.all(np.abs(off) < 5 / np.sqrt(parts.shape[1]))
+    again = np.asarray(dask_engine.partition_noise(plan, _lazy_rows(zeros, 5_000)).compute())
+    assert not np.any(again == first)  # a fresh secret per call
+    secret, secure = dpnoise.stream_secret(plan.bits)
+    assert secure and len(secret) == 32
+    heads = {dpnoise.DerivedBits(secret, i, secure=True).words(2).tobytes() for i in range(1_000)}
+    assert len(heads) == 1_000
+    seeded = [np.asarray(dask_engine.partition_noise(
+        dpnoise.gaussian_plan(1.0, grid=2.0**-30, l2_sensitivity=1.0, n_changed=1,
+                              bits=dpnoise.noise_source(seed)), _lazy_rows(zeros, 5_000)).compute())
+        for seed in (3, 3, 4)]
+    np.testing.assert_array_equal(seeded[0], seeded[1])
+    assert not np.any(seeded[0] == seeded[2])
+    assert not dpnoise.stream_secret(dpnoise.noise_source(3))[1]
+
+
+def test_derived_bits_rekey_and_secret_checks():
+    """A DerivedBits stream re-keys (a new HMAC key) after 2^36 bytes, as SecureBits; a secret that
+    is not 256 bits is refused."""
+    from dpcore import noise as dpnoise
+
+    bits = dpnoise.DerivedBits(bytes(32), 7, secure=False)
+    a = bits.words(4)
+    bits._left = 0  # as if 2^36 bytes had been drawn
+    b = bits.words(4)
+    assert bits._rekeys == 2 and not np.array_equal(a, b)
+    np.testing.assert_array_equal(dpnoise.DerivedBits(bytes(32), 7, secure=False).words(4), a)
+    with pytest.raises(ValueError, match="32 bytes"):
+        dpnoise.DerivedBits(bytes(16), 0, secure=True)
+
+
+def test_piece_partial_sums_by_batch_and_by_mask(table, monkeypatch):
+    """A partition's partial sums, grouped by the footer's batch bounds or (bounds that do not
+    match the batches read) by a mask, and in sub-chunks that split a mixture's pairs, equal the
+    mixtures' sums of its rows."""
+    from dpcore.mechanisms.dpmix import sample_mixture_indices
+
+    X, glob = table
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    piece, rows_p = lazy_table.pieces[1], lazy_table.lengths[1]
+    start = lazy_table.lengths[0]
+    block = X[start:start + rows_p]
+    idx = sample_mixture_indices(rows_p, 5, 400, np.random.default_rng(1))
+    rows, mixtures, _ = dask_engine.pairs_by_partition(idx, np.array([0, rows_p]))
+    expected = np.zeros((400, 6))
+    np.add.at(expected, mixtures, block[rows])
+    monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 41)
+    monkeypatch.setattr(dask_engine, "GATHER_BYTES", 8 * 6 * 13)
+    source = dask_engine._Source(lazy_table.options)
+    bounds = dask_engine._batch_bounds(piece, lazy_table.options)
+    assert bounds[0] == 0 and bounds[-1] == rows_p and len(bounds) > 10
+    by_batch = dask_engine._piece_partial_sums(piece, source, rows, mixtures, 400)
+    monkeypatch.setattr(dask_engine, "_batch_bounds", lambda piece, options: bounds + 1)
+    by_mask = dask_engine._piece_partial_sums(piece, source, rows, mixtures, 400)
+    np.testing.assert_allclose(by_batch, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(by_mask, expected, rtol=0, atol=1e-12)
+
+
+def test_partition_noise_written_by_cluster_workers(table, tmp_path):
+    """DPPro's per-row noise drawn in the partitions' tasks is computed and written by the workers
+    of a distributed LocalCluster (its graph pickles: the plan travels without its bit source),
+    whereas DPMix's client-spilled mixtures are written with local threads (_spilled)."""
+    distributed = pytest.importorskip("distributed")
+    import cloudpickle
+
+    _, glob = table
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        rel, written = dask_engine.release_table(DPPro(epsilon=1.0, delta=1e-6, n_components=3), glob,
+                                                 tmp_path / "dppro", bounds=BOUNDS, blocksize=20_000)
+        assert not dask_engine._spilled(rel.data)
+        cloudpickle.dumps(dict(rel.data.__dask_graph__()))
+        mixed, _ = dask_engine.release_table(DPMix(epsilon=2.0, delta=1e-6, ell=5, n_mixtures=500), glob,
+                                             tmp_path / "dpmix", bounds=BOUNDS, blocksize=20_000)
+        assert dask_engine._spilled(mixed.data)
+    card = json.loads(written["card"].read_text())
+    assert card["mechanism"] == "dppro" and card["noise"][0]["scale"] == rel.noise[0].scale
+    assert card["noise"][0]["distribution"] == "gaussian"
+    frames = [pd.read_parquet(tmp_path / "dppro" / f) for f in card["files"]]
+    assert sum(map(len, frames)) == 12_000 and all(np.isfinite(f.to_numpy()).all() for f in frames)
