@@ -120,6 +120,13 @@ if TYPE_CHECKING:
     from dpcore.preprocessing import PreparedInput
     from dpcore.release import Release
 
+#: the card's ``noise_streams`` on this engine: where each noise record's random bits come from
+NOISE_STREAMS = (
+    "statistics (sums, moments, histograms) and DPMix's mixtures: drawn on the client with the sampler "
+    "named in 'noise'; per-row noise (projections, perturbed rows, labels): drawn inside each "
+    "partition's task with that sampler, partition i reading a ChaCha20 stream keyed by "
+    "HMAC-SHA256(secret, i), one fresh 256-bit secret per release from os.urandom (a seeded preview: "
+    "from the seed), never written")
 #: mechanism name -> tasks the Dask engine runs for it (everything else is refused by name)
 SUPPORTED: dict[str, tuple[str, ...]] = {
     "ron-gauss": ("unsupervised", "classification", "regression"),
@@ -1329,7 +1336,7 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
             files = dict(zip([p.name for p in parts], pool.map(_sha256, parts), strict=True))
         manifest = "".join(f"{name} {digest}\n" for name, digest in files.items()).encode()
         card = release.card(csv_bytes=manifest)
-        card.update({"format": fmt, "files": files, "engine": "dask",
+        card.update({"format": fmt, "files": files, "engine": "dask", "noise_streams": NOISE_STREAMS,
                      "sha256_of": "the manifest: one 'name sha256' line per part file, sorted by name"})
         (tmp / "card.json").write_text(json.dumps(card, indent=2, allow_nan=False), encoding="utf-8")
         if release.transform_arrays:

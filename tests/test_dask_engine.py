@@ -121,6 +121,7 @@ def test_write_release_partitions_card_and_transform(table, tmp_path):
     assert frame.shape == (X.shape[0], rel.data.shape[1]) and np.isfinite(frame.to_numpy()).all()
     card = json.loads((out / "card.json").read_text())
     assert card["n_rows"] == card["n_released"] == X.shape[0] and card["engine"] == "dask"
+    assert "HMAC-SHA256" in card["noise_streams"] and "never written" in card["noise_streams"]
     assert set(card["files"]) == {p.name for p in parts}
     assert card["guarantee"]["epsilon"] == pytest.approx(1.0) and card["guarantee"]["holds"]
     assert (out / "transform.npz").exists() and set(written) >= {"card", "transform"}
