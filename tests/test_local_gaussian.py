@@ -266,7 +266,8 @@ def test_relative_shares_keep_relative_noise_equal_and_are_measured():
     sig = np.array(list(rel.details["noise_per_column"].values()))
     widths = b[:, 1] - b[:, 0]
     np.testing.assert_allclose(sig / widths, sig[0] / widths[0], rtol=1e-12)
-    assert rel.details["column_noise"] == "relative" and not rel.details.get("warnings")
+    assert rel.details["column_noise"] == "relative"
+    assert not any("dominates" in w for w in rel.details.get("warnings", []))
     resid = rel.data - mid
     stat = np.sum(resid**2, axis=0) / sig**2  # ~ chi2(n) per column
     lo_q, hi_q = stats.chi2.ppf(LEVEL / 8, n), stats.chi2.isf(LEVEL / 8, n)
@@ -280,7 +281,7 @@ def test_equal_noise_warns_when_one_range_dominates():
     b = np.array([[18, 90], [0, 2e5], [0, 1]], dtype=float)
     X = _uniform_in(b, 20, 12)
     rel = LocalGaussian(epsilon=1.0, bounds=b, column_noise="equal").release(X)
-    (warning,) = rel.details["warnings"]
+    warning = rel.details["warnings"][0]
     assert "'x1'" in warning and "dominates" in warning and "relative" in warning
     assert any("dominates" in w for w in rel.card()["warnings"])
     same = np.array([[0, 16]] * 3, dtype=float)  # images: equal ranges, both modes identical
@@ -288,7 +289,7 @@ def test_equal_noise_warns_when_one_range_dominates():
     r1 = LocalGaussian(epsilon=1.0, bounds=same, random_state=1).release(X)
     r2 = LocalGaussian(epsilon=1.0, bounds=same, random_state=1, column_noise="equal").release(X)
     np.testing.assert_array_equal(r1.data, r2.data)
-    assert not r1.details.get("warnings")
+    assert not any("dominates" in w for w in r1.details.get("warnings", []))
 
 
 @pytest.mark.parametrize("shares", [{"nope": 1.0}, {"x0": 0.0}, {"x0": float("nan")}, [1.0, 2.0]])
@@ -296,3 +297,20 @@ def test_bad_noise_shares_are_refused(shares):
     b = _box(3)
     with pytest.raises(ValueError, match="noise_shares"):
         LocalGaussian(epsilon=1.0, bounds=b, noise_shares=shares).release(_uniform_in(b, 10, 1))
+
+
+def test_noise_larger_than_every_range_is_said():
+    """The 'noise larger than the data' warning appears exactly when sigma_j >= w_j for every column
+    (public facts: it moves with epsilon, not with the rows)."""
+    b = np.array([[0, 1], [0, 4]], dtype=float)
+    X = _uniform_in(b, 30, 14)
+    for eps in (0.5, 2.0, 50.0, 400.0):
+        rel = LocalGaussian(epsilon=eps, delta=1e-5, bounds=b).release(X)
+        sigma_j = np.array([rec.scale for rec in rel.noise if "column j" in rec.statistic])
+        shares = np.array(list(rel.details["noise_shares"].values()))
+        least = float(np.min(sigma_j[0] * shares / (b[:, 1] - b[:, 0])))
+        said = [w for w in rel.details.get("warnings", []) if "larger than the data" in w]
+        assert bool(said) == (least >= 1.0), (eps, least)
+        other = LocalGaussian(epsilon=eps, delta=1e-5, bounds=b).release(np.zeros_like(X))
+        assert other.details.get("warnings", []) == rel.details.get("warnings", [])
+    assert not LocalGaussian(epsilon=400.0, delta=1e-5, bounds=b).release(X).details.get("warnings")

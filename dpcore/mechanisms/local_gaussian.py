@@ -26,7 +26,8 @@ of width 200,000 is not drowned by the wide one's noise). ``column_noise="equal"
 ``sigma`` for every column, ``S2`` = the L2 diameter of the box (the previous behaviour). With equal
 widths (images) both give the same noise. ``noise_shares`` (Python) sets the shares directly. A
 warning is recorded when one column's range dominates (relative noise differing by more than
-``DOMINANCE_RATIO`` between columns).
+``DOMINANCE_RATIO`` between columns), and another when the noise standard deviation is at least
+the whole range of every column (the rows are then mostly noise).
 
 ``sigma`` comes from the analytic Gaussian mechanism (Balle & Wang, ICML 2018, Theorem 8 / Alg. 1)
 for ``S2`` — exact (epsilon, delta)-DP for every epsilon — or the classic bound
@@ -66,6 +67,7 @@ __all__ = [
     "LocalGaussian",
     "column_shares",
     "dominance_warning",
+    "swamped_warning",
     "label_height",
     "local_gaussian_sensitivity",
 ]
@@ -173,6 +175,25 @@ def dominance_warning(data: PreparedInput, shares: np.ndarray, sigma: float) -> 
             f"{widths[ok][quiet]:.4g}) sets a noise of {sigma * shares[ok][loud]:.4g} on column "
             f"{names[loud]!r} (range {widths[ok][loud]:.4g}), {ratio:.3g} times more relative noise; "
             "column_noise='relative' gives every column noise in proportion to its range")
+
+
+def swamped_warning(data: PreparedInput, shares: np.ndarray, sigma: float) -> str | None:
+    """A sentence when the noise standard deviation ``sigma_j`` is at least the whole public range
+    ``w_j`` of every column of non-zero range (each released row is then mostly noise, and clipping
+    it to the bounds piles values on the bounds), else None. From public facts only (bounds, shares,
+    ``sigma``)."""
+    widths = data.bounds[:, 1] - data.bounds[:, 0]
+    ok = widths > 0
+    if not ok.any() or not math.isfinite(sigma) or sigma == 0:
+        return None
+    least = float(np.min(sigma * shares[ok] / widths[ok]))
+    if least < 1.0:
+        return None
+    return (f"the noise is larger than the data: each column's noise standard deviation is at least "
+            f"{least:.3g} times its whole public range, so single released rows carry little of the real "
+            "values (clipped to the bounds, many sit on a bound). Local perturbation pays for every row "
+            "separately; at this epsilon a mechanism that releases a model of the table (PCA-Gauss, "
+            "RON-Gauss, MODIPS) keeps far more of it")
 
 
 class LocalGaussian(Mechanism):
@@ -338,9 +359,10 @@ class LocalGaussian(Mechanism):
         if label_columns and not separate:
             details["label_noise_share"] = label_share
             details["label_noise"] = sigma * label_share
-        warning = dominance_warning(data, shares, sigma)
-        if warning:
-            details["warnings"] = [warning]
+        notes = [w for w in (dominance_warning(data, shares, sigma), swamped_warning(data, shares, sigma))
+                 if w]
+        if notes:
+            details["warnings"] = notes
         return self._new_release(
             data, params, values=values, columns=list(data.feature_names), guarantee=guarantee,
             noise=noise, calibration=params["calibration"], labels=labels,
