@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from app.figures.attack import score_histogram_figure
 from dpcore.cli import main as cli_main
 from dpcore.mechanisms import MECHANISMS
 from tests.test_app import goto, new_app
@@ -463,6 +464,8 @@ def test_attack_stopped_before_ten_trials_still_ends_with_a_result():
     results = at.session_state["_attack_results"]
     (key, full), = results.items()
     assert full.trials == 20 and not full.stopped
+    hist = score_histogram_figure(full).layout  # scores of order 1e-4 were ticked "500μ"
+    assert hist.xaxis.exponentformat == "power" and hist.legend.y < -0.3
     # what an interrupted run leaves: its key and the scores drawn so far (3 trials per world)
     scores = (list(full.scores_out[:3]), list(full.scores_in[:3]))
     results.clear()

@@ -61,7 +61,11 @@ def score_histogram_figure(res: AttackResult) -> go.Figure:
                                    name=name, opacity=0.55, marker={"color": color}, nbinsx=40))
     fig.add_vline(x=res.lower_bound.threshold, line={"dash": "dash", "color": "black"},
                   annotation_text="best threshold")
+    # scores are often of order 1e-4: powers of ten, not SI prefixes ("500μ" read as a unit); the
+    # legend sits below the axis title (the shorter figure needs a lower legend than LAYOUT's)
     fig.update_layout(barmode="overlay", title="Attack score in the two worlds",
-                      xaxis_title=f"attack score ({res.statistic}; larger: says IN)",
-                      yaxis_title="releases", **{**LAYOUT, "height": 340})
+                      xaxis={"title": f"attack score ({res.statistic}; larger: says IN)",
+                             "exponentformat": "power"},
+                      yaxis_title="releases",
+                      **{**LAYOUT, "height": 340, "legend": {**LAYOUT["legend"], "y": -0.32}})
     return fig
