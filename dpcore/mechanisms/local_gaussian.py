@@ -191,9 +191,9 @@ def swamped_warning(data: PreparedInput, shares: np.ndarray, sigma: float) -> st
         return None
     return (f"the noise is larger than the data: each column's noise standard deviation is at least "
             f"{least:.3g} times its whole public range, so single released rows carry little of the real "
-            "values (clipped to the bounds, many sit on a bound). Local perturbation pays for every row "
-            "separately; at this epsilon a mechanism that releases a model of the table (PCA-Gauss, "
-            "RON-Gauss, MODIPS) keeps far more of it")
+            "values (and a download clipped to the bounds piles many of them on a bound). Local "
+            "perturbation pays for every row separately; at this epsilon a mechanism that releases a "
+            "model of the table (PCA-Gauss, RON-Gauss, MODIPS) keeps far more of it")
 
 
 class LocalGaussian(Mechanism):
