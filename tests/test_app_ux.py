@@ -467,12 +467,15 @@ def test_attack_stopped_before_ten_trials_still_ends_with_a_result():
     hist = score_histogram_figure(full).layout  # scores of order 1e-4 were ticked "500μ"
     assert hist.xaxis.exponentformat == "power" and hist.legend.y < -0.3
     # what an interrupted run leaves: its key and the scores drawn so far (3 trials per world)
-    scores = (list(full.scores_out[:3]), list(full.scores_in[:3]))
-    results.clear()
-    at.session_state["_attack_partial"] = {"key": key, "scores": scores, "t0": 0.0}
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    res = at.session_state["_attack_results"][key]
+    def resume(scores: tuple[list[float], list[float]]):
+        """The next run after a stop that left these scores: the stored result."""
+        results.clear()
+        at.session_state["_attack_partial"] = {"key": key, "scores": scores, "t0": 0.0}
+        at.run()
+        assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+        return at.session_state["_attack_results"][key]
+
+    res = resume((list(full.scores_out[:3]), list(full.scores_in[:3])))
     assert res.stopped and res.trials == 10 and res.requested == 20
     assert np.array_equal(res.scores_out, full.scores_out[:10])  # resumed: the same seeded trials
     assert any(i.value == "Stopped after 10 trials per world." for i in at.info)
@@ -480,12 +483,7 @@ def test_attack_stopped_before_ten_trials_still_ends_with_a_result():
     # a Stop during trial 12: the interrupted run's thread (still running beside the next run, with
     # Streamlit's fast reruns) has drawn world 0 of that trial but not world 1 when the next run
     # reads the scores; the summary keeps the 11 complete trials (it showed no result before)
-    scores = (list(full.scores_out[:12]), list(full.scores_in[:11]))
-    results.clear()
-    at.session_state["_attack_partial"] = {"key": key, "scores": scores, "t0": 0.0}
-    at.run()
-    assert not at.error, [e.value for e in at.error]
-    res = at.session_state["_attack_results"][key]
+    res = resume((list(full.scores_out[:12]), list(full.scores_in[:11])))
     assert res.stopped and res.trials == 11
     assert np.array_equal(res.scores_out, full.scores_out[:11])
     assert np.array_equal(res.scores_in, full.scores_in[:11])
