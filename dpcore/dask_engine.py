@@ -72,7 +72,6 @@ import numpy as np
 from dpcore.exceptions import DataValidationError, NonFiniteNoiseError, PrivacyLeakWarning
 
 __all__ = [
-    "CLIENT_NOISED",
     "BATCH_BYTES",
     "CSV_SUFFIXES",
     "DEFAULT_BLOCKSIZE",
@@ -143,12 +142,6 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 #: why a (mechanism, task) is refused (shown in the error); every mechanism of the package streams,
 #: so it is empty: a new mechanism is refused by name until its statistics are wired to the engine
 NOT_STREAMED: dict[str, str] = {}
-#: mechanisms whose rows may get their noise on the client (DPMix's mixtures, labels released by
-#: randomized response): such parts are spilled on the client's disk (temporary files), and a
-#: release that loads them is written from the client with local threads, even on a cluster
-#: (:func:`_spilled`); per-row grid noise is drawn in the partitions' tasks (:func:`partition_noise`)
-CLIENT_NOISED = frozenset({"dpmix", "jl-laplace", "dppro", "local-gaussian", "identity-laplace",
-                           "pca-identity", "rp-gaussian"})
 #: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
 MIXTURE_CHUNK_BYTES = 256 << 20
 #: bytes of rows gathered at once by a DPMix partition task
