@@ -158,22 +158,32 @@ def local_gaussian_sensitivity(data: PreparedInput, shares: np.ndarray | None = 
     return math.sqrt(total)
 
 
+def _relative_noise(data: PreparedInput, shares: np.ndarray, sigma: float
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(sigma_j / w_j, w_j, sigma_j, names)`` over the columns of non-zero public range ``w_j``
+    (``sigma_j = sigma t_j``), or None when there is none or ``sigma`` is 0 or not finite."""
+    widths = data.bounds[:, 1] - data.bounds[:, 0]
+    ok = widths > 0
+    if not ok.any() or not math.isfinite(sigma) or sigma == 0:
+        return None
+    noise = sigma * shares[ok]
+    return noise / widths[ok], widths[ok], noise, np.asarray(data.feature_names, dtype=object)[ok]
+
+
 def dominance_warning(data: PreparedInput, shares: np.ndarray, sigma: float) -> str | None:
     """A sentence when the relative noise ``sigma_j / w_j`` of two columns differs by more than
     :data:`DOMINANCE_RATIO` (one column's range dominates the noise of the others), else None."""
-    widths = data.bounds[:, 1] - data.bounds[:, 0]
-    ok = widths > 0
-    if ok.sum() < 2 or not math.isfinite(sigma) or sigma == 0:
+    columns = _relative_noise(data, shares, sigma)
+    if columns is None or columns[0].size < 2:
         return None
-    relative = sigma * shares[ok] / widths[ok]
-    names = np.asarray(data.feature_names, dtype=object)[ok]
+    relative, widths, noise, names = columns
     ratio = float(relative.max() / relative.min())
     if ratio <= DOMINANCE_RATIO:
         return None
     loud, quiet = int(np.argmax(relative)), int(np.argmin(relative))
     return (f"one column's range dominates the noise: column {names[quiet]!r} (range "
-            f"{widths[ok][quiet]:.4g}) sets a noise of {sigma * shares[ok][loud]:.4g} on column "
-            f"{names[loud]!r} (range {widths[ok][loud]:.4g}), {ratio:.3g} times more relative noise; "
+            f"{widths[quiet]:.4g}) sets a noise of {noise[loud]:.4g} on column "
+            f"{names[loud]!r} (range {widths[loud]:.4g}), {ratio:.3g} times more relative noise; "
             "column_noise='relative' gives every column noise in proportion to its range")
 
 
@@ -182,11 +192,10 @@ def swamped_warning(data: PreparedInput, shares: np.ndarray, sigma: float) -> st
     ``w_j`` of every column of non-zero range (each released row is then mostly noise, and clipping
     it to the bounds piles values on the bounds), else None. From public facts only (bounds, shares,
     ``sigma``)."""
-    widths = data.bounds[:, 1] - data.bounds[:, 0]
-    ok = widths > 0
-    if not ok.any() or not math.isfinite(sigma) or sigma == 0:
+    columns = _relative_noise(data, shares, sigma)
+    if columns is None:
         return None
-    least = float(np.min(sigma * shares[ok] / widths[ok]))
+    least = float(np.min(columns[0]))
     if least < 1.0:
         return None
     return (f"the noise is larger than the data: each column's noise standard deviation is at least "
