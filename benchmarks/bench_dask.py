@@ -117,8 +117,7 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
     for fn in OUTPUT_PHASE:
         setattr(dask_engine, fn, clock.wrap(getattr(dask_engine, fn)))
     out = Path(tempfile.mkdtemp(prefix="bench_dask_")) / "release"
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    start = time.perf_counter()
+    cpu_start, start = _cpu(), time.perf_counter()
     if mechanism == "read-and-sum":
         dd.read_parquet([str(f) for f in files]).sum().compute()
     elif mechanism == "read-and-rewrite":  # the writer's settings of dask_engine.write_release
@@ -135,12 +134,11 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
         mech = get_mechanism(mechanism)(epsilon=1.0, **params)
         dask_engine.release_table(mech, [str(f) for f in files], out, bounds=bounds)
     seconds = time.perf_counter() - start
-    end = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = _cpu() - cpu_start
     shutil.rmtree(out.parent, ignore_errors=True)
-    cpu = end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime
     return {"mechanism": mechanism, "rows": rows, "seconds": seconds, "cpu_seconds": cpu,
             "output_seconds": clock.seconds, "output_cpu_seconds": clock.cpu_seconds,
-            "peak_rss_gib": end.ru_maxrss / 2**20}
+            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
 def main() -> None:
