@@ -1427,6 +1427,23 @@ def connect(scheduler: str | None) -> Iterator[Any]:
         yield client
 
 
+@contextlib.contextmanager
+def one_blas_thread(client: Any) -> Iterator[None]:
+    """One BLAS thread per task while Dask's local threaded scheduler runs the tasks (``client``
+    ``None``): its worker threads already use every core, and OpenBLAS's own threads inside each
+    task's products then spin against them (measured with ``benchmarks/bench_dask.py`` at 4 x 10^6
+    rows: RON-Gauss's statistics phase took 11.5 CPU s with the default threads, 7.7 with one).
+    A ``distributed`` cluster's workers set this themselves (their nannies start them with
+    ``OPENBLAS_NUM_THREADS=1``). The limit is lifted when the block ends."""
+    if client is not None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 def release_table(
     mechanism: Any, source: Any, output: str | os.PathLike | None = None, *, n: int | None = None,
     n_samples: int | None = None, fmt: str = "parquet", scheduler: str | None = None,
@@ -1456,7 +1473,7 @@ def release_table(
     -------
     (Release, dict of written paths)
     """
-    with connect(scheduler), _progress(progress):
+    with connect(scheduler) as client, one_blas_thread(client), _progress(progress):
         table = open_table(source, n=n, **table_options)
         with lazy_output(max(1, -(-table.n // table.n_partitions))):
             rel, diag = mechanism.explore(table, n_samples=n_samples)

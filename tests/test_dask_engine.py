@@ -880,3 +880,29 @@ def test_partition_noise_written_by_cluster_workers(table, tmp_path):
     assert card["noise"][0]["distribution"] == "gaussian"
     frames = [pd.read_parquet(tmp_path / "dppro" / f) for f in card["files"]]
     assert sum(map(len, frames)) == 12_000 and all(np.isfinite(f.to_numpy()).all() for f in frames)
+
+
+def test_release_table_runs_its_tasks_with_one_blas_thread(tmp_path, monkeypatch):
+    """OpenBLAS's threads inside the threaded scheduler's tasks spin against its worker threads:
+    the release runs with one BLAS thread per task, and the process's setting comes back after."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
+    seen: list[list[int]] = []
+    real_write = dask_engine.write_release
+
+    def spying_write(*args, **kwargs):
+        seen.append(blas_threads())
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(dask_engine, "write_release", spying_write)
+    X = np.random.default_rng(0).uniform(0, 1, (2_000, 4))
+    path = tmp_path / "t.parquet"
+    pd.DataFrame(X, columns=list("abcd")).to_parquet(path)
+    dask_engine.release_table(PCAGauss(epsilon=1.0), str(path), tmp_path / "out",
+                              bounds={c: (0.0, 1.0) for c in "abcd"})
+    assert seen and seen[0] and all(t == 1 for t in seen[0])
+    assert blas_threads() == before
