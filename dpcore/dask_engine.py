@@ -75,7 +75,6 @@ __all__ = [
     "BATCH_BYTES",
     "CSV_SUFFIXES",
     "DEFAULT_BLOCKSIZE",
-    "GATHER_BYTES",
     "HEAD_ROWS",
     "LazyTable",
     "MIXTURE_CHUNK_BYTES",
@@ -142,10 +141,8 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 #: why a (mechanism, task) is refused (shown in the error); every mechanism of the package streams,
 #: so it is empty: a new mechanism is refused by name until its statistics are wired to the engine
 NOT_STREAMED: dict[str, str] = {}
-#: bytes of one chunk of DPMix mixtures (its dense partial sums per partition); T/chunk passes
+#: bytes of one chunk of DPMix mixtures (the client's sum of their rows); T/chunk passes
 MIXTURE_CHUNK_BYTES = 256 << 20
-#: bytes of rows gathered at once by a DPMix partition task
-GATHER_BYTES = 32 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
 DEFAULT_BLOCKSIZE = 128 << 20
 #: decoded bytes of the row batches a partition task checks and reduces at a time: small enough
@@ -1024,49 +1021,21 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
     return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
 
 
-def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray, m: int
-                        ) -> np.ndarray:
-    """:func:`_partial_sums` of a file partition, read batch by batch: each batch adds the pairs
-    whose rows it holds. The pairs are grouped by batch first (a stable sort by the batch holding
-    their row, from the batch bounds the footer gives, :func:`_batch_bounds`), which keeps their
-    mixture order within a batch; a batch that does not match its planned bounds takes its pairs
-    with a mask instead."""
-    bounds = _batch_bounds(piece, source.options)
-    if bounds is not None:
-        held = _small_ints(np.searchsorted(bounds, rows, side="right") - 1, len(bounds))
-        order = np.argsort(held, kind="stable")  # a radix sort for small integers
-        cuts = np.concatenate([[0], np.cumsum(np.bincount(held, minlength=len(bounds) - 1))])
-        grouped_rows, grouped_mixtures = rows[order], mixtures[order]
-    out: np.ndarray | None = None
-    start = 0
-    for i, X in enumerate(_source_batches(piece, source)):
-        if out is None:
-            out = np.zeros((m, X.shape[1]))
-        stop = start + X.shape[0]
-        if bounds is not None and i + 1 < len(bounds) and (bounds[i], bounds[i + 1]) == (start, stop):
-            r, t = grouped_rows[cuts[i]:cuts[i + 1]], grouped_mixtures[cuts[i]:cuts[i + 1]]
-        else:
-            inside = (rows >= start) & (rows < stop)
-            r, t = rows[inside], mixtures[inside]
-        if r.size:
-            _partial_sums(X, r - start, t, m, out=out)
-        start = stop
-    assert out is not None
-    return out
-
-
-def _batch_bounds(piece: _Piece, options: _Options) -> np.ndarray | None:
-    """The first row of each batch :func:`_batches` yields for a Parquet partition, then its row
-    count, from the footer's row-group sizes (``None`` for a CSV file)."""
-    if piece.row_groups is None:
-        return None
-    meta = _parquet_metadata(piece.path)
-    bounds, offset = [np.zeros(1, dtype=np.int64)], 0
-    for group in piece.row_groups:
-        rows = meta.row_group(group).num_rows
-        bounds.append(offset + _cuts(rows, len(options.columns))[1:])
-        offset += rows
-    return np.concatenate(bounds)
+def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_partial_sums` of a file partition: its batches are read into one array (a partition is
+    at most the table's blocksize) and its pairs summed in one sparse product."""
+    batches = _source_batches(piece, source)
+    if piece.rows is None:  # a CSV file: its row count is known once read
+        return _partial_sums(np.concatenate(list(batches)), rows, mixtures)
+    first = next(batches)
+    block = np.empty((piece.rows, first.shape[1]))
+    block[:first.shape[0]] = first
+    start = first.shape[0]
+    for X in batches:
+        block[start:start + X.shape[0]] = X
+        start += X.shape[0]
+    return _partial_sums(block[:start], rows, mixtures)
 
 
 def _small_ints(values: np.ndarray, bound: int) -> np.ndarray:
@@ -1075,36 +1044,23 @@ def _small_ints(values: np.ndarray, bound: int) -> np.ndarray:
     return values.astype(np.uint16) if bound <= 1 << 16 else values
 
 
-def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray, m: int,
-                  out: np.ndarray | None = None) -> np.ndarray:
-    """``out[t] = sum of block[rows[i]] over the pairs i of mixture t``, shape ``(m, w)``, for pairs
-    in mixture order (:func:`pairs_by_partition`). A sub-chunk of about :data:`GATHER_BYTES` of
-    pairs at a time is a sparse 0/1 matrix ``S`` (one row per mixture, one column per row of
-    ``block``; CSR built directly from the sorted pairs, no sort) and ``S @ block`` (SciPy's
-    sparse-dense product: one C loop over the pairs, no gathered copy of the rows) is added to
-    ``out``: to the sub-chunk's contiguous range of mixtures when it is at most 4 times its number
-    of pairs (empty rows for the mixtures without a pair; one contiguous addition), else to its
-    mixtures' rows only. ``out``: added to."""
+def _partial_sums(block: np.ndarray, rows: np.ndarray, mixtures: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sums of ``block``'s rows per mixture, for pairs ``(rows[i], mixtures[i])`` in mixture
+    order (:func:`pairs_by_partition`): ``(ids, sums)`` with ``ids`` the distinct mixtures of the
+    pairs (increasing) and ``sums[j] = sum of block[rows[i]] over the pairs i of mixture ids[j]``,
+    shape ``(ids.size, w)``. One sparse 0/1 matrix ``S`` (a row per distinct mixture, a column per
+    row of ``block``; CSR built directly from the sorted pairs, no sort) times ``block``: SciPy's
+    sparse-dense product, one C loop over the pairs, no gathered copy of the rows and no scattered
+    additions (the caller adds ``sums`` into its mixtures once per partition)."""
     from scipy import sparse
 
     block = np.ascontiguousarray(block, dtype=np.float64)  # the product's C loop reads C-order rows
-    out = np.zeros((m, block.shape[1])) if out is None else out
-    step = max(1, GATHER_BYTES // (8 * max(1, block.shape[1])))
-    ones = np.ones(min(step, rows.size))
-    for start in range(0, rows.size, step):
-        r, t = rows[start:start + step], mixtures[start:start + step]
-        t0, span = int(t[0]), int(t[-1]) - int(t[0]) + 1  # t is non-decreasing
-        if span <= 4 * r.size:
-            indptr = np.zeros(span + 1, dtype=np.int64)
-            np.cumsum(np.bincount(t - t0, minlength=span), out=indptr[1:])
-            pairs = sparse.csr_matrix((ones[:r.size], r, indptr), shape=(span, block.shape[0]))
-            out[t0:t0 + span] += pairs @ block
-            continue
-        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # unique t[first]
-        pairs = sparse.csr_matrix((ones[:r.size], r, np.append(first, r.size)),
-                                  shape=(first.size, block.shape[0]))
-        out[t[first]] += pairs @ block
-    return out
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, block.shape[1]))
+    first = np.flatnonzero(np.r_[True, mixtures[1:] != mixtures[:-1]])  # mixtures[first] distinct
+    pairs = sparse.csr_matrix((np.ones(rows.size), rows, np.append(first, rows.size)),
+                              shape=(first.size, block.shape[0]))
+    return mixtures[first], pairs @ block
 
 
 def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, plans: list[Any], *,
@@ -1143,7 +1099,7 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     for i, start in enumerate(range(0, n_mixtures, step)):
         m = min(step, n_mixtures - start)
         rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method), offsets)
-        partials = [blocks[p](rows[lo:hi], mixtures[lo:hi], m)
+        partials = [blocks[p](rows[lo:hi], mixtures[lo:hi])
                     for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
         block = _sum_partials(partials, m, w) / ell
         block = block.astype(dtype, copy=False)
@@ -1156,10 +1112,13 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
 
 
 def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
-    """The sum of the partitions' ``(m, w)`` partial sums (delayed). On a ``distributed`` cluster, a
-    tree reduction on the workers (four per node, to bound their memory); on the local scheduler,
-    added in place into one buffer as they are computed, a few partitions (one per CPU) at a time,
-    so at most that many partial sums are held besides the total."""
+    """The ``(m, w)`` sum of the partitions' partial sums (delayed ``(ids, sums)`` of
+    :func:`_partial_sums`). On the local scheduler, the partitions are computed on a pool of one
+    thread per CPU, at most two per CPU in flight, and the client adds each one's sums into its
+    mixtures as it arrives (while the next ones are computed), so at most that many partial sums
+    are held besides the total. On a ``distributed`` cluster, each partition's sums are spread
+    into an ``(m, w)`` array on its worker and those are added in a tree on the workers (four per
+    node, to bound their memory)."""
     import dask
     import dask.array as da
 
@@ -1168,14 +1127,29 @@ def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
 
         get_client()
     except (ImportError, ValueError):
+        from concurrent.futures import ThreadPoolExecutor
+
         total = np.zeros((m, w))
-        step = max(1, os.cpu_count() or 1)
-        for start in range(0, len(partials), step):
-            for part in dask.compute(*partials[start:start + step]):
-                total += part
+        workers = max(1, os.cpu_count() or 1)
+        with ThreadPoolExecutor(workers) as pool:
+            pending: list[Any] = []
+            for part in [*partials, None]:
+                if part is not None:
+                    pending.append(pool.submit(dask.compute, part, scheduler="synchronous"))
+                while pending and (part is None or len(pending) >= 2 * workers):
+                    (ids, sums), = pending.pop(0).result()
+                    total[ids] += sums
         return total
-    stacked = da.stack([da.from_delayed(p, shape=(m, w), dtype=float) for p in partials])
-    return np.asarray(stacked.sum(axis=0, split_every=4).compute())
+    dense = [da.from_delayed(dask_delayed(_spread)(p, m), shape=(m, w), dtype=float) for p in partials]
+    return np.asarray(da.stack(dense).sum(axis=0, split_every=4).compute())
+
+
+def _spread(partial_sums: tuple[np.ndarray, np.ndarray], m: int) -> np.ndarray:
+    """``(ids, sums)`` of :func:`_partial_sums` as the ``(m, w)`` array with ``sums`` at rows ``ids``."""
+    ids, sums = partial_sums
+    out = np.zeros((m, sums.shape[1]))
+    out[ids] = sums
+    return out
 
 
 def dask_delayed(fn: Callable[..., Any]) -> Callable[..., Any]:

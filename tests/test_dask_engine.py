@@ -140,7 +140,6 @@ def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_
     index distribution is the one test_dpmix checks and the accountant assumes)."""
     X, glob = table
     monkeypatch.setattr(dask_engine, "MIXTURE_CHUNK_BYTES", 8 * 6 * chunk_mixtures)
-    monkeypatch.setattr(dask_engine, "GATHER_BYTES", 8 * 6 * 1_000)  # several sub-chunks per task
     lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
     for params in ({"ell": 16}, {"ell": 3, "n_mixtures": 5_000}, {"ell": 1, "sigma_x": 0.3}):
         with dask_engine.lazy_output(2_000):
@@ -177,27 +176,30 @@ def test_row_noise_added_on_the_client(table, cls, params):
         assert residual_lazy.std() == pytest.approx(residual_memory.std(), rel=0.05)
 
 
+def _spread_sum(parts, m: int) -> np.ndarray:
+    return sum(dask_engine._spread(part, m) for part in parts)
+
+
 def test_partial_sums_are_mixture_sums():
-    """Gathering by sorted index per partition and summing per mixture gives the mixtures' sums."""
+    """Gathering by sorted index per partition and summing per mixture gives the mixtures' sums;
+    each partition returns only the mixtures its rows are in, each once, in increasing order."""
     from dpcore.mechanisms.dpmix import mixture_means, sample_mixture_indices
 
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(1_000, 4))
     idx = sample_mixture_indices(1_000, 7, 300, rng)
-    offsets = np.array([0, 333, 800, 1_000])
-    rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, offsets)
-    assert cuts[-1] == idx.size
-    total = sum(dask_engine._partial_sums(Z[offsets[p]:offsets[p + 1]], rows[cuts[p]:cuts[p + 1]],
-                                          mixtures[cuts[p]:cuts[p + 1]], 300) for p in range(3))
-    np.testing.assert_allclose(total / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
-    # both ways of adding a sub-chunk: its contiguous range of mixtures (dense pairs) and its
-    # mixtures' rows only (a few pairs over many mixtures: a partition of 20 rows of the 1,000)
-    rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, np.array([0, 980, 1_000]))
-    expected = np.zeros((300, 4))
-    np.add.at(expected, mixtures[cuts[1]:], Z[980:][rows[cuts[1]:]])
-    assert mixtures[-1] - mixtures[cuts[1]] + 1 > 4 * (cuts[2] - cuts[1])  # sparse: rows only
-    sparse_sums = dask_engine._partial_sums(Z[980:], rows[cuts[1]:], mixtures[cuts[1]:], 300)
-    np.testing.assert_allclose(sparse_sums, expected, rtol=0, atol=1e-14)
+    for offsets in (np.array([0, 333, 800, 1_000]), np.array([0, 980, 1_000])):
+        rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, offsets)
+        assert cuts[-1] == idx.size
+        parts = [dask_engine._partial_sums(Z[offsets[p]:offsets[p + 1]], rows[cuts[p]:cuts[p + 1]],
+                                           mixtures[cuts[p]:cuts[p + 1]]) for p in range(len(offsets) - 1)]
+        for p, (ids, sums) in enumerate(parts):
+            held = np.unique(np.flatnonzero(((idx >= offsets[p]) & (idx < offsets[p + 1])).any(axis=1)))
+            np.testing.assert_array_equal(ids, held)
+            assert sums.shape == (ids.size, 4)
+        np.testing.assert_allclose(_spread_sum(parts, 300) / 7, mixture_means(Z, idx), rtol=0, atol=1e-14)
+    empty_ids, empty_sums = dask_engine._partial_sums(Z[:5], rows[:0], mixtures[:0])
+    assert empty_ids.size == 0 and empty_sums.shape == (0, 4)
 
 
 def test_local_cluster_two_workers(table, labelled, tmp_path):
@@ -831,31 +833,29 @@ def test_derived_bits_rekey_and_secret_checks():
         dpnoise.DerivedBits(bytes(16), 0, secure=True)
 
 
-def test_piece_partial_sums_by_batch_and_by_mask(table, monkeypatch):
-    """A partition's partial sums, grouped by the footer's batch bounds or (bounds that do not
-    match the batches read) by a mask, and in sub-chunks that split a mixture's pairs, equal the
-    mixtures' sums of its rows."""
+@pytest.mark.parametrize("csv", [False, True])
+def test_piece_partial_sums_read_the_partition_batch_by_batch(table, tmp_path, monkeypatch, csv):
+    """A partition's partial sums, its rows read in many batches (Parquet row groups, or a CSV
+    file whose row count only the read gives), equal the mixtures' sums of its rows."""
     from dpcore.mechanisms.dpmix import sample_mixture_indices
 
     X, glob = table
+    if csv:
+        glob = str(tmp_path / "t.csv")
+        pd.DataFrame(X, columns=COLUMNS).to_csv(glob, index=False)
     lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
-    piece, rows_p = lazy_table.pieces[1], lazy_table.lengths[1]
-    start = lazy_table.lengths[0]
-    block = X[start:start + rows_p]
+    piece, rows_p = lazy_table.pieces[-1], lazy_table.lengths[-1]
+    start = X.shape[0] - rows_p
+    block = X[start:]  # inside the bounds: clipping leaves it
     idx = sample_mixture_indices(rows_p, 5, 400, np.random.default_rng(1))
     rows, mixtures, _ = dask_engine.pairs_by_partition(idx, np.array([0, rows_p]))
-    expected = np.zeros((400, 6))
+    expected = np.zeros((400, block.shape[1]))
     np.add.at(expected, mixtures, block[rows])
     monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 41)
-    monkeypatch.setattr(dask_engine, "GATHER_BYTES", 8 * 6 * 13)
     source = dask_engine._Source(lazy_table.options)
-    bounds = dask_engine._batch_bounds(piece, lazy_table.options)
-    assert bounds[0] == 0 and bounds[-1] == rows_p and len(bounds) > 10
-    by_batch = dask_engine._piece_partial_sums(piece, source, rows, mixtures, 400)
-    monkeypatch.setattr(dask_engine, "_batch_bounds", lambda piece, options: bounds + 1)
-    by_mask = dask_engine._piece_partial_sums(piece, source, rows, mixtures, 400)
-    np.testing.assert_allclose(by_batch, expected, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(by_mask, expected, rtol=0, atol=1e-12)
+    assert len(list(dask_engine._source_batches(piece, source))) > 10
+    ids, sums = dask_engine._piece_partial_sums(piece, source, rows, mixtures)
+    np.testing.assert_allclose(dask_engine._spread((ids, sums), 400), expected, rtol=0, atol=1e-12)
 
 
 def test_partition_noise_written_by_cluster_workers(table, tmp_path):
