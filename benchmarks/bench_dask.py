@@ -18,8 +18,13 @@ kernels, the model's noise: everything up to the first row of output) and the **
 engine's output functions (:data:`OUTPUT_PHASE`), the rest being statistics. For the row-wise
 mechanisms (DPPro's ``X P``, DPMix's mixtures) the output phase includes the read of the rows it maps.
 
+Every run starts with the table's files in the page cache (:func:`warm` reads them first: without
+it, a run after one that wrote n rows reads part of the table from the disk, and ratios measured in
+the same round differed by up to 2x). ``--repeats R`` makes R interleaved rounds over the
+mechanisms; the table gives each measure's median.
+
     python benchmarks/bench_dask.py                      # 10^6, 4 x 10^6 and 1.6 x 10^7 rows
-    nice -n 10 python benchmarks/bench_dask.py --sizes 5e7  # the issue's size (9 GB of Parquet in /tmp)
+    python benchmarks/bench_dask.py --sizes 5e7 --repeats 3  # the issue's size (9 GB of Parquet in /tmp)
     python benchmarks/bench_dask.py --mechanisms read-and-sum dpmix --dpmix-mixtures 1e6 \
         --memory ron-gauss pca-gauss dpmix               # DPMix with T <= 10^6, in-memory comparison
 """
@@ -94,6 +99,17 @@ def generate(folder: Path, rows: int, seed: int = 0) -> None:
         pq.write_table(table, path, row_group_size=ROW_GROUP)
 
 
+def warm(folder: Path, rows: int) -> None:
+    """Read the files of the first ``rows`` rows once, so that every run starts with them in the
+    page cache (a release that writes n rows evicts part of them; without this the run after it
+    would pay for reading from the disk, and the ratios would depend on the order of the runs)."""
+    buffer = bytearray(16 << 20)
+    for path in sorted(folder.glob("part-*.parquet"))[: rows // FILE_ROWS]:
+        with open(path, "rb", buffering=0) as fh:
+            while fh.readinto(buffer):
+                pass
+
+
 def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> dict:
     """One measured run (in this process): seconds and peak RSS. ``memory:NAME`` loads the files
     into memory and runs the in-memory release (for comparison, small sizes only)."""
@@ -150,7 +166,10 @@ def main() -> None:
                         help="also run these in memory (memory:NAME) at sizes up to --memory-max rows")
     parser.add_argument("--memory-max", type=float, default=1e6)
     parser.add_argument("--dpmix-mixtures", type=float, default=1e6, help="cap on T (0: T = n)")
-    parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds over the mechanisms (interleaved, so every mechanism meets the "
+                             "same page-cache states); the table gives the medians")
+    parser.add_argument("--json", help="also write the results (every run) to this JSON file")
     parser.add_argument("--scheduler", choices=("threads", "sync"), default="threads",
                         help="Dask's local scheduler (sync: one thread, for profiles)")
     parser.add_argument("--one", nargs=2, metavar=("MECHANISM", "ROWS"), help=argparse.SUPPRESS)
@@ -164,15 +183,21 @@ def main() -> None:
         print(json.dumps(one(args.one[0], folder, int(float(args.one[1])), cap)))
         return
     sizes = [int(s) for s in args.sizes]
+    if any(rows % FILE_ROWS for rows in sizes):
+        parser.error(f"--sizes must be multiples of {FILE_ROWS:,} (the table's files hold {FILE_ROWS:,} rows "
+                     "each, and a release reads whole files)")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     generate(folder, max(sizes))
     results = []
     for rows in sizes:
         memory = [f"memory:{m}" for m in args.memory] if rows <= args.memory_max else []
-        for mech in [*args.mechanisms, *memory]:
+        for mech in [*args.mechanisms, *memory] * args.repeats:
             command = [sys.executable, __file__, "--folder", str(folder), "--one", mech, str(rows),
                        "--scheduler", args.scheduler]
             if args.dpmix_mixtures:
                 command += ["--dpmix-mixtures", str(args.dpmix_mixtures)]
+            warm(folder, rows)
             proc = subprocess.run(command, capture_output=True, text=True, check=True)
             results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             r = results[-1]
@@ -184,11 +209,28 @@ def main() -> None:
     print(table(results))
 
 
+MEASURES = ("seconds", "cpu_seconds", "output_seconds", "output_cpu_seconds", "peak_rss_gib")
+
+
+def medians(results: list[dict]) -> list[dict]:
+    """One row per (rows, mechanism), in first-run order: the median of each measure over its runs
+    (``runs``: how many)."""
+    groups: dict[tuple[int, str], list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["rows"], r["mechanism"]), []).append(r)
+    return [{"rows": rows, "mechanism": mech, "runs": len(runs),
+             "seconds_range": (min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)),
+             **{m: float(np.median([r[m] for r in runs])) for m in MEASURES}}
+            for (rows, mech), runs in groups.items()]
+
+
 def table(results: list[dict]) -> str:
-    """The results as a Markdown table: totals, phases, and the ratios to both baselines."""
-    lines = ["| rows | mechanism | seconds | CPU s | statistics s (CPU) | output s (CPU) | rows/s | "
-             "peak RSS (GiB) | / read-and-sum wall (CPU) | / read-and-rewrite wall (CPU) |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    """The results as a Markdown table (medians over repeated runs: :func:`medians`): totals,
+    phases, and the ratios to both baselines."""
+    results = medians(results)
+    lines = [("| rows | mechanism | runs | seconds (range) | CPU s | statistics s (CPU) | output s (CPU) | "
+              "rows/s | peak RSS (GiB) | / read-and-sum wall (CPU) | / read-and-rewrite wall (CPU) |"),
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         ratios = []
         for name in BASELINES:
@@ -197,10 +239,13 @@ def table(results: list[dict]) -> str:
                           f"({r['cpu_seconds'] / base['cpu_seconds']:.2f})")
         stats = f"{r['seconds'] - r['output_seconds']:.1f} ({r['cpu_seconds'] - r['output_cpu_seconds']:.1f})"
         output = f"{r['output_seconds']:.1f} ({r['output_cpu_seconds']:.1f})"
-        lines.append(f"| {r['rows']:,} | {r['mechanism']} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
-                     f"{stats} | {output} | {r['rows'] / r['seconds']:,.0f} | {r['peak_rss_gib']:.2f} | "
-                     f"{ratios[0]} | {ratios[1]} |")
+        low, high = r["seconds_range"]
+        span = f" ({low:.1f}-{high:.1f})" if r["runs"] > 1 else ""
+        lines.append(f"| {r['rows']:,} | {r['mechanism']} | {r['runs']} | {r['seconds']:.1f}{span} | "
+                     f"{r['cpu_seconds']:.1f} | {stats} | {output} | {r['rows'] / r['seconds']:,.0f} | "
+                     f"{r['peak_rss_gib']:.2f} | {ratios[0]} | {ratios[1]} |")
     return "\n".join(lines)
+
 
 if __name__ == "__main__":
     main()
