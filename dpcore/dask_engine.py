@@ -1009,16 +1009,28 @@ def _load_chunk(spill: _Spill, path: Path) -> np.ndarray:
     return np.load(path)
 
 
+#: the largest lookup table (entries) :func:`pairs_by_partition` builds to find rows' partitions
+PARTITION_TABLE_MAX = 1 << 20
+
+
 def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``(mixture, row)`` pairs of the index sets ``idx`` (``(m, ell)``) grouped by the partition
     holding the row (``offsets``: first row of each partition, then ``n``), mixture-major within a
     partition. Returns ``(local rows, mixtures, cuts)``: partition ``p``'s pairs are
     ``cuts[p]:cuts[p + 1]``, its rows counted from its first row."""
     flat = idx.ravel()  # mixture-major
-    part = np.searchsorted(offsets, flat, side="right") - 1
+    unit = int(np.gcd.reduce(offsets))  # every partition is a whole number of units of rows
+    if unit and offsets[-1] // unit <= PARTITION_TABLE_MAX:
+        # a table of the partition of each unit (a few thousand entries, in cache) indexed by
+        # flat // unit (a scalar divisor: fast), instead of a binary search per pair
+        table = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets) // unit)
+        part = table[flat // unit]
+    else:
+        part = np.searchsorted(offsets, flat, side="right") - 1
+    local = flat - offsets[part]
     order = np.argsort(_small_ints(part, len(offsets)), kind="stable")  # a radix sort when it can
     cuts = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=len(offsets) - 1))])
-    return flat[order] - offsets[part[order]], order // idx.shape[1], cuts
+    return local[order], order // idx.shape[1], cuts
 
 
 def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray
@@ -1076,7 +1088,8 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     (:func:`pairs_by_partition`, a stable sort), every partition gathers its rows and sums them into
     their mixtures (:func:`_partial_sums`). The client divides by ``ell``, adds the grid
     Gaussian noise of ``plans`` with the release's sampler, in the same fixed order as in memory
-    (``noise_rows`` is ``dpmix._NoiseRows``), applies ``finish`` (post-processing: DPMix's
+    (``noise_rows`` is ``dpmix._NoiseRows``; the chunk's noise is drawn by a second client thread
+    while the partitions are summed), applies ``finish`` (post-processing: DPMix's
     denoising filter), and spills the chunk to a temporary file. Returns a lazy ``(T, w)`` array over
     those files. Cost: one read of ``Z`` per chunk of :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures;
     the partial sums are added in place on the client (local scheduler) or in a tree on the
@@ -1096,18 +1109,23 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start)) for sl, plan in plans]
     step = max(1, MIXTURE_CHUNK_BYTES // (8 * max(1, w)))
     spill, parts = _Spill(), []
-    for i, start in enumerate(range(0, n_mixtures, step)):
-        m = min(step, n_mixtures - start)
-        rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method), offsets)
-        partials = [blocks[p](rows[lo:hi], mixtures[lo:hi])
-                    for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
-        block = _sum_partials(partials, m, w) / ell
-        block = block.astype(dtype, copy=False)
-        for sl, plan, stream in streams:
-            block[:, sl] = plan.apply(block[:, sl], stream.take(m))
-        if finish is not None:  # post-processing of the noisy chunk (dpmix._denoise)
-            block = finish(block)
-        parts.append(spill.lazy(i, block))
+    with ThreadPoolExecutor(1) as noise_thread:
+        for i, start in enumerate(range(0, n_mixtures, step)):
+            m = min(step, n_mixtures - start)
+            rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method),
+                                                      offsets)
+            # the chunk's noise is drawn by another thread (streams in their fixed order, nothing
+            # else draws from them meanwhile) while the partitions' rows are read and summed
+            noise = noise_thread.submit(lambda m=m: [stream.take(m) for _, _, stream in streams])
+            partials = [blocks[p](rows[lo:hi], mixtures[lo:hi])
+                        for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
+            block = _sum_partials(partials, m, w) / ell
+            block = block.astype(dtype, copy=False)
+            for (sl, plan, _), values in zip(streams, noise.result(), strict=True):
+                block[:, sl] = plan.apply(block[:, sl], values)
+            if finish is not None:  # post-processing of the noisy chunk (dpmix._denoise)
+                block = finish(block)
+            parts.append(spill.lazy(i, block))
     return da.concatenate(parts, axis=0)
 
 
@@ -1127,8 +1145,6 @@ def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
 
         get_client()
     except (ImportError, ValueError):
-        from concurrent.futures import ThreadPoolExecutor
-
         total = np.zeros((m, w))
         workers = max(1, os.cpu_count() or 1)
         with ThreadPoolExecutor(workers) as pool:

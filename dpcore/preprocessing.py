@@ -364,8 +364,9 @@ def scale_to_unit(X: Any, bounds: np.ndarray) -> np.ndarray:
     """
     lo, hi = bounds[:, 0], bounds[:, 1]
     width = hi - lo
-    clipped = np.clip(np.asarray(X, dtype=float), lo, hi)
-    return np.divide(clipped - lo, width, out=np.zeros_like(clipped), where=width > 0)
+    out = np.clip(np.asarray(X, dtype=float), lo, hi)  # the one new array, then in place
+    out -= lo  # a constant column is now 0 and stays so
+    return np.divide(out, width, out=out, where=width > 0)
 
 
 def data_bounds(X: np.ndarray, what: str = "feature",

@@ -202,6 +202,25 @@ def test_partial_sums_are_mixture_sums():
     assert empty_ids.size == 0 and empty_sums.shape == (0, 4)
 
 
+@pytest.mark.parametrize("offsets", [[0, 250, 500, 750, 1_000], [0, 750, 1_000, 1_750, 2_000],
+                                     [0, 7, 7, 400, 401, 1_000], [0, 1_000]])
+@pytest.mark.parametrize("table_max", [dask_engine.PARTITION_TABLE_MAX, 0])
+def test_pairs_by_partition_groups_every_pair_once(offsets, table_max, monkeypatch):
+    """Every (mixture, row) pair lands in the partition holding the row, counted from its first
+    row, mixture-major within the partition: the same with the lookup table (whole units of rows)
+    and with the binary search it falls back to (``table_max = 0``), empty partitions included."""
+    monkeypatch.setattr(dask_engine, "PARTITION_TABLE_MAX", table_max)
+    offsets = np.array(offsets)
+    idx = np.random.default_rng(4).integers(0, offsets[-1], size=(500, 6))
+    rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, offsets)
+    assert cuts.tolist() == [0, *np.cumsum([np.count_nonzero((idx >= a) & (idx < b))
+                                             for a, b in zip(offsets[:-1], offsets[1:], strict=True)])]
+    for p, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
+        t, i = np.nonzero((idx >= a) & (idx < b))  # row-major: mixture order, then position
+        np.testing.assert_array_equal(mixtures[cuts[p]:cuts[p + 1]], t)
+        np.testing.assert_array_equal(rows[cuts[p]:cuts[p + 1]], idx[t, i] - a)
+
+
 def test_local_cluster_two_workers(table, labelled, tmp_path):
     """The same statistics on a distributed LocalCluster with two workers, unsupervised and with
     the per-class kernels (RON-Gauss Alg. 5)."""

@@ -75,6 +75,29 @@ def test_sampler_inclusion_frequencies(method):
     assert abs(z.mean()) < 0.1 and 0.8 < z.std() < 1.2
 
 
+def _floyd_step_by_step(n: int, ell: int, u: np.ndarray) -> np.ndarray:
+    """Floyd's algorithm as written, one position after another for every row (the reference)."""
+    out = np.empty(u.shape, dtype=np.int64)
+    for k in range(ell):
+        j = n - ell + k
+        t = np.minimum((u[:, k] * (j + 1)).astype(np.int64), j)
+        if k:
+            t[(out[:, :k] == t[:, None]).any(axis=1)] = j
+        out[:, k] = t
+    return out
+
+
+@pytest.mark.parametrize(("n", "ell"), [(16, 16), (20, 16), (50, 7), (1_000, 16), (10**7, 16), (5, 1)])
+def test_floyd_keeps_distinct_draws_and_replaces_only_in_rows_with_a_repeat(n, ell):
+    """The sampler replaces step by step only in the rows whose draws repeat: its indices are
+    exactly Floyd's, step by step, from the same uniforms (few repeats at large n, nearly every
+    row at n close to ell)."""
+    size = 20_000
+    idx = sample_mixture_indices(n, ell, size, np.random.default_rng(n), method="floyd")
+    u = np.random.default_rng(n).random((size, ell))
+    np.testing.assert_array_equal(idx, _floyd_step_by_step(n, ell, u))
+
+
 def test_sampler_is_chunk_invariant_and_validates():
     for method in ("floyd", "keys"):
         rng = np.random.default_rng(3)

@@ -130,15 +130,19 @@ def sample_mixture_indices(
     if method != "floyd":
         raise ValueError(f"method must be 'floyd' or 'keys', got {method!r}")
     u = rng.random((size, ell))
-    out = np.empty((size, ell), dtype=np.int64)
-    for k in range(ell):
-        j = n - ell + k
-        # floor(u (j + 1)) is uniform on {0..j} up to float rounding (relative bias < 2^-52 n).
-        t = np.minimum((u[:, k] * (j + 1)).astype(np.int64), j)
-        if k:
-            seen = (out[:, :k] == t[:, None]).any(axis=1)
-            t[seen] = j
-        out[:, k] = t
+    j = n - ell + np.arange(ell)
+    # floor(u (j + 1)) is uniform on {0..j} up to float rounding (relative bias < 2^-52 n).
+    out = np.minimum((u * (j + 1)).astype(np.int64), j)
+    # A row whose draws t are all distinct keeps them (Floyd never replaces one); only the rows
+    # with a repeat (about size ell^2 / 2n of them) go through the replacement step by step.
+    ordered = np.sort(out, axis=1)
+    repeats = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    if repeats.size:
+        t = out[repeats]
+        for k in range(1, ell):
+            seen = (t[:, :k] == t[:, k:k + 1]).any(axis=1)
+            t[seen, k] = j[k]
+        out[repeats] = t
     return out
 
 
