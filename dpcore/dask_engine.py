@@ -1027,10 +1027,11 @@ def pairs_by_partition(idx: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray
         part = table[flat // unit]
     else:
         part = np.searchsorted(offsets, flat, side="right") - 1
-    local = flat - offsets[part]
     order = np.argsort(_small_ints(part, len(offsets)), kind="stable")  # a radix sort when it can
-    cuts = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=len(offsets) - 1))])
-    return local[order], order // idx.shape[1], cuts
+    counts = np.bincount(part, minlength=len(offsets) - 1)
+    # sorted by partition, so each pair's partition start is a run of equal values: a repeat
+    local = flat[order] - np.repeat(offsets[:-1], counts)
+    return local, order // idx.shape[1], np.concatenate([[0], np.cumsum(counts)])
 
 
 def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtures: np.ndarray
