@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -249,7 +250,13 @@ def _in_memory_error(frame, **kwargs):
 
 @pytest.mark.parametrize("fault", ["text", "nan", "missing_column"])
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_bad_partition_same_error_nothing_written(tmp_path, fault, fmt):
+@pytest.mark.parametrize("mechanism", [RONGauss(epsilon=1.0),
+                                       DPMix(epsilon=1.0, delta=1e-6, ell=4, n_mixtures=5)],
+                         ids=["ron-gauss", "dpmix"])
+def test_bad_partition_same_error_nothing_written(tmp_path, fault, fmt, mechanism):
+    """A bad value in one file gives the in-memory loader's error, naming the file, and nothing is
+    written; for DPMix with 5 mixtures of 4 rows (20 of 3,000 rows used: the bad row is almost
+    surely not one of them) too: every row is checked, used or not."""
     X = _rows(3_000, seed=2)
     frames = [pd.DataFrame(part, columns=COLUMNS) for part in np.array_split(X, 3)]
     bad = frames[2].copy()
@@ -268,8 +275,7 @@ def test_bad_partition_same_error_nothing_written(tmp_path, fault, fmt):
             frame.to_parquet(tmp_path / f"f{i}.parquet")
     out = tmp_path / "out"
     with pytest.raises(DataValidationError) as info:
-        dask_engine.release_table(RONGauss(epsilon=1.0), str(tmp_path / f"f*.{fmt}"), out,
-                                  bounds=BOUNDS)
+        dask_engine.release_table(mechanism, str(tmp_path / f"f*.{fmt}"), out, bounds=BOUNDS)
     message = str(info.value)
     assert f"f2.{fmt}" in message
     if fault == "missing_column":
@@ -855,8 +861,13 @@ def test_derived_bits_rekey_and_secret_checks():
 @pytest.mark.parametrize("csv", [False, True])
 def test_piece_partial_sums_read_the_partition_batch_by_batch(table, tmp_path, monkeypatch, csv):
     """A partition's partial sums, its rows read in many batches (Parquet row groups, or a CSV
-    file whose row count only the read gives), equal the mixtures' sums of its rows."""
+    file whose row count only the read gives), equal the mixtures' sums of its rows clipped to
+    the source's bounds and mapped by its row map, although only the rows the pairs name are
+    clipped and mapped: bit for bit the sums of the whole partition clipped, mapped, then
+    gathered. Unused rows are left out (T small: most rows unused), and the sums are checked
+    to the last bit."""
     from dpcore.mechanisms.dpmix import sample_mixture_indices
+    from dpcore.preprocessing import scale_to_unit
 
     X, glob = table
     if csv:
@@ -865,16 +876,23 @@ def test_piece_partial_sums_read_the_partition_batch_by_batch(table, tmp_path, m
     lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
     piece, rows_p = lazy_table.pieces[-1], lazy_table.lengths[-1]
     start = X.shape[0] - rows_p
-    block = X[start:]  # inside the bounds: clipping leaves it
-    idx = sample_mixture_indices(rows_p, 5, 400, np.random.default_rng(1))
-    rows, mixtures, _ = dask_engine.pairs_by_partition(idx, np.array([0, rows_p]))
-    expected = np.zeros((400, block.shape[1]))
-    np.add.at(expected, mixtures, block[rows])
+    # narrower than the data, so clipping changes values; the map is DPMix's scaling to [0, 1]
+    lo, hi = np.full(X.shape[1], 0.2), np.full(X.shape[1], 0.7)
+    scale = partial(scale_to_unit, bounds=np.column_stack([lo, hi]))
+    source = dask_engine._Source(lazy_table.options, lo=lo, hi=hi, maps=(scale,))
     monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 41)
-    source = dask_engine._Source(lazy_table.options)
+    block = np.concatenate(list(dask_engine._source_batches(piece, source)))  # every row, mapped
+    np.testing.assert_array_equal(block, scale(np.clip(X[start:], lo, hi)))
     assert len(list(dask_engine._source_batches(piece, source))) > 10
-    ids, sums = dask_engine._piece_partial_sums(piece, source, rows, mixtures)
-    np.testing.assert_allclose(dask_engine._spread((ids, sums), 400), expected, rtol=0, atol=1e-12)
+    for n_mixtures in (400, 3):  # most rows used; almost none (whole batches without a used row)
+        idx = sample_mixture_indices(rows_p, 5, n_mixtures, np.random.default_rng(1))
+        rows, mixtures, _ = dask_engine.pairs_by_partition(idx, np.array([0, rows_p]))
+        ids, sums = dask_engine._piece_partial_sums(piece, source, rows, mixtures)
+        np.testing.assert_array_equal(ids, np.unique(mixtures))
+        np.testing.assert_array_equal(sums, dask_engine._partial_sums(block, rows, mixtures)[1])
+        expected = np.zeros((n_mixtures, block.shape[1]))
+        np.add.at(expected, mixtures, block[rows])
+        np.testing.assert_allclose(dask_engine._spread((ids, sums), n_mixtures), expected, rtol=0, atol=1e-12)
 
 
 def test_partition_noise_written_by_cluster_workers(table, tmp_path):
