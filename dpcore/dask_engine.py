@@ -322,11 +322,19 @@ def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
         return read_table(piece.path), where
     import pyarrow.parquet as pq
 
-    frame = pq.ParquetFile(piece.path).read_row_groups(list(piece.row_groups)).to_pandas()
+    handle = pq.ParquetFile(piece.path)
+    frame = handle.read_row_groups(list(piece.row_groups)).to_pandas()
+    start = _first_row(handle, piece)  # the loader's errors give the file's row numbers
+    frame.index = pd.RangeIndex(start, start + len(frame))
     if len(frame) != piece.rows:
         raise DataValidationError(f"{where}: {len(frame):,} rows read where the Parquet footer "
                                   f"states {piece.rows:,}: the public n would not be the count")
     return frame, where
+
+
+def _first_row(handle: Any, piece: _Piece) -> int:
+    """The number in its file of a Parquet piece's first row (rows of the row groups before it)."""
+    return sum(handle.metadata.row_group(i).num_rows for i in range(piece.row_groups[0]))
 
 
 def _parquet_metadata(path: str) -> Any:
@@ -416,7 +424,9 @@ def _cuts(rows: int, width: int) -> np.ndarray:
 
 
 def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
-    """The checked batches of a file partition, in row order (the loader's errors carry the file)."""
+    """The checked batches of a file partition, in row order. A batch the loader refuses raises
+    the loader's error for the whole partition (:func:`_checked`): its counts, the rows' numbers in
+    the file, and the file's name, as the in-memory loader reports them for that file."""
     where = piece.label()
     width = len(options.columns)
     if piece.row_groups is None:  # a CSV file: read whole, checked batch by batch
@@ -424,22 +434,39 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
 
         frame = read_table(piece.path)
         cuts = _cuts(len(frame), width)
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-            yield _load_frame(frame.iloc[a:b].reset_index(drop=True), where, options)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):  # each slice's index: the file's row numbers
+            yield _checked(frame.iloc[a:b], where, options, lambda: frame)
         return
+    import pandas as pd
     import pyarrow.parquet as pq
 
     handle = pq.ParquetFile(piece.path)
     read = 0
+    first_row = _first_row(handle, piece)
     for group in piece.row_groups:
         table = handle.read_row_group(group)  # Arrow's pool; each batch is decoded on its own
         cuts = _cuts(table.num_rows, width)
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-            yield _load_frame(table.slice(a, b - a).to_pandas(), where, options)
+            frame = table.slice(a, b - a).to_pandas()
+            start = first_row + read + int(a)  # the loader's errors give the file's row numbers
+            frame.index = pd.RangeIndex(start, start + len(frame))
+            yield _checked(frame, where, options, lambda: _raw_frame(piece)[0])
         read += table.num_rows
     if read != piece.rows:
         raise DataValidationError(f"{where}: {read:,} rows read where the Parquet footer states "
                                   f"{piece.rows:,}: the public n would not be the count")
+
+
+def _checked(frame: Any, where: str, options: _Options, whole: Callable[[], Any]) -> Dataset:
+    """``frame`` (a batch) through the loader; if refused, the loader's error for ``whole()`` (the
+    partition the batch is part of: the counts and first rows of the in-memory error, and the
+    right message where a batch alone misleads, e.g. a text column whose bad value is in another
+    batch), else the batch's own."""
+    try:
+        return _load_frame(frame, where, options)
+    except DataValidationError:
+        _load_frame(whole(), where, options)
+        raise
 
 
 def _source_batches(piece: _Piece, source: _Source) -> Iterator[np.ndarray]:
@@ -577,7 +604,9 @@ def open_table(
     head_frame = head_frame.iloc[:HEAD_ROWS]
     options = _Options(columns=tuple(head_frame.columns), label=label, task=task, bounds=bounds,
                        label_bounds=label_bounds, classes=classes, categories=categories, missing=missing)
-    head = _load_frame(head_frame, where, options)
+    # refused: the loader's error for the first partition (as the other partitions' batches)
+    head = _checked(head_frame, where, options,
+                    (lambda: _raw_frame(parts[0])[0]) if sources else (lambda: head_frame))
     meta = _as_frame(replace(head, X=head.X[:0], y=None if head.y is None else head.y[:0]))
     if sources:
         frame = dd.from_map(_read_partition, parts, options=options, meta=meta, enforce_metadata=False)

@@ -562,7 +562,9 @@ def _handle_missing(
         per_col[f"{label} (label)"] = int(y_bad.sum())
     all_bad = bad_rows | y_bad
     if missing == "error" or (missing == "impute" and y_bad.any()):
-        rows = np.flatnonzero(y_bad if missing == "impute" else all_bad)
+        # the rows' labels (for a file, its row numbers from 0; for a part of a file read in
+        # batches, its rows' numbers in the file), as the non-numeric check reports them
+        rows = np.asarray(frame.index[np.flatnonzero(y_bad if missing == "impute" else all_bad)])
         what = ("labels are missing (labels are never imputed)" if missing == "impute"
                 else "rows contain missing or infinite values")
         raise DataValidationError(
@@ -752,6 +754,11 @@ def _explain_text_in_numeric(col: pd.Series, name: str) -> None:
         )
     as_num = pd.to_numeric(present, errors="coerce")
     bad = as_num.isna()
+    if not bad.any():
+        raise DataValidationError(
+            f"column {name!r} holds numbers stored as text (e.g. {text.iloc[0][:40]!r}); store it "
+            "as a numeric column (a float or integer type)"
+        )
     if bad.all() or bad.sum() > 0.5 * len(present):
         return
     rows = present.index[bad.to_numpy()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -479,7 +480,6 @@ def test_no_supported_mechanism_collects_the_table(table, tmp_path, refuse_colle
 def test_dpmix_denoise_on_dask(tmp_path):
     """DPMix's denoising filter (post-processing) runs on each noisy chunk of mixtures on the client:
     with a seed, the Dask release of 4 x 4 images equals the in-memory one to rounding."""
-    from dataclasses import replace
 
     rng = np.random.default_rng(5)
     images = rng.uniform(0, 1, (3_000, 16))
@@ -943,3 +943,44 @@ def test_release_table_runs_its_tasks_with_one_blas_thread(tmp_path, monkeypatch
                               bounds={c: (0.0, 1.0) for c in "abcd"})
     assert seen and seen[0] and all(t == 1 for t in seen[0])
     assert blas_threads() == before
+
+
+@pytest.mark.parametrize("fault", ["nan", "inf", "null", "text"])
+def test_bad_value_in_a_later_batch_gives_the_loader_error(tmp_path, monkeypatch, fault):
+    """A bad value deep in a file (a later batch of a later row group) gives the in-memory
+    loader's error for that file, with the file's row number (1,400, not its place in the
+    batch), and nothing is written."""
+    X = _rows(3_000, seed=4)
+    frames = [pd.DataFrame(part, columns=COLUMNS) for part in np.array_split(X, 2)]
+    frames[1]["c2"] = frames[1]["c2"].astype({"null": object, "text": str}.get(fault, float))
+    frames[1].loc[frames[1].index[1_400], "c2"] = {"null": None, "nan": np.nan, "inf": -np.inf,
+                                                   "text": "n/a?"}[fault]
+    for i, frame in enumerate(frames):
+        frame.to_parquet(tmp_path / f"f{i}.parquet", row_group_size=500)
+    monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 101)
+    out = tmp_path / "out"
+    with pytest.raises(DataValidationError) as info:
+        dask_engine.release_table(PCAGauss(epsilon=1.0, delta=1e-6, n_components=2),
+                                  str(tmp_path / "f*.parquet"), out, bounds=BOUNDS)
+    assert "f1.parquet" in str(info.value) and "1400" in str(info.value)
+    assert _in_memory_error(str(tmp_path / "f1.parquet"), bounds=BOUNDS) in str(info.value)
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_text_beyond_the_first_rows_gives_the_file_error(tmp_path, fmt):
+    """A column that is numeric except for one text value far into the first file: opening the
+    table (whose first rows alone hold only numbers, as text in Parquet) gives the in-memory
+    error for the file, naming the value and its row."""
+    frame = pd.DataFrame(_rows(3_000, seed=6), columns=COLUMNS)
+    frame["c1"] = frame["c1"].astype(str)
+    frame.loc[2_500, "c1"] = "n/a?"
+    path = tmp_path / f"f.{fmt}"
+    frame.to_csv(path, index=False) if fmt == "csv" else frame.to_parquet(path, row_group_size=1_000)
+    with pytest.raises(DataValidationError) as info:
+        dask_engine.open_table(str(path), bounds=BOUNDS)
+    expected = _in_memory_error(str(path), bounds=BOUNDS)
+    assert "'n/a?' (row 2500)" in expected and expected in str(info.value)
+    numeric_text = frame.drop(index=2_500)
+    with pytest.raises(DataValidationError, match="'c1' holds numbers stored as text"):
+        load_dataset(numeric_text.to_parquet(), filename="t.parquet", bounds=BOUNDS)
