@@ -162,6 +162,8 @@ warnings.filterwarnings("ignore", category=PrivacyLeakWarning, module=r"dpcore\.
 
 # rows per output partition while a lazy release is drawn (None: draw in memory, as always)
 _OUTPUT_ROWS: ContextVar[int | None] = ContextVar("dpcore_dask_output_rows", default=None)
+#: where the local progress bars go while :func:`_progress` shows them (None: not shown)
+_BAR_STREAM: ContextVar[Any | None] = ContextVar("dpcore_dask_bar_stream", default=None)
 
 
 def is_lazy(x: Any) -> bool:
@@ -1193,17 +1195,49 @@ def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
     except (ImportError, ValueError):
         total = np.zeros((m, w))
         workers = max(1, os.cpu_count() or 1)
+        bar = _Bar(_BAR_STREAM.get())
         with ThreadPoolExecutor(workers) as pool:
             pending: list[Any] = []
             for part in [*partials, None]:
                 if part is not None:
-                    pending.append(pool.submit(dask.compute, part, scheduler="synchronous"))
+                    # callbacks=(): each partition's compute runs without Dask's global callbacks
+                    # (a progress bar per partition, whose stop waits for its timer, and their
+                    # swaps of the global set from two threads); _Bar shows the partitions instead
+                    pending.append(pool.submit(dask.compute, part, scheduler="synchronous", callbacks=()))
                 while pending and (part is None or len(pending) >= 2 * workers):
                     (ids, sums), = pending.pop(0).result()
                     total[ids] += sums
+                    bar.advance(len(partials))
+        bar.close()
         return total
     dense = [da.from_delayed(dask_delayed(_spread)(p, m), shape=(m, w), dtype=float) for p in partials]
     return np.asarray(da.stack(dense).sum(axis=0, split_every=4).compute())
+
+
+class _Bar:
+    """A progress bar over a loop of the client (Dask's bar's look, on ``stream``; nothing if None)."""
+
+    def __init__(self, stream: Any | None) -> None:
+        import time
+
+        self.stream, self.done, self.start = stream, 0, time.perf_counter()
+
+    def advance(self, total: int) -> None:
+        import time
+
+        from dask.utils import format_time
+
+        self.done += 1
+        if self.stream is not None:
+            frac = self.done / max(1, total)
+            elapsed = format_time(time.perf_counter() - self.start)
+            self.stream.write(f"\r[{'#' * int(40 * frac):<40}] | {int(100 * frac)}% Completed | {elapsed}")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream is not None and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def _spread(partial_sums: tuple[np.ndarray, np.ndarray], m: int) -> np.ndarray:
@@ -1443,8 +1477,13 @@ def _progress(show: bool) -> Iterator[None]:
 
         # the terminal itself: Dask's bar redraws with carriage returns (no data in it), which a
         # control-escaping wrapper of sys.stdout (the CLI's) would print as text
-        with ProgressBar(dt=1.0, out=sys.__stderr__ or sys.stderr):
-            yield
+        stream = sys.__stderr__ or sys.stderr
+        token = _BAR_STREAM.set(stream)
+        try:
+            with ProgressBar(dt=1.0, out=stream):
+                yield
+        finally:
+            _BAR_STREAM.reset(token)
         return
     yield  # a distributed client shows its progress on its dashboard
 

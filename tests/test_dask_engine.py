@@ -984,3 +984,28 @@ def test_text_beyond_the_first_rows_gives_the_file_error(tmp_path, fmt):
     numeric_text = frame.drop(index=2_500)
     with pytest.raises(DataValidationError, match="'c1' holds numbers stored as text"):
         load_dataset(numeric_text.to_parquet(), filename="t.parquet", bounds=BOUNDS)
+
+
+def test_dpmix_partition_sums_show_one_bar_and_bypass_dask_callbacks(table, tmp_path, capfd):
+    """DPMix's partitions, summed on the client's pool, are shown by one bar reaching 100% (with
+    progress) and run without Dask's global callbacks: one callback start per partition meant a
+    Dask progress bar per partition (each waiting for its timer) whose starts and stops from two
+    threads swapped the global callback set."""
+    from dask.callbacks import Callback
+
+    _, glob = table
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    assert lazy_table.n_partitions >= 8
+    starts = []
+    with Callback(start=lambda dsk: starts.append(1)):
+        dask_engine.release_table(DPMix(epsilon=1.0, delta=1e-6, ell=4, n_mixtures=500), lazy_table,
+                                  tmp_path / "quiet")
+    assert len(starts) < lazy_table.n_partitions
+    capfd.readouterr()
+    dask_engine.release_table(DPMix(epsilon=1.0, delta=1e-6, ell=4, n_mixtures=500), lazy_table,
+                              tmp_path / "shown", progress=True)
+    bars = capfd.readouterr().err.replace("\n", "\r").split("\r")
+    steps = [b for b in bars if b.startswith("[") and "Completed" in b]
+    assert any(b.startswith("[" + "#" * 40 + "] | 100% Completed") for b in steps)
+    percents = {int(b.split("| ")[1].split("%")[0]) for b in steps}
+    assert len(percents) > lazy_table.n_partitions // 2  # the bar moves partition by partition
