@@ -1156,6 +1156,7 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start)) for sl, plan in plans]
     step = max(1, MIXTURE_CHUNK_BYTES // (8 * max(1, w)))
     spill, parts = _Spill(), []
+    client = _cluster_client()
     with ThreadPoolExecutor(1) as noise_thread:
         for i, start in enumerate(range(0, n_mixtures, step)):
             m = min(step, n_mixtures - start)
@@ -1165,8 +1166,11 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
             noise = noise_thread.submit(lambda m=m: [stream.take(m) for _, _, stream in streams])
             rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method),
                                                       offsets)
-            partials = [blocks[p](rows[lo:hi], mixtures[lo:hi])
-                        for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
+            used = [(p, rows[lo:hi], mixtures[lo:hi])
+                    for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
+            if client is not None:  # the pairs go to the workers as data, not inside the task graph
+                used = [(p, *client.scatter([r, mx])) for p, r, mx in used]
+            partials = [blocks[p](r, mx) for p, r, mx in used]
             block = _sum_partials(partials, m, w) / ell
             block = block.astype(dtype, copy=False)
             for (sl, plan, _), values in zip(streams, noise.result(), strict=True):
@@ -1188,11 +1192,7 @@ def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
     import dask
     import dask.array as da
 
-    try:
-        from distributed import get_client
-
-        get_client()
-    except (ImportError, ValueError):
+    if _cluster_client() is None:
         total = np.zeros((m, w))
         workers = max(1, os.cpu_count() or 1)
         bar = _Bar(_BAR_STREAM.get())
@@ -1246,6 +1246,16 @@ def _spread(partial_sums: tuple[np.ndarray, np.ndarray], m: int) -> np.ndarray:
     out = np.zeros((m, sums.shape[1]))
     out[ids] = sums
     return out
+
+
+def _cluster_client() -> Any | None:
+    """The ``distributed`` client of the current context, or None (Dask's local schedulers)."""
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
 
 
 def dask_delayed(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -1468,11 +1478,7 @@ def _progress(show: bool) -> Iterator[None]:
     if not show:
         yield
         return
-    try:
-        from distributed import get_client
-
-        get_client()
-    except (ImportError, ValueError):
+    if _cluster_client() is None:
         from dask.diagnostics import ProgressBar
 
         # the terminal itself: Dask's bar redraws with carriage returns (no data in it), which a

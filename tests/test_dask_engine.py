@@ -912,6 +912,12 @@ def test_partition_noise_written_by_cluster_workers(table, tmp_path):
         mixed, _ = dask_engine.release_table(DPMix(epsilon=2.0, delta=1e-6, ell=5, n_mixtures=500), glob,
                                              tmp_path / "dpmix", bounds=BOUNDS, blocksize=20_000)
         assert dask_engine._spilled(mixed.data)
+        # the pairs reach the workers scattered as data; a seeded preview equals the local scheduler's
+        seeded = DPMix(epsilon=2.0, delta=1e-6, ell=5, n_mixtures=500, random_state=3)
+        on_cluster = np.asarray(dask_engine.release_table(seeded, glob, None, bounds=BOUNDS,
+                                                          blocksize=20_000)[0].data)
+    local, _ = dask_engine.release_table(seeded, glob, None, bounds=BOUNDS, blocksize=20_000)
+    np.testing.assert_allclose(on_cluster, np.asarray(local.data), rtol=0, atol=1e-12)
     card = json.loads(written["card"].read_text())
     assert card["mechanism"] == "dppro" and card["noise"][0]["scale"] == rel.noise[0].scale
     assert card["noise"][0]["distribution"] == "gaussian"
