@@ -1070,11 +1070,12 @@ def _piece_partial_sums(piece: _Piece, source: _Source, rows: np.ndarray, mixtur
                         ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_partial_sums` of a file partition, reading only what the pairs use: every batch is
     read and checked by the loader (a bad value in any row raises, used or not), but only the rows
-    the pairs name are kept (gathered, in row order, into one compact array: about 27% of a
-    partition for ``ell`` = 16 and ``T`` = n / 3), and only they are clipped and mapped
-    (``source``'s clipping and row maps are row-wise, so mapping then gathering and gathering then
-    mapping give the same values). The pairs' columns are renumbered into the compact rows, in
-    the same order, so the sums are the same floating-point sums."""
+    the pairs name are kept (gathered, in row order, into one compact array: about
+    ``1 - exp(-T ell / n)`` of a partition, 27% for ``ell`` = 16 and ``T`` = n / 50), and only they
+    are clipped and mapped (``source``'s clipping and row maps are row-wise, so mapping then
+    gathering and gathering then mapping give the same values). The pairs' columns are
+    renumbered into the compact rows, in the same order, so the sums are the same floating-point
+    sums."""
     keep = np.zeros(piece.rows if piece.rows is not None else int(rows.max(initial=-1)) + 1, dtype=bool)
     keep[rows] = True
     used = np.flatnonzero(keep)  # the partition's rows the pairs name, increasing
