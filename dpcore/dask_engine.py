@@ -1389,7 +1389,9 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         frame = _release_frame(values, release)
         frame = frame.map_partitions(_checked_partition, fmt == "csv", meta=frame._meta)
         if fmt == "csv":
-            job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False)
+            # part-00000.csv, ... as the Parquet parts: the names sort in row order (part-10 < part-2 did not)
+            job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False,
+                               name_function=lambda i: f"{i:05d}")
         else:
             # no dictionary encoding of the float columns: their values are (almost) all distinct, and
             # building the dictionary before falling back to plain encoding cost 7x the write

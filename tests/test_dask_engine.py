@@ -127,11 +127,16 @@ def test_write_release_partitions_card_and_transform(table, tmp_path):
     assert set(card["files"]) == {p.name for p in parts}
     assert card["guarantee"]["epsilon"] == pytest.approx(1.0) and card["guarantee"]["holds"]
     assert (out / "transform.npz").exists() and set(written) >= {"card", "transform"}
-    # CSV parts, same columns
+    # CSV parts, same columns; named as the Parquet parts, so that their names sort in row order
     out_csv = tmp_path / "csv"
     dask_engine.release_table(PCAGauss(epsilon=1.0), glob, out_csv, fmt="csv", bounds=BOUNDS)
     frame = pd.concat([pd.read_csv(p) for p in sorted(out_csv.glob("part-*.csv"))])
     assert frame.shape == (X.shape[0], 5)
+    out_many = tmp_path / "csv_many"
+    dask_engine.release_table(DPPro(epsilon=1.0, delta=1e-6, n_components=3), glob, out_many, fmt="csv",
+                              bounds=BOUNDS, blocksize=20_000)
+    names = sorted(p.name for p in out_many.glob("part-*.csv"))
+    assert len(names) > 10 and names == [f"part-{i:05d}.csv" for i in range(len(names))]
 
 
 @pytest.mark.parametrize("chunk_mixtures", [700, 5_000, 10**6])
