@@ -732,6 +732,14 @@ def _explain_non_numeric_type(col: pd.Series, name: str) -> None:
                 what = "complex numbers (store real numbers only)"
             elif any(issubclass(t, (bytes, bytearray)) for t in types):
                 what = "binary values (bytes)"
+            elif all(issubclass(t, (int, float, np.number)) and not issubclass(t, (bool, np.bool_))
+                     for t in types - {str}):
+                if str not in types:  # numbers and text: the text check names the text cells
+                    raise DataValidationError(
+                        f"column {name!r} holds numbers as Python objects (dtype object, e.g. "
+                        f"{present.iloc[0]!r}): convert it to a numeric column first "
+                        "(pd.to_numeric, or astype(float))"
+                    )
             else:
                 what = f"values of type {', '.join(names)}"
     if what is not None:
@@ -756,8 +764,8 @@ def _explain_text_in_numeric(col: pd.Series, name: str) -> None:
     bad = as_num.isna()
     if not bad.any():
         raise DataValidationError(
-            f"column {name!r} holds numbers stored as text (e.g. {text.iloc[0][:40]!r}); store it "
-            "as a numeric column (a float or integer type)"
+            f"column {name!r} holds only numbers, but stored as text (e.g. {text.iloc[0][:40]!r}); "
+            "store it as a numeric column (a float or integer type)"
         )
     if bad.all() or bad.sum() > 0.5 * len(present):
         return

@@ -838,3 +838,17 @@ def test_app_bounds_editor_partial_edit_keeps_unedited_columns_as_data():
     assert not any("computed from the private data" in e for e in _errors(at))
     card = _draw_release_card(at)
     assert card["bounds_source"] == "user" and card["guarantee"]["holds"] is True
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ([1.5, None, 2.0, 3.0], "holds numbers as Python objects"),
+    ([1, 2, "x", 4], r"numeric except for 1 value\(s\) that are not numbers: 'x' \(row 2\)"),
+    (["1", "2", "3", "4"], "holds only numbers, but stored as text"),
+])
+def test_object_column_of_numbers_says_what_it_holds(values, message):
+    """Object columns of numbers, of numbers and one text, and of numeric text: each refusal says
+    what the column holds (they said 'values of type float, not numbers: convert it to floats',
+    'values of type int', and 'numeric except for 0 value(s)')."""
+    frame = pd.DataFrame({"a": pd.Series(values, dtype=object), "b": [1.0, 2.0, 3.0, 4.0]})
+    with pytest.raises(DataValidationError, match=message):
+        load_dataset(frame, bounds={"a": (0, 5), "b": (0, 5)})

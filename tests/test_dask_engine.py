@@ -993,7 +993,7 @@ def test_text_beyond_the_first_rows_gives_the_file_error(tmp_path, fmt):
     expected = _in_memory_error(str(path), bounds=BOUNDS)
     assert "'n/a?' (row 2500)" in expected and expected in str(info.value)
     numeric_text = frame.drop(index=2_500)
-    with pytest.raises(DataValidationError, match="'c1' holds numbers stored as text"):
+    with pytest.raises(DataValidationError, match="'c1' holds only numbers, but stored as text"):
         load_dataset(numeric_text.to_parquet(), filename="t.parquet", bounds=BOUNDS)
 
 
