@@ -233,6 +233,11 @@ def medians(results: list[dict]) -> list[dict]:
             for (rows, mech), runs in groups.items()]
 
 
+def _run_of(results: list[dict], rows: int, mechanism: str) -> dict | None:
+    """The (median) row of ``mechanism`` at ``rows`` rows, if it was run."""
+    return next((r for r in results if r["rows"] == rows and r["mechanism"] == mechanism), None)
+
+
 def table(results: list[dict]) -> str:
     """The results as a Markdown table (medians over repeated runs: :func:`medians`): totals,
     phases, the ratios to both baselines, and, for the aggregate mechanisms, the statistics phase
@@ -244,16 +249,13 @@ def table(results: list[dict]) -> str:
               "statistics / engine-pass wall |"),
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        def same_size(name: str, rows: int = r["rows"]) -> dict | None:
-            return next((b for b in results if b["rows"] == rows and b["mechanism"] == name), None)
-
         ratios = []
         for name in BASELINES:
-            base = same_size(name)
+            base = _run_of(results, r["rows"], name)
             ratios.append("" if base is None else f"{r['seconds'] / base['seconds']:.2f} "
                           f"({r['cpu_seconds'] / base['cpu_seconds']:.2f})")
         statistics = r["seconds"] - r["output_seconds"]
-        engine = same_size("engine-pass")
+        engine = _run_of(results, r["rows"], "engine-pass")
         aggregate = r["mechanism"] not in (*BASELINES, "engine-pass", *ROW_WISE) and ":" not in r["mechanism"]
         per_pass = f"{statistics / engine['seconds']:.2f}" if engine is not None and aggregate else ""
         stats = f"{statistics:.1f} ({r['cpu_seconds'] - r['output_cpu_seconds']:.1f})"

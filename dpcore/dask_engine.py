@@ -1196,7 +1196,7 @@ def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
     if _cluster_client() is None:
         total = np.zeros((m, w))
         workers = max(1, os.cpu_count() or 1)
-        bar = _Bar(_BAR_STREAM.get())
+        bar = _Bar(_BAR_STREAM.get(), len(partials))
         with ThreadPoolExecutor(workers) as pool:
             pending: list[Any] = []
             for part in [*partials, None]:
@@ -1208,7 +1208,7 @@ def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
                 while pending and (part is None or len(pending) >= 2 * workers):
                     (ids, sums), = pending.pop(0).result()
                     total[ids] += sums
-                    bar.advance(len(partials))
+                    bar.advance()
         bar.close()
         return total
     dense = [da.from_delayed(dask_delayed(_spread)(p, m), shape=(m, w), dtype=float) for p in partials]
@@ -1216,21 +1216,22 @@ def _sum_partials(partials: list[Any], m: int, w: int) -> np.ndarray:
 
 
 class _Bar:
-    """A progress bar over a loop of the client (Dask's bar's look, on ``stream``; nothing if None)."""
+    """A progress bar over ``total`` steps of a loop of the client (Dask's bar's look, on
+    ``stream``; nothing if None)."""
 
-    def __init__(self, stream: Any | None) -> None:
+    def __init__(self, stream: Any | None, total: int) -> None:
         import time
 
-        self.stream, self.done, self.start = stream, 0, time.perf_counter()
+        self.stream, self.total, self.done, self.start = stream, max(1, total), 0, time.perf_counter()
 
-    def advance(self, total: int) -> None:
+    def advance(self) -> None:
         import time
 
         from dask.utils import format_time
 
         self.done += 1
         if self.stream is not None:
-            frac = self.done / max(1, total)
+            frac = self.done / self.total
             elapsed = format_time(time.perf_counter() - self.start)
             self.stream.write(f"\r[{'#' * int(40 * frac):<40}] | {int(100 * frac)}% Completed | {elapsed}")
             self.stream.flush()
