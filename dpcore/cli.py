@@ -190,7 +190,7 @@ def _release_epilog() -> str:
              "  --drop-nonfinite (= --missing drop), --ledger FILE, --budget EPS, --delta-budget DELTA,",
              "  --output-space {original,released}, --no-clip, --integer-columns A,B",
              "  large tables: --engine {memory,dask}, --scheduler ADDRESS, --blocksize BYTES, --n N,",
-             "  --format {parquet,csv}", "", "mechanism options [default]:"]
+             "  --format {parquet,csv}, --progress, --no-progress", "", "mechanism options [default]:"]
     for name, cls in MECHANISMS.items():
         text = ", ".join(_option_text(p) for p in cls.params)
         lines += textwrap.wrap(f"{name}: {text}", width=100, initial_indent="  ",
@@ -576,6 +576,9 @@ def _add_engine_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--n", type=int, default=None, help="the public number of rows (checked against the "
                        "data; default: the Parquet footers, or the row count)")
     group.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="format of the parts")
+    group.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="--engine dask: progress bars on stderr (default: only when stderr is a "
+                            "terminal, so that a log file gets no carriage-return lines)")
 
 
 def _use_dask(args: argparse.Namespace) -> bool:
@@ -603,6 +606,9 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
         raise CLIError("--budget and --delta-budget need --ledger FILE")
     if os.path.exists(args.output) and not (os.path.isdir(args.output) and not os.listdir(args.output)):
         raise CLIError(f"--output {args.output}: with --engine dask the output is a new (or empty) folder")
+    # the bars are drawn on the process's stderr (dask_engine._progress): by default only on a terminal
+    terminal = bool(sys.__stderr__ and sys.__stderr__.isatty())
+    progress = args.progress if args.progress is not None else terminal
     with dask_engine.connect(args.scheduler):
         table = dask_engine.open_table(
             args.input, label=args.label, task=args.task, bounds=load_bounds_file(args.bounds) if args.bounds
@@ -617,10 +623,10 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
             params = {**params, "public_data": _public_rows(args, table.head)}
         if not args.ledger:
             release, written = dask_engine.release_table(cls(**params), table, args.output, fmt=args.format,
-                                                         n_samples=args.n_samples, progress=True)
+                                                         n_samples=args.n_samples, progress=progress)
         else:  # the row guarantee checked, the folder written, recorded, then renamed into place
             release, _ = dask_engine.release_table(cls(**params), table, None, n_samples=args.n_samples,
-                                                   progress=True)
+                                                   progress=progress)
             row = release.row_guarantee() or release.guarantee
             dataset = Path(table.sources[0]).stem if len(table.sources) == 1 else args.input
             with ledger_transaction(args.ledger, budget=args.budget, delta_budget=args.delta_budget) as tx:
@@ -631,7 +637,7 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
                     tx.commit(LedgerEntry.from_card(card, dataset))
                     return tx.revert
 
-                written = dask_engine.write_release(release, args.output, fmt=args.format, progress=True,
+                written = dask_engine.write_release(release, args.output, fmt=args.format, progress=progress,
                                                     commit=record)
             print(f"ledger: {tx.ledger.summary()}")
     g = release.guarantee

@@ -286,7 +286,8 @@ def _kind(path: str) -> str:
 
 def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
     """Partitions: each CSV file whole; Parquet row groups batched to about ``blocksize`` bytes of
-    decoded data (footer metadata only, nothing private is read)."""
+    decoded data (footer metadata only, nothing private is read), Parquet files of no rows left
+    out."""
 
     pieces: list[_Piece] = []
     for path in paths:
@@ -294,6 +295,8 @@ def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
             pieces.append(_Piece(path))
             continue
         meta = _parquet_metadata(path)
+        if meta.num_rows == 0:  # an empty part (as Spark writes): no rows to read
+            continue
         groups: list[int] = []
         size = rows = 0
         for i in range(meta.num_row_groups):
@@ -357,8 +360,6 @@ def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
 
 
 def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
-    import pandas as pd
-
     from dpcore.data import load_dataset
 
     missing = [c for c in options.columns if c not in frame.columns]
@@ -370,13 +371,11 @@ def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
             + f"; every file must hold the table's columns {list(options.columns)[:10]}")
     if tuple(frame.columns) != options.columns:
         frame = frame[list(options.columns)]
-    if len(frame) == 1:  # a one-row batch: the loader's checks are per row, its "two rows" is the table's
-        ds = _load_frame(pd.concat([frame, frame], ignore_index=True), where, options)
-        return replace(ds, X=ds.X[:1], y=None if ds.y is None else ds.y[:1])
-    try:
+    try:  # the checks of each row; "at least two rows / classes" are the whole table's (open_table)
         return load_dataset(frame, label=options.label if options.label else "",
                             task=options.task, bounds=options.bounds, label_bounds=options.label_bounds,
-                            classes=options.classes, categories=options.categories, missing=options.missing)
+                            classes=options.classes, categories=options.categories, missing=options.missing,
+                            part_of_table=True)
     except DataValidationError as exc:
         raise DataValidationError(f"{where}: {exc}") from None
 
@@ -594,6 +593,8 @@ def open_table(
     else:
         sources = tuple(expand_paths(source))
         parts = _plan_pieces(list(sources), size)
+        if not parts:
+            raise DataValidationError(f"{source}: the Parquet files hold no rows")
         first = parts[0]
         if first.row_groups is not None:  # the first row group only
             import pyarrow.parquet as pq
@@ -629,6 +630,9 @@ def open_table(
                                       "mismatch is refused, never a silent change of n")
         n_source = ("user (checked against the row count)" if n is not None
                     else "the input's row count (public)")
+    if counted < 2:  # the loader's table-level check (its partitions are checked row by row)
+        raise DataValidationError(f"the table has {counted} row(s); differentially private release needs "
+                                  "at least 2 (and, to be useful, many more)")
     return LazyTable(frame=frame, head=head, n=int(counted), n_source=n_source, lengths=lengths,
                      sources=sources, pieces=tuple(parts) if sources else (), options=options)
 
@@ -1325,15 +1329,20 @@ def gaussian_rows(factor_t: np.ndarray, mean: np.ndarray, size: int, rng: np.ran
 
 
 # ------------------------------------------------------------------------------------ writing
-def _checked_partition(frame: Any, csv: bool) -> Any:
-    from dpcore.release import spreadsheet_safe
-
+def _checked_partition(frame: Any) -> Any:
     values = frame.select_dtypes("number").to_numpy()
     bad = int(np.count_nonzero(~np.isfinite(values)))
     if bad:
         raise NonFiniteNoiseError(f"the released table has {bad:,} NaN/inf value(s) in a partition; nothing "
                                   "is released: the noise overflows float64 arithmetic, use a larger epsilon")
-    return spreadsheet_safe(frame) if csv else frame
+    return frame
+
+
+def _write_csv_part(frame: Any, path: Path) -> None:
+    """One CSV part, written as the in-memory release's CSV (:meth:`Release.to_csv_bytes`)."""
+    from dpcore.release import CSV_FLOAT_FORMAT, spreadsheet_safe_csv
+
+    path.write_bytes(spreadsheet_safe_csv(frame, float_format=CSV_FLOAT_FORMAT))
 
 
 def _sha256(path: Path) -> str:
@@ -1388,11 +1397,12 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
             rows = max(1, DEFAULT_BLOCKSIZE // (8 * max(1, values.shape[1])))
             values = da.from_array(np.asarray(values), chunks=(rows, -1))
         frame = _release_frame(values, release)
-        frame = frame.map_partitions(_checked_partition, fmt == "csv", meta=frame._meta)
+        frame = frame.map_partitions(_checked_partition, meta=frame._meta)
         if fmt == "csv":
-            # part-00000.csv, ... as the Parquet parts: the names sort in row order (part-10 < part-2 did not)
-            job = frame.to_csv(str(tmp / "part-*.csv"), index=False, float_format="%.10g", compute=False,
-                               name_function=lambda i: f"{i:05d}")
+            # the in-memory release's CSV writer (escaping, number format) per partition; part-00000.csv,
+            # ... as the Parquet parts: the names sort in row order
+            job = [dask.delayed(_write_csv_part)(part, tmp / f"part-{i:05d}.csv")
+                   for i, part in enumerate(frame.to_delayed())]
         else:
             # no dictionary encoding of the float columns: their values are (almost) all distinct, and
             # building the dictionary before falling back to plain encoding cost 7x the write

@@ -325,6 +325,7 @@ def load_dataset(
     classes: Any = None,
     missing: str = "error",
     drop_nonfinite: bool = False,
+    part_of_table: bool = False,
 ) -> Dataset:
     """Load a bundled dataset (by name), a file (path or bytes + ``filename``) or a DataFrame.
 
@@ -363,13 +364,19 @@ def load_dataset(
         card says so).
     drop_nonfinite : bool
         Old spelling of ``missing="drop"``.
+    part_of_table : bool, default False
+        ``source`` is one part of a larger table (a partition read by :mod:`dpcore.dask_engine`):
+        every check of a row runs, but not the two that concern the whole table (at least two
+        rows; at least two classes present), so a part may hold one row, or the rows of one class
+        (a table sorted by its label).
 
     Raises
     ------
     DataValidationError
         Missing label column, no task for a label, non-numeric columns without categories,
         NaN/inf under ``missing="error"`` (with counts per column), a missing label, fewer than
-        two rows, a classification label with one class or with values outside ``classes``,
+        two rows or a classification label with one class (unless ``part_of_table``), labels
+        outside ``classes``,
         bad bounds.
     """
     if drop_nonfinite:
@@ -382,8 +389,9 @@ def load_dataset(
     categories = dict(categories or {})
     frame = _encode_categoricals(frame, categories)  # 3. categorical columns
     frame, y_series, n_dropped = _handle_missing(frame, y_series, label, missing)  # 4. missing values
-    values = _feature_values(frame)
-    labels = _resolve_labels(y_series, task, label, classes, label_bounds, meta)  # 5. label facts
+    values = _feature_values(frame, 0 if part_of_table else 2)
+    labels = _resolve_labels(y_series, task, label, classes, label_bounds, meta,  # 5. label facts
+                             0 if part_of_table else 2)
     b, bsource, per_col = _resolve_bounds(  # 6. feature bounds
         frame, bounds, meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None,
         {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories})
@@ -401,11 +409,11 @@ def load_dataset(
     )
 
 
-def _feature_values(frame: pd.DataFrame) -> np.ndarray:
+def _feature_values(frame: pd.DataFrame, min_rows: int) -> np.ndarray:
     """End of stage 4 of :func:`load_dataset`: the features as a float array ``(n, d)``, at least
-    two rows and one column."""
+    ``min_rows`` rows (2 for a table, 0 for a part of one) and one column."""
     values = frame.to_numpy(dtype=float)
-    if values.shape[0] < 2:
+    if values.shape[0] < min_rows:
         raise DataValidationError(
             f"the table has {values.shape[0]} usable row(s); differentially private release needs "
             "at least 2 (and, to be useful, many more)"
@@ -428,11 +436,12 @@ class _Labels:
 
 def _resolve_labels(
     y_series: pd.Series | None, task: str, label: str | None, classes: Any,
-    label_bounds: tuple[float, float] | None, meta: dict[str, Any],
+    label_bounds: tuple[float, float] | None, meta: dict[str, Any], min_classes: int,
 ) -> _Labels:
     """The labels and what is public about them: the class list (classification, from
     :func:`_resolve_classes`) or the label bounds (regression: the caller's, else the bundled
-    metadata's, else the data's range with a PrivacyLeakWarning, ``bounds_source="data"``)."""
+    metadata's, else the data's range with a PrivacyLeakWarning, ``bounds_source="data"``).
+    ``min_classes``: classes that must be present (2 for a table, 0 for a part of one)."""
     if y_series is None:
         if task != "unsupervised":
             raise DataValidationError(f"task {task!r} needs a label column")
@@ -440,7 +449,7 @@ def _resolve_labels(
     y = y_series.to_numpy()
     if task == "classification":
         meta_classes = meta.get("classes") if label == meta.get("label") else None
-        y, cls, cls_source = _resolve_classes(y, label, classes, meta_classes)
+        y, cls, cls_source = _resolve_classes(y, label, classes, meta_classes, min_classes)
         return _Labels(y=y, classes=cls, classes_source=cls_source)
     if task != "regression":
         return _Labels(y=y)
@@ -593,14 +602,15 @@ def _impute_midpoints(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 
 def _resolve_classes(
-    y: np.ndarray, label: str | None, classes: Any, meta_classes: Any
+    y: np.ndarray, label: str | None, classes: Any, meta_classes: Any, min_classes: int
 ) -> tuple[np.ndarray, np.ndarray, str]:
     """The public class list of a classification label and its source.
 
     Given (``"user"``) or from the bundled metadata (``"metadata"``); otherwise read from the
     data with a :class:`PrivacyLeakWarning` (``"data"``: the guarantee does not hold, since one
     record with a rare class would put that class into the release). Labels are converted to the
-    list's type where the list is numeric (a CSV label read as text stays text)."""
+    list's type where the list is numeric (a CSV label read as text stays text). At least
+    ``min_classes`` classes must be present."""
     if classes is not None or meta_classes is not None:
         source = "user" if classes is not None else "metadata"
         cls = np.asarray(list(classes if classes is not None else meta_classes))
@@ -619,7 +629,7 @@ def _resolve_classes(
         warn_data_classes(label, stacklevel=3)
         source = "data"
         cls = np.unique(y)
-    if np.unique(y).size < 2:
+    if np.unique(y).size < min_classes:
         only = y[0].item() if isinstance(y[0], np.generic) else y[0]
         raise DataValidationError(
             f"label {label!r} has a single class ({only!r}); classification needs at "

@@ -43,6 +43,7 @@ from dpcore.exceptions import NotPrivateError
 
 __all__ = [
     "CSV_ESCAPE_RULE",
+    "CSV_FLOAT_FORMAT",
     "Exploration",
     "FORMULA_TRIGGERS",
     "Guarantee",
@@ -61,6 +62,7 @@ __all__ = [
     "release_paths",
     "spreadsheet_safe",
     "spreadsheet_safe_csv",
+    "csv_text",
 ]
 
 Neighbouring = Literal["replace-one", "replace-one-within-class", "element", "row-l2"]
@@ -85,6 +87,8 @@ KIND_TEXT = {
 #: First characters that make Excel, LibreOffice Calc or Google Sheets read a CSV cell as a formula
 #: (OWASP "CSV injection"; line feed added as newer OWASP guidance does).
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\n")
+#: the released CSVs' number format: 10 significant digits
+CSV_FLOAT_FORMAT = "%.10g"
 CSV_ESCAPE_RULE = (
     "OWASP CSV injection: a text cell or column name whose first character (after any leading "
     "single quotes) is = + - @ tab, CR or LF is written with one extra leading single quote ('); "
@@ -371,7 +375,7 @@ class Release:
         Column names and text cells (class labels) are escaped against spreadsheet formula
         injection (:func:`escape_formula`); the card's ``csv_escaping`` says which names changed.
         """
-        return spreadsheet_safe_csv(self.to_frame(), float_format="%.10g")
+        return spreadsheet_safe_csv(self.to_frame(), float_format=CSV_FLOAT_FORMAT)
 
     def csv_escaping(self) -> dict[str, Any]:
         """What :meth:`to_csv_bytes` escaped: renamed columns and the number of label cells.
@@ -810,9 +814,57 @@ def spreadsheet_safe_csv(frame: pd.DataFrame, *, float_format: str | None = None
     has_cr = any(isinstance(v, str) and "\r" in v for v in safe.columns) or any(
         safe.iloc[:, j].map(lambda v: isinstance(v, str) and "\r" in v).any()
         for j in range(safe.shape[1]) if _is_text_column(safe.iloc[:, j]))
-    buf = io.StringIO()
-    safe.to_csv(buf, index=False, float_format=float_format, lineterminator="\r\n" if has_cr else "\n")
-    return buf.getvalue().encode("utf-8")
+    text = csv_text(safe, float_format=float_format, lineterminator="\r\n" if has_cr else "\n")
+    return text.encode("utf-8")
+
+
+#: rows formatted per ``%`` operation by :func:`csv_text` (a few MiB of text)
+_CSV_BLOCK_ROWS = 8192
+
+
+def csv_text(frame: pd.DataFrame, *, float_format: str | None, lineterminator: str = "\n") -> str:
+    """``frame.to_csv(index=False, float_format=float_format, lineterminator=lineterminator)``:
+    the same text, about 5x faster for float columns.
+
+    pandas formats each float with a Python call (``float_format % value``, holding the GIL: 56 s
+    for 10^6 x 20 values). Here the rows of a block are formatted by one ``%`` operation of a
+    row format repeated per row, in C; columns pandas formats otherwise (text, integers, NaN) are
+    formatted by pandas column by column and inserted as ``%s``. Where that would not give
+    pandas' text (a quoted cell holding a line break), pandas writes the whole frame.
+    Tested byte for byte against pandas (``tests/test_csv_injection.py``).
+    """
+    def pandas_text() -> str:
+        return frame.to_csv(index=False, float_format=float_format, lineterminator=lineterminator)
+
+    n = frame.shape[0]
+    if float_format is None or n == 0 or frame.shape[1] == 0:
+        return pandas_text()
+    formats: list[str] = []
+    columns: list[np.ndarray] = []
+    for j in range(frame.shape[1]):
+        column = frame.iloc[:, j]
+        if column.dtype == np.float64 and not column.isna().any():  # pandas writes NaN as ""
+            formats.append(float_format)
+            columns.append(column.to_numpy())
+            continue
+        cells = column.to_frame().to_csv(index=False, header=False, float_format=float_format,
+                                         lineterminator=lineterminator).split(lineterminator)[:-1]
+        if len(cells) != n:  # a quoted cell holds the line terminator
+            return pandas_text()
+        # a row of one empty field is written '""' by the csv module, an empty field of a longer row ''
+        formats.append("%s")
+        columns.append(np.array(["" if c == '""' else c for c in cells], dtype=object))
+    if all(f == "%s" for f in formats):
+        return pandas_text()
+    row = ",".join(formats) + lineterminator
+    table = np.empty((n, len(columns)), dtype=object)
+    for j, values in enumerate(columns):
+        table[:, j] = values
+    out = [frame.iloc[:0].to_csv(index=False, lineterminator=lineterminator)]  # the header, as pandas
+    for start in range(0, n, _CSV_BLOCK_ROWS):
+        block = table[start:start + _CSV_BLOCK_ROWS]
+        out.append((row * block.shape[0]) % tuple(block.ravel().tolist()))
+    return "".join(out)
 
 
 def _jsonable(value: Any) -> Any:

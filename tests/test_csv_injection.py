@@ -254,3 +254,45 @@ def test_app_download_is_the_escaped_csv(serialiser_spy):
     assert not any(isinstance(v, str) and v.startswith(FORMULA_TRIGGERS) for v in shown_labels)
     assert math.isfinite(card["guarantee"]["epsilon"])
     assert card["classes_source"] == "data" and card["guarantee"]["holds"] is False
+
+
+# ------------------------------------------------------------------------- the fast CSV formatter
+def _awkward_frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    """Floats of every magnitude and the special values, integers, text with the delimiter, quotes,
+    empty strings and missing values, booleans, a float column with NaN."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 5e-324, 1e-300, 1e300, 0.1, 1 / 3, 123456789012.5,
+                        -1e-5, 1e10, 9999999999.5, 2.5e-5])
+    floats = np.where(rng.random(n) < 0.3, rng.choice(special, n),
+                      rng.normal(size=n) * 10.0 ** rng.integers(-30, 30, n))
+    text = rng.choice(np.array(["a", "b,c", 'say "hi"', "", "'=1+1", "é ü", "  x  ", "%s", "%.10g"],
+                               dtype=object), n)
+    text[rng.random(n) < 0.1] = None
+    with_nan = rng.normal(size=n)
+    with_nan[rng.random(n) < 0.2] = np.nan
+    return pd.DataFrame({"x": floats, "y": rng.normal(size=n), "count": rng.integers(-5, 10**12, n),
+                         "label": text, "flag": rng.random(n) < 0.5, "gaps": with_nan,
+                         "float32": rng.normal(size=n).astype(np.float32)})
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lineterminator", ["\n", "\r\n"])
+def test_csv_text_is_pandas_text_byte_for_byte(seed, lineterminator):
+    """csv_text (the release CSVs' formatter) gives pandas' to_csv text exactly, for every column
+    kind and subset of columns, across the blocks of rows it formats at once, and where a quoted
+    cell holds a line break (pandas writes the frame)."""
+    from dpcore import release as release_module
+    from dpcore.release import csv_text
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3 * release_module._CSV_BLOCK_ROWS))
+    frame = _awkward_frame(rng, n)
+    subsets = [list(frame.columns), ["x", "y"], ["x", "label"], ["label", "x"], ["count", "x", "flag"],
+               ["gaps", "y"], ["y"], ["label"], ["float32", "x"]]
+    if seed % 2:
+        frame.loc[frame.index[n // 2], "label"] = "two\nlines"
+    for columns in subsets:
+        part = frame[columns]
+        expected = part.to_csv(index=False, float_format="%.10g", lineterminator=lineterminator)
+        assert csv_text(part, float_format="%.10g", lineterminator=lineterminator) == expected, columns
+        assert csv_text(part.iloc[:1], float_format="%.10g", lineterminator=lineterminator) == \
+            part.iloc[:1].to_csv(index=False, float_format="%.10g", lineterminator=lineterminator)

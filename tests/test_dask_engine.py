@@ -355,6 +355,71 @@ def test_cli_engine_dask(table, tmp_path, capsys):
     assert "--data-bounds" in capsys.readouterr().err and not out2.exists()
 
 
+class _Terminal:
+    """A stand-in for a terminal's stderr: ``isatty()`` True, what is written kept."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("flag", "terminal", "shown"), [
+    ([], False, False), ([], True, True), (["--progress"], False, True), (["--no-progress"], True, False),
+])
+def test_cli_progress_bars_only_on_a_terminal(table, tmp_path, capfd, monkeypatch, flag, terminal, shown):
+    """The CLI draws its progress bars (carriage-return redraws) on stderr when it is a terminal;
+    a log file (stderr redirected) gets none, unless --progress; --no-progress turns them off."""
+    import sys
+
+    from dpcore.cli import main
+
+    _, glob = table
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    tty = _Terminal()
+    if terminal:
+        monkeypatch.setattr(sys, "__stderr__", tty)
+    capfd.readouterr()
+    assert main(["release", "pca-gauss", glob, "-o", str(tmp_path / "out"), "--bounds", str(bounds),
+                 "--engine", "dask", "--blocksize", "64KiB", *flag]) == 0
+    drawn = capfd.readouterr().err + tty.text
+    assert ("% Completed" in drawn) == shown
+    assert (tmp_path / "out" / "card.json").exists()
+
+
+def test_csv_parts_are_the_in_memory_csv_split(tmp_path):
+    """--format csv: the parts, concatenated (the header once), are byte for byte the release's
+    in-memory CSV (Release.to_csv_bytes: the number format, the escaping of a formula-like label
+    and column name, the quoting of a label with a comma)."""
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(0, 1, (3_000, 3)), rng.choice(["=a", "b,c", "c"], 3_000)
+    for i in range(3):
+        rows = slice(1_000 * i, 1_000 * (i + 1))
+        pd.DataFrame(X[rows], columns=list("abc")).assign(**{"=y": y[rows]}).to_parquet(
+            tmp_path / f"p{i}.parquet", row_group_size=300)
+    lazy_table = dask_engine.open_table(str(tmp_path / "*.parquet"), label="=y", task="classification",
+                                        classes=["=a", "b,c", "c"], bounds={c: (0, 1) for c in "abc"},
+                                        blocksize=10_000)
+    release = LocalGaussian(epsilon=1.0, label_release="separate").release(lazy_table)
+    dask_engine.write_release(release, tmp_path / "out", fmt="csv")
+    texts = [p.read_bytes() for p in sorted((tmp_path / "out").glob("part-*.csv"))]
+    assert len(texts) > 3
+    header = texts[0].split(b"\n", 1)[0]
+    assert header == b"a,b,c,'=y" and all(t.startswith(header + b"\n") for t in texts)
+    joined = texts[0] + b"".join(t.split(b"\n", 1)[1] for t in texts[1:])
+    assert joined == release.to_csv_bytes()
+    assert b'"b,c"' in joined and b"\n'=a\n" not in joined and b",'=a\n" in joined
+
+
 def test_corrupt_parquet_file_is_named(table, tmp_path):
     X, _ = table
     _write_parquet(tmp_path, X[:2_000], n_files=2)
@@ -708,6 +773,64 @@ def _assert_same_diagnostics(got, expected, keys):
                 np.testing.assert_allclose(got[key][k], expected[key][k], rtol=1e-9, atol=1e-12)
         else:
             np.testing.assert_allclose(got[key], expected[key], rtol=1e-9, atol=1e-12)
+
+
+def _written_rows(out):
+    """Rows in the parts an output folder's card lists."""
+    card = json.loads((out / "card.json").read_text())
+    return sum(len(pd.read_parquet(out / name)) for name in card["files"])
+
+
+def test_table_sorted_by_class_one_file_per_class(labelled, tmp_path):
+    """A table split by its label (one file per class, as a registry exported class by class):
+    each partition holds one class, which the loader refuses for a whole table but not for a
+    part of one. RON-Gauss Alg. 5's per-class statistics equal the in-memory ones on the same rows;
+    DPMix releases its T mixtures."""
+    X, kind, _, _ = labelled
+    order = np.argsort(kind, kind="stable")
+    for c in ("a", "b", "c"):
+        rows = order[kind[order] == c]
+        pd.DataFrame(X[rows], columns=COLUMNS).assign(kind=kind[rows]).to_parquet(tmp_path / f"{c}.parquet")
+    options = {"label": "kind", "task": "classification", "classes": ["a", "b", "c"], "bounds": BOUNDS}
+    lazy_table = dask_engine.open_table(str(tmp_path / "*.parquet"), **options)
+    assert lazy_table.n_partitions == 3
+    memory_ds = load_dataset(pd.DataFrame(X[order], columns=COLUMNS).assign(kind=kind[order]), **options)
+    lazy, lazy_diag = RONGauss(epsilon=1.0, random_state=6).explore(lazy_table)
+    memory, memory_diag = RONGauss(epsilon=1.0, random_state=6).explore(memory_ds)
+    _assert_same_diagnostics(lazy_diag, memory_diag, ("mu_dp", "sigma_dp", "class_counts_dp"))
+    assert lazy.guarantee == memory.guarantee
+    release, _ = dask_engine.release_table(DPMix(epsilon=1.0, delta=1e-6, ell=4, n_mixtures=300), lazy_table,
+                                           tmp_path / "out")
+    assert _written_rows(tmp_path / "out") == 300
+
+
+def test_one_row_and_empty_parts(table, tmp_path):
+    """A one-row partition is checked as one row (its error counts 1 row and gives its row number
+    in its file; before, it was checked as two copies of the row); empty Parquet parts (as Spark
+    writes them) hold no rows and are left out; a table of fewer than 2 rows, or of empty files
+    only, is refused when opened, with nothing written."""
+    X, _ = table
+    frame = pd.DataFrame(X[:50], columns=COLUMNS)
+    frame.iloc[:0].to_parquet(tmp_path / "p0.parquet")
+    frame.iloc[:49].to_parquet(tmp_path / "p1.parquet")
+    frame.iloc[49:].to_parquet(tmp_path / "p2.parquet")
+    lazy_table = dask_engine.open_table(str(tmp_path / "p*.parquet"), bounds=BOUNDS)
+    assert lazy_table.n == 50 and lazy_table.n_partitions == 2
+    release, _ = dask_engine.release_table(PCAGauss(epsilon=1.0), lazy_table, tmp_path / "out")
+    assert _written_rows(tmp_path / "out") == 50
+    bad = frame.iloc[49:].copy()
+    bad.iloc[0, 2] = np.nan
+    bad.to_parquet(tmp_path / "p2.parquet")
+    one_row = r"p2\.parquet .*: 1 rows contain missing .*first rows: \[0\]"
+    with pytest.raises(DataValidationError, match=one_row):
+        dask_engine.release_table(PCAGauss(epsilon=1.0), dask_engine.open_table(
+            str(tmp_path / "p*.parquet"), bounds=BOUNDS), tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
+    frame.iloc[49:].to_parquet(tmp_path / "single.parquet")
+    with pytest.raises(DataValidationError, match="the table has 1 row"):
+        dask_engine.open_table(str(tmp_path / "single.parquet"), bounds=BOUNDS)
+    with pytest.raises(DataValidationError, match="hold no rows"):
+        dask_engine.open_table(str(tmp_path / "p0.parquet"), bounds=BOUNDS)
 
 
 @pytest.mark.parametrize(("task", "params"), [
