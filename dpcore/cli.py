@@ -572,7 +572,8 @@ def _add_engine_options(group: argparse._ArgumentGroup) -> None:
                             "Default: dask for a glob, a folder or a file over a quarter of the memory limit")
     group.add_argument("--scheduler", metavar="ADDRESS", help="a running distributed scheduler "
                        "(tcp://host:8786); default: Dask's local threaded scheduler")
-    group.add_argument("--blocksize", metavar="BYTES", help="decoded bytes per Parquet partition (128MiB)")
+    group.add_argument("--blocksize", metavar="BYTES", help="decoded bytes per Parquet partition, bytes of "
+                       "text per CSV partition (128MiB)")
     group.add_argument("--n", type=int, default=None, help="the public number of rows (checked against the "
                        "data; default: the Parquet footers, or the row count)")
     group.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="format of the parts")

@@ -180,14 +180,19 @@ def is_lazy_input(x: Any) -> bool:
 # ------------------------------------------------------------------------------------ opening
 @dataclass(frozen=True)
 class _Piece:
-    """One partition: a whole file (CSV) or a run of row groups of a Parquet file, with the row
-    count its footer states (``None`` for CSV)."""
+    """One partition: a CSV file, whole or a block of its bytes (``byte_range``: the lines that
+    start in ``[start, start + length)``, :func:`_csv_block`), or a run of row groups of a Parquet
+    file with the row count its footer states (``rows``, ``None`` for CSV)."""
 
     path: str
     row_groups: tuple[int, ...] | None = None
     rows: int | None = None
+    byte_range: tuple[int, int] | None = None
 
     def label(self) -> str:
+        if self.byte_range is not None:
+            start, length = self.byte_range
+            return f"{self.path} (bytes {start:,}-{start + length:,})"
         if self.row_groups is None:
             return self.path
         return f"{self.path} (row groups {self.row_groups[0]}-{self.row_groups[-1]})"
@@ -285,14 +290,22 @@ def _kind(path: str) -> str:
 
 
 def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
-    """Partitions: each CSV file whole; Parquet row groups batched to about ``blocksize`` bytes of
-    decoded data (footer metadata only, nothing private is read), Parquet files of no rows left
-    out."""
+    """Partitions: CSV files cut into blocks of ``blocksize`` bytes of text (at line ends,
+    :func:`_csv_block`; a smaller file whole); Parquet row groups batched to about ``blocksize``
+    bytes of decoded data (footer metadata only, nothing private is read), Parquet files of no rows
+    left out."""
 
     pieces: list[_Piece] = []
     for path in paths:
         if _kind(path) == "csv":
-            pieces.append(_Piece(path))
+            size = os.path.getsize(path)
+            with open(path, "rb") as fh:
+                utf16 = fh.read(2) in (b"\xff\xfe", b"\xfe\xff")  # its line feeds are two bytes
+            if size <= blocksize or utf16:
+                pieces.append(_Piece(path))
+            else:
+                pieces.extend(_Piece(path, byte_range=(start, min(blocksize, size - start)))
+                              for start in range(0, size, blocksize))
             continue
         meta = _parquet_metadata(path)
         if meta.num_rows == 0:  # an empty part (as Spark writes): no rows to read
@@ -323,6 +336,8 @@ def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
         frame.columns = [str(c) for c in frame.columns]
         return frame, "a partition of the Dask input"
     where = piece.label()
+    if piece.byte_range is not None:
+        return _csv_block(piece, numbered=True), where
     if piece.row_groups is None:
         return read_table(piece.path), where
     import pyarrow.parquet as pq
@@ -335,6 +350,50 @@ def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
         raise DataValidationError(f"{where}: {len(frame):,} rows read where the Parquet footer "
                                   f"states {piece.rows:,}: the public n would not be the count")
     return frame, where
+
+
+def _csv_block(piece: _Piece, numbered: bool = False) -> Any:
+    """The rows of a CSV block: the lines that start in its byte range (``fsspec.utils.read_block``
+    with the line feed as delimiter: every line is in exactly one block), parsed by the in-memory
+    reader with the file's header line put before them. ``numbered``: the frame's index gives the
+    rows' numbers in the file, counted from the line feeds before the block (a line break inside
+    a quoted cell before it shifts them; only error messages use them).
+
+    Raises
+    ------
+    DataValidationError
+        A header line without a line feed in its first MiB, a line longer than the block, or
+        what the in-memory reader refuses.
+    """
+    import pandas as pd
+    from fsspec.utils import read_block
+
+    from dpcore.data import read_table
+
+    assert piece.byte_range is not None
+    start, length = piece.byte_range
+    with open(piece.path, "rb") as fh:
+        header = fh.readline(1 << 20)
+        if not header.endswith(b"\n"):
+            raise DataValidationError(f"{piece.path}: no line feed after the header line (in its first MiB); "
+                                      "a CSV file larger than the block size is read in blocks of lines")
+        block = read_block(fh, start, length, delimiter=b"\n")
+        if start == 0:
+            block = block[len(header):]
+        if not block.strip():
+            raise DataValidationError(f"{piece.label()}: no line starts in this block: a line is longer "
+                                      "than the block size; give a larger blocksize (--blocksize)")
+        # rows before the block: the lines ended by a line feed before ``start`` and the line that
+        # crosses it (the block starts after that line's feed), less the header line
+        before = 0
+        if numbered:
+            fh.seek(0)
+            while fh.tell() < start:
+                before += fh.read(min(8 << 20, start - fh.tell())).count(b"\n")
+    frame = read_table(header + block, filename=os.path.basename(piece.path))
+    if numbered:
+        frame.index = pd.RangeIndex(before, before + len(frame))
+    return frame
 
 
 def _first_row(handle: Any, piece: _Piece) -> int:
@@ -430,13 +489,14 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
     the file, and the file's name, as the in-memory loader reports them for that file."""
     where = piece.label()
     width = len(options.columns)
-    if piece.row_groups is None:  # a CSV file: read whole, checked batch by batch
+    if piece.row_groups is None:  # a CSV file or block: read whole, checked batch by batch
         from dpcore.data import read_table
 
-        frame = read_table(piece.path)
+        frame = read_table(piece.path) if piece.byte_range is None else _csv_block(piece)
+        whole = (lambda: frame) if piece.byte_range is None else (lambda: _csv_block(piece, numbered=True))
         cuts = _cuts(len(frame), width)
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):  # each slice's index: the file's row numbers
-            yield _checked(frame.iloc[a:b], where, options, lambda: frame)
+            yield _checked(frame.iloc[a:b], where, options, whole)
         return
     import pandas as pd
     import pyarrow.parquet as pq
@@ -545,8 +605,11 @@ def open_table(
     Parameters
     ----------
     source : str, path, list of those, dask DataFrame or dask Array
-        A path, glob (``'data/*.parquet'``) or directory of Parquet files, CSV files (one
-        partition per file), or a Dask collection (an Array's columns are named ``x0, x1, ...``).
+        A path, glob (``'data/*.parquet'``) or directory of Parquet files, CSV files (a file
+        larger than ``blocksize`` is cut into blocks of whole lines, one partition each; a line
+        break inside a quoted cell must not fall on a block's edge, as with
+        ``dask.dataframe.read_csv``), or a Dask collection (an Array's columns are named
+        ``x0, x1, ...``).
     label, task, bounds, label_bounds, classes, categories, missing
         As :func:`dpcore.data.load_dataset` (applied to every partition). ``missing="drop"`` is
         refused: n would then depend on the data.
@@ -555,7 +618,8 @@ def open_table(
         collection, the rows counted in one pass (the in-memory path likewise takes the input's row
         count as public).
     blocksize : int or str, optional
-        Target decoded bytes per Parquet partition (``"256MiB"``, default 128 MiB).
+        Target decoded bytes per Parquet partition, bytes of text per CSV partition
+        (``"256MiB"``, default 128 MiB).
 
     Raises
     ------
@@ -1581,12 +1645,15 @@ def release_table(
 def fits_in_memory(source: Any, fraction: float = 0.25) -> bool:
     """True when the decoded size of ``source``'s files (Parquet footers; twice the CSV text) is at
     most ``fraction`` of :func:`dpcore.limits.max_memory_bytes`: the CLI then uses the in-memory
-    path (whose mechanisms hold a few copies of the table). An unreadable file counts as fitting:
-    the in-memory reader then reports what is wrong with it."""
-    from dpcore.limits import max_memory_bytes
+    path (whose mechanisms hold a few copies of the table), and no file is over the in-memory
+    reader's input limit (:func:`dpcore.limits.max_input_bytes`). An unreadable file counts as
+    fitting: the in-memory reader then reports what is wrong with it."""
+    from dpcore.limits import max_input_bytes, max_memory_bytes
 
     total = 0
     for path in expand_paths(source):
+        if os.path.getsize(path) > max_input_bytes():
+            return False
         if _kind(path) == "csv":
             total += 2 * os.path.getsize(path)
             continue

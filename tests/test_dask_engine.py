@@ -294,6 +294,62 @@ def test_bad_partition_same_error_nothing_written(tmp_path, fault, fmt, mechanis
     assert not out.exists() and not list(tmp_path.glob(".out.*"))
 
 
+@pytest.mark.parametrize("style", ["lf", "crlf-bom-quoted"])
+def test_large_csv_file_is_read_in_blocks(tmp_path, style):
+    """A CSV file larger than the block size is cut into blocks of lines (a file over the input
+    limit was refused: 'use a smaller file'): every row is read exactly once, in order, with Windows
+    line ends, a byte-order mark and quoted labels holding the separator; the statistics equal the
+    in-memory ones; a bad value deep in the file is reported with its row number in the file, the
+    block's bytes, and nothing is written."""
+    X = _rows(5_000, seed=4)
+    kind = np.array(["a,1", "b", 'say "c"'])[(X[:, 0] * 3).astype(int).clip(0, 2)]
+    frame = pd.DataFrame(X, columns=COLUMNS).assign(kind=kind)
+    path = tmp_path / "big.csv"
+    if style == "lf":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_csv(path, index=False, lineterminator="\r\n", encoding="utf-8-sig")
+    options = {"label": "kind", "task": "classification", "classes": ["a,1", "b", 'say "c"'],
+               "bounds": BOUNDS}
+    lazy_table = dask_engine.open_table(str(path), blocksize="16KiB", **options)
+    assert lazy_table.n == 5_000 and lazy_table.n_partitions == -(-path.stat().st_size // (16 << 10))
+    read = lazy_table.frame.compute()
+    memory_ds = load_dataset(frame, **options)
+    np.testing.assert_array_equal(read[COLUMNS].to_numpy(), memory_ds.X)
+    np.testing.assert_array_equal(read["label"].to_numpy(), kind)
+    lazy, lazy_diag = RONGauss(epsilon=1.0, random_state=3).explore(lazy_table)
+    memory, memory_diag = RONGauss(epsilon=1.0, random_state=3).explore(memory_ds)
+    _assert_same_diagnostics(lazy_diag, memory_diag, ("mu_dp", "sigma_dp", "class_counts_dp"))
+    frame.loc[3_456, "c2"] = np.nan
+    frame.to_csv(path, index=False)
+    out = tmp_path / "out"
+    with pytest.raises(DataValidationError, match=r"big\.csv \(bytes [0-9,]+-[0-9,]+\): 1 rows contain "
+                                                  r"missing .*first rows: \[3456\]"):
+        dask_engine.release_table(PCAGauss(epsilon=1.0), str(path), out, blocksize="16KiB", **options)
+    assert not out.exists()
+    with pytest.raises(DataValidationError, match="a line is longer than the block size"):
+        dask_engine.open_table(str(path), blocksize="100B", **options).frame.compute()
+
+
+def test_csv_block_errors_number_rows_in_the_file_at_block_edges(tmp_path):
+    """The rows on either side of each block edge (the line crossing it belongs to the block
+    before) are reported with their row numbers in the file."""
+    import re
+
+    frame = pd.DataFrame(_rows(1_500, seed=5), columns=COLUMNS)
+    path = tmp_path / "f.csv"
+    frame.to_csv(path, index=False)
+    line_ends = np.cumsum([len(line) + 1 for line in path.read_bytes().split(b"\n")])
+    edges = [int(np.searchsorted(line_ends, 4096 * k)) - 1 for k in (1, 5, 9)]  # row crossing the edge
+    for row in sorted({0, 1_499, *(r + d for r in edges for d in (-1, 0, 1))}):
+        bad = frame.copy()
+        bad.loc[row, "c2"] = np.nan
+        bad.to_csv(path, index=False)
+        with pytest.raises(DataValidationError) as info:
+            dask_engine.open_table(str(path), bounds=BOUNDS, blocksize=4096).frame.compute()
+        assert re.search(r"first rows: \[(\d+)\]", str(info.value)).group(1) == str(row)
+
+
 def test_public_n_is_checked(table, tmp_path):
     X, glob = table
     with pytest.raises(DataValidationError, match="n = 11,999 was given but the Parquet footers hold 12,000"):
@@ -418,6 +474,24 @@ def test_csv_parts_are_the_in_memory_csv_split(tmp_path):
     joined = texts[0] + b"".join(t.split(b"\n", 1)[1] for t in texts[1:])
     assert joined == release.to_csv_bytes()
     assert b'"b,c"' in joined and b"\n'=a\n" not in joined and b",'=a\n" in joined
+
+
+def test_cli_csv_over_the_input_limit_goes_to_dask_in_blocks(tmp_path, monkeypatch, capsys):
+    """`dpcore release MECHANISM big.csv -o out/` without --engine: a CSV file over the in-memory
+    reader's input limit goes to the Dask engine (it was refused: 'use a smaller file') and is read
+    in blocks; every row is released."""
+    from dpcore.cli import main
+
+    path = tmp_path / "big.csv"
+    pd.DataFrame(_rows(4_000, seed=6), columns=COLUMNS).to_csv(path, index=False)
+    monkeypatch.setenv("DPCORE_MAX_INPUT_BYTES", str(path.stat().st_size // 3))
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps(BOUNDS))
+    out = tmp_path / "out"
+    assert main(["release", "pca-gauss", str(path), "-o", str(out), "--bounds", str(bounds),
+                 "--blocksize", "32KiB"]) == 0
+    assert "4,000 rows in " in capsys.readouterr().err
+    assert _written_rows(out) == 4_000 and json.loads((out / "card.json").read_text())["engine"] == "dask"
 
 
 def test_corrupt_parquet_file_is_named(table, tmp_path):
@@ -1001,7 +1075,7 @@ def test_piece_partial_sums_read_the_partition_batch_by_batch(table, tmp_path, m
     if csv:
         glob = str(tmp_path / "t.csv")
         pd.DataFrame(X, columns=COLUMNS).to_csv(glob, index=False)
-    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
+    lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize="1MiB" if csv else 20_000)
     piece, rows_p = lazy_table.pieces[-1], lazy_table.lengths[-1]
     start = X.shape[0] - rows_p
     # narrower than the data, so clipping changes values; the map is DPMix's scaling to [0, 1]
