@@ -639,7 +639,8 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
                     return tx.revert
 
                 written = dask_engine.write_release(release, args.output, fmt=args.format, progress=progress,
-                                                    commit=record)
+                                                    commit=record, part_rows=table.part_rows,
+                                                    keep_partitions=table.public_partitions)
             print(f"ledger: {tx.ledger.summary()}")
     g = release.guarantee
     print(f"wrote {args.output}: {len(written) - 1 - ('transform' in written)} part(s), card.json")

@@ -241,14 +241,34 @@ class LazyTable:
     sources: tuple[str, ...] = ()
     pieces: tuple[_Piece, ...] = ()
     options: _Options | None = None
+    blocksize: int = DEFAULT_BLOCKSIZE
+    #: the partitions' row counts are public facts (Parquet: the footers' row groups, grouped by
+    #: their row counts): a release's parts may keep them (:func:`write_release`)
+    public_partitions: bool = False
 
     @property
     def feature_names(self) -> list[str]:
         return list(self.head.feature_names)
 
     @property
+    def part_rows(self) -> int:
+        """Rows per part file of a release of this table: :func:`public_part_rows` of the block
+        size and the number of columns (public facts only)."""
+        return public_part_rows(self.blocksize, len(self.feature_names))
+
+    @property
     def n_partitions(self) -> int:
         return len(self.lengths)
+
+
+def public_part_rows(blocksize: int, width: int) -> int:
+    """Rows per part file of a release: ``blocksize`` bytes of float64 rows of ``width`` columns.
+
+    The parts' sizes are part of what is published, so they come from public facts only (the
+    block size, the number of columns), never from the input's partitions, whose row counts
+    depend on the rows (a CSV block holds the lines that fit in its bytes: one longer value in
+    one row can move the rows after it to the next block)."""
+    return max(1, int(blocksize) // (8 * max(1, int(width))))
 
 
 def expand_paths(source: str | os.PathLike | list[Any]) -> list[str]:
@@ -291,9 +311,10 @@ def _kind(path: str) -> str:
 
 def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
     """Partitions: CSV files cut into blocks of ``blocksize`` bytes of text (at line ends,
-    :func:`_csv_block`; a smaller file whole); Parquet row groups batched to about ``blocksize``
-    bytes of decoded data (footer metadata only, nothing private is read), Parquet files of no rows
-    left out."""
+    :func:`_csv_block`; a smaller file whole); runs of Parquet row groups of at least
+    :func:`public_part_rows` rows (``blocksize`` bytes of float64 rows of the file's columns): the
+    footers' row counts and the schema only, as ``n`` (not the byte sizes, which depend on the
+    values through their encoding); Parquet files of no rows left out."""
 
     pieces: list[_Piece] = []
     for path in paths:
@@ -310,16 +331,15 @@ def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
         meta = _parquet_metadata(path)
         if meta.num_rows == 0:  # an empty part (as Spark writes): no rows to read
             continue
+        least = public_part_rows(blocksize, meta.num_columns)
         groups: list[int] = []
-        size = rows = 0
+        rows = 0
         for i in range(meta.num_row_groups):
-            rg = meta.row_group(i)
             groups.append(i)
-            size += rg.total_byte_size
-            rows += rg.num_rows
-            if size >= blocksize:
+            rows += meta.row_group(i).num_rows
+            if rows >= least:
                 pieces.append(_Piece(path, tuple(groups), rows))
-                groups, size, rows = [], 0, 0
+                groups, rows = [], 0
         if groups:
             pieces.append(_Piece(path, tuple(groups), rows))
     return pieces
@@ -698,7 +718,8 @@ def open_table(
         raise DataValidationError(f"the table has {counted} row(s); differentially private release needs "
                                   "at least 2 (and, to be useful, many more)")
     return LazyTable(frame=frame, head=head, n=int(counted), n_source=n_source, lengths=lengths,
-                     sources=sources, pieces=tuple(parts) if sources else (), options=options)
+                     sources=sources, pieces=tuple(parts) if sources else (), options=options, blocksize=size,
+                     public_partitions=lengths_meta is not None)
 
 
 # ------------------------------------------------------------------------------------ preparing
@@ -1419,8 +1440,8 @@ def _sha256(path: Path) -> str:
 
 def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "parquet",
                   progress: bool = False, diagnostics: dict[str, Any] | None = None,
-                  commit: Callable[[dict[str, Any]], Callable[[], None] | None] | None = None
-                  ) -> dict[str, Path]:
+                  commit: Callable[[dict[str, Any]], Callable[[], None] | None] | None = None,
+                  part_rows: int | None = None, keep_partitions: bool = False) -> dict[str, Path]:
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
@@ -1436,6 +1457,12 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     the same pass as the write. ``commit`` (e.g. a privacy ledger's): called with the card once every
     file is written, before the folder is renamed into place; it may return an undo, called if the
     rename fails (an exception from ``commit`` itself leaves nothing written).
+
+    The parts' row counts are published, so they are public facts: the released rows are
+    regrouped into parts of ``part_rows`` rows (the last holds the rest; a public choice,
+    :attr:`LazyTable.part_rows`; default :func:`public_part_rows` of :data:`DEFAULT_BLOCKSIZE` and
+    the release's width), unless ``keep_partitions`` (the caller's statement that the partitions
+    the rows were computed in have public row counts: :attr:`LazyTable.public_partitions`).
 
     Raises
     ------
@@ -1457,9 +1484,11 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         values = release.data
+        rows = part_rows or public_part_rows(DEFAULT_BLOCKSIZE, values.shape[1])
         if not is_lazy(values):
-            rows = max(1, DEFAULT_BLOCKSIZE // (8 * max(1, values.shape[1])))
             values = da.from_array(np.asarray(values), chunks=(rows, -1))
+        elif not keep_partitions and (set(values.chunks[0][:-1]) - {rows} or values.chunks[0][-1] > rows):
+            values = values.rechunk({0: rows})  # e.g. CSV blocks: their row counts depend on the rows
         frame = _release_frame(values, release)
         frame = frame.map_partitions(_checked_partition, meta=frame._meta)
         if fmt == "csv":
@@ -1634,9 +1663,10 @@ def release_table(
     """
     with connect(scheduler) as client, one_blas_thread(client), _progress(progress):
         table = open_table(source, n=n, **table_options)
-        with lazy_output(max(1, -(-table.n // table.n_partitions))):
+        with lazy_output(table.part_rows):
             rel, diag = mechanism.explore(table, n_samples=n_samples)
-        written = write_release(rel, output, fmt=fmt, diagnostics=diag) if output is not None else {}
+        written = (write_release(rel, output, fmt=fmt, diagnostics=diag, part_rows=table.part_rows,
+                                 keep_partitions=table.public_partitions) if output is not None else {})
         if diagnostics is not None:
             diagnostics.update(diag)
     return rel, written

@@ -331,6 +331,51 @@ def test_large_csv_file_is_read_in_blocks(tmp_path, style):
         dask_engine.open_table(str(path), blocksize="100B", **options).frame.compute()
 
 
+@pytest.mark.parametrize("mechanism", [
+    DPPro(epsilon=1.0, delta=1e-6, n_components=3), PCAGauss(epsilon=1.0), LocalGaussian(epsilon=1.0),
+], ids=["dppro", "pca-gauss", "local-gaussian"])
+def test_part_sizes_are_public_whatever_the_rows(tmp_path, mechanism):
+    """The release's part files hold public numbers of rows (the block size and the column count
+    give them), not the input partitions': two neighbouring CSV tables, one value written with
+    more digits, cut into blocks holding different numbers of rows, give parts of the same sizes."""
+    X = np.round(_rows(3_000, seed=8), 2)
+    path = tmp_path / "t.csv"
+    sizes = []
+    for i, value in enumerate((0.5, 0.123456789012345678)):
+        X[10, 2] = value
+        pd.DataFrame(X, columns=COLUMNS).to_csv(path, index=False)
+        lazy_table = dask_engine.open_table(str(path), bounds=BOUNDS, blocksize="8KiB")
+        out = tmp_path / f"out{i}"
+        dask_engine.release_table(mechanism, lazy_table, out)
+        sizes.append((lazy_table.lengths, [len(pd.read_parquet(p)) for p in sorted(out.glob("part-*"))]))
+    (lengths0, parts0), (lengths1, parts1) = sizes
+    assert lengths0 != lengths1  # the input's blocks moved
+    rows = dask_engine.public_part_rows(8 << 10, len(COLUMNS))
+    assert parts0 == parts1 == [rows] * (3_000 // rows) + [3_000 % rows] * bool(3_000 % rows)
+
+
+def test_parquet_partitions_follow_row_counts_not_encoded_sizes(tmp_path):
+    """Parquet partitions are runs of row groups cut by their row counts (footer facts, as n), not
+    by their byte sizes, which depend on the values (a column of repeated values is dictionary
+    encoded into almost nothing): two tables of the same row groups, one of repeated values and
+    one of distinct values, get the same partitions, which a release's parts keep."""
+    X = _rows(6_000, seed=9)
+    repeated = np.full_like(X, 0.25)
+    lengths = []
+    for name, values in (("distinct", X), ("repeated", repeated)):
+        folder = tmp_path / name
+        folder.mkdir()
+        _write_parquet(folder, values, n_files=2, row_group=400)
+        lazy_table = dask_engine.open_table(str(folder / "*.parquet"), bounds=BOUNDS, blocksize="40KiB")
+        assert lazy_table.public_partitions
+        dask_engine.release_table(DPPro(epsilon=1.0, delta=1e-6, n_components=3), lazy_table, folder / "out")
+        lengths.append((lazy_table.lengths,
+                        [len(pd.read_parquet(p)) for p in sorted((folder / "out").glob("part-*"))]))
+    assert lengths[0] == lengths[1]
+    assert dask_engine.public_part_rows(40 << 10, len(COLUMNS)) == 853  # 3 row groups of 400 rows
+    assert lengths[0][0] == (1_200, 1_200, 600) * 2 and list(lengths[0][0]) == lengths[0][1]
+
+
 def test_csv_block_errors_number_rows_in_the_file_at_block_edges(tmp_path):
     """The rows on either side of each block edge (the line crossing it belongs to the block
     before) are reported with their row numbers in the file."""
@@ -466,7 +511,7 @@ def test_csv_parts_are_the_in_memory_csv_split(tmp_path):
                                         classes=["=a", "b,c", "c"], bounds={c: (0, 1) for c in "abc"},
                                         blocksize=10_000)
     release = LocalGaussian(epsilon=1.0, label_release="separate").release(lazy_table)
-    dask_engine.write_release(release, tmp_path / "out", fmt="csv")
+    dask_engine.write_release(release, tmp_path / "out", fmt="csv", part_rows=lazy_table.part_rows)
     texts = [p.read_bytes() for p in sorted((tmp_path / "out").glob("part-*.csv"))]
     assert len(texts) > 3
     header = texts[0].split(b"\n", 1)[0]
