@@ -569,7 +569,8 @@ def _add_engine_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--engine", choices=["memory", "dask"], default=None,
                        help="'dask': read INPUT (a Parquet/CSV file, a glob such as 'data/*.parquet', a "
                             "folder) partition by partition; OUTPUT is then a folder of parts + card.json. "
-                            "Default: dask for a glob, a folder or a file over a quarter of the memory limit")
+                            "Default: dask for a glob, a folder or a file whose table (rows x columns x 8 "
+                            "bytes) is over a quarter of the memory limit")
     group.add_argument("--scheduler", metavar="ADDRESS", help="a running distributed scheduler "
                        "(tcp://host:8786); default: Dask's local threaded scheduler")
     group.add_argument("--blocksize", metavar="BYTES", help="decoded bytes per Parquet partition, bytes of "
@@ -639,8 +640,7 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
                     return tx.revert
 
                 written = dask_engine.write_release(release, args.output, fmt=args.format, progress=progress,
-                                                    commit=record, part_rows=table.part_rows,
-                                                    keep_partitions=table.public_partitions)
+                                                    commit=record, part_rows=table.part_rows)
             print(f"ledger: {tx.ledger.summary()}")
     g = release.guarantee
     print(f"wrote {args.output}: {len(written) - 1 - ('transform' in written)} part(s), card.json")

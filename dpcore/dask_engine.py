@@ -242,9 +242,6 @@ class LazyTable:
     pieces: tuple[_Piece, ...] = ()
     options: _Options | None = None
     blocksize: int = DEFAULT_BLOCKSIZE
-    #: the partitions' row counts are public facts (Parquet: the footers' row groups, grouped by
-    #: their row counts): a release's parts may keep them (:func:`write_release`)
-    public_partitions: bool = False
 
     @property
     def feature_names(self) -> list[str]:
@@ -261,14 +258,19 @@ class LazyTable:
         return len(self.lengths)
 
 
+def _uniform_chunks(n: int, rows: int) -> tuple[int, ...]:
+    """``n`` rows in chunks of ``rows`` (the last holds the rest)."""
+    return (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
+
+
 def public_part_rows(blocksize: int, width: int) -> int:
     """Rows per part file of a release: ``blocksize`` bytes of float64 rows of ``width`` columns.
 
     The parts' sizes are part of what is published, so they come from public facts only (the
     block size, the number of columns), never from the input's partitions, whose row counts
     depend on the rows (a CSV block holds the lines that fit in its bytes: one longer value in
-    one row can move the rows after it to the next block)."""
-    return max(1, int(blocksize) // (8 * max(1, int(width))))
+    one row can move the rows after it to the next block). At least 100 rows per part."""
+    return max(100, int(blocksize) // (8 * max(1, int(width))))
 
 
 def expand_paths(source: str | os.PathLike | list[Any]) -> list[str]:
@@ -325,8 +327,7 @@ def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
             if size <= blocksize or utf16:
                 pieces.append(_Piece(path))
             else:
-                pieces.extend(_Piece(path, byte_range=(start, min(blocksize, size - start)))
-                              for start in range(0, size, blocksize))
+                pieces.extend(_csv_blocks(path, size, blocksize))
             continue
         meta = _parquet_metadata(path)
         if meta.num_rows == 0:  # an empty part (as Spark writes): no rows to read
@@ -345,8 +346,10 @@ def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
     return pieces
 
 
-def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
-    """The partition's raw DataFrame and where it came from (for messages)."""
+def _raw_frame(piece: _Piece | Any, numbered: bool = False) -> tuple[Any, str]:
+    """The partition's raw DataFrame and where it came from (for messages). ``numbered``: a CSV
+    block's index gives its rows' numbers in the file (:func:`_csv_block`: a read of the file up to
+    the block, so only for error messages)."""
     import pandas as pd
 
     from dpcore.data import read_table
@@ -357,7 +360,7 @@ def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
         return frame, "a partition of the Dask input"
     where = piece.label()
     if piece.byte_range is not None:
-        return _csv_block(piece, numbered=True), where
+        return _csv_block(piece, numbered=numbered), where
     if piece.row_groups is None:
         return read_table(piece.path), where
     import pyarrow.parquet as pq
@@ -372,18 +375,84 @@ def _raw_frame(piece: _Piece | Any) -> tuple[Any, str]:
     return frame, where
 
 
+def _csv_header(fh: Any, path: str) -> bytes:
+    """The bytes of a CSV file up to the end of its header line (blank lines before it included),
+    read from the start of ``fh``."""
+    prefix = b""
+    while len(prefix) < 1 << 20:
+        line = fh.readline(1 << 20)
+        if not line.endswith(b"\n"):
+            break
+        prefix += line
+        if line.strip(b"\r\n"):
+            return prefix
+    raise DataValidationError(f"{path}: no line feed after the header line (in its first MiB); a CSV file "
+                              "larger than the block size is read in blocks of lines")
+
+
+def _csv_blocks(path: str, size: int, blocksize: int) -> list[_Piece]:
+    """The blocks of ``blocksize`` bytes of a CSV file that hold at least one row (a block whose
+    range holds no line start, the end of a line longer than the block or of the file, or only
+    blank lines, holds none: its lines, if any, are the block's before)."""
+    pieces = []
+    with open(path, "rb") as fh:
+        header_end = len(_csv_header(fh, path))
+        for start in range(0, size, blocksize):
+            length = min(blocksize, size - start)
+            if _block_has_rows(fh, start, length, header_end):
+                pieces.append(_Piece(path, byte_range=(start, length)))
+    return pieces
+
+
+def _block_has_rows(fh: Any, start: int, length: int, header_end: int) -> bool:
+    """Whether the block ``fsspec.utils.read_block(fh, start, length, b"\\n")`` (the first block
+    less the header) holds a line that is not blank: it starts after the first line feed at or after
+    ``start`` and ends at the first line feed at or after ``start + length``."""
+    stop = start + length
+    if start == 0:
+        first = header_end - 1
+    else:
+        fh.seek(start)
+        pos, first = start, -1
+        while first < 0:
+            chunk = fh.read(1 << 16)
+            if not chunk:
+                return False  # the last line of the file crosses ``start``
+            i = chunk.find(b"\n")
+            first = pos + i if i >= 0 else -1
+            pos += len(chunk)
+        if first >= stop:
+            return False  # one line crosses the whole block
+    fh.seek(first + 1)
+    pos = first + 1
+    while True:  # the first byte of a non-blank line
+        chunk = fh.read(1 << 16)
+        if not chunk:
+            return False  # blank lines to the end of the file
+        rest = chunk.lstrip(b"\r\n")
+        if rest:
+            found = pos + len(chunk) - len(rest)
+            break
+        pos += len(chunk)
+    if found < stop:
+        return True
+    fh.seek(stop)  # blank lines cross ``stop``: the block ends at the first line feed after it
+    return b"\n" not in fh.read(found - stop)
+
+
 def _csv_block(piece: _Piece, numbered: bool = False) -> Any:
-    """The rows of a CSV block: the lines that start in its byte range (``fsspec.utils.read_block``
-    with the line feed as delimiter: every line is in exactly one block), parsed by the in-memory
-    reader with the file's header line put before them. ``numbered``: the frame's index gives the
-    rows' numbers in the file, counted from the line feeds before the block (a line break inside
-    a quoted cell before it shifts them; only error messages use them).
+    """The rows of a CSV block: the lines that follow the first line feed at or after its start, up
+    to the first line feed at or after its end (``fsspec.utils.read_block`` with the line feed as
+    delimiter: every line is in exactly one block), parsed by the in-memory reader with the
+    file's header put before them. ``numbered``: the frame's index gives the rows' numbers in the
+    file, counted from the line feeds before the block (a line break inside a quoted cell before
+    it shifts them; only error messages use them, so the file is read up to the block only then).
 
     Raises
     ------
     DataValidationError
-        A header line without a line feed in its first MiB, a line longer than the block, or
-        what the in-memory reader refuses.
+        What the in-memory reader refuses, naming the block (its line numbers count from the
+        block's first line).
     """
     import pandas as pd
     from fsspec.utils import read_block
@@ -393,16 +462,10 @@ def _csv_block(piece: _Piece, numbered: bool = False) -> Any:
     assert piece.byte_range is not None
     start, length = piece.byte_range
     with open(piece.path, "rb") as fh:
-        header = fh.readline(1 << 20)
-        if not header.endswith(b"\n"):
-            raise DataValidationError(f"{piece.path}: no line feed after the header line (in its first MiB); "
-                                      "a CSV file larger than the block size is read in blocks of lines")
+        header = _csv_header(fh, piece.path)
         block = read_block(fh, start, length, delimiter=b"\n")
         if start == 0:
             block = block[len(header):]
-        if not block.strip():
-            raise DataValidationError(f"{piece.label()}: no line starts in this block: a line is longer "
-                                      "than the block size; give a larger blocksize (--blocksize)")
         # rows before the block: the lines ended by a line feed before ``start`` and the line that
         # crosses it (the block starts after that line's feed), less the header line
         before = 0
@@ -410,7 +473,13 @@ def _csv_block(piece: _Piece, numbered: bool = False) -> Any:
             fh.seek(0)
             while fh.tell() < start:
                 before += fh.read(min(8 << 20, start - fh.tell())).count(b"\n")
-    frame = read_table(header + block, filename=os.path.basename(piece.path))
+            before -= header.count(b"\n") - 1  # blank lines before the header
+    try:
+        frame = read_table(header + block, filename=os.path.basename(piece.path))
+    except DataValidationError as exc:
+        raise DataValidationError(f"{piece.label()}: {exc} (line numbers count from the block's first line; "
+                                  "a line break inside a quoted cell cuts its row at a block's edge: give "
+                                  "a larger --blocksize)") from None
     if numbered:
         frame.index = pd.RangeIndex(before, before + len(frame))
     return frame
@@ -434,8 +503,10 @@ def _parquet_metadata(path: str) -> Any:
 
 
 def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
-    """One partition through the in-memory loader (runs on the workers)."""
-    return _load_frame(*_raw_frame(piece), options)
+    """One partition through the in-memory loader (runs on the workers); an error gives the rows'
+    numbers in their file."""
+    frame, where = _raw_frame(piece)
+    return _checked(frame, where, options, lambda: _raw_frame(piece, numbered=True)[0])
 
 
 def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
@@ -450,7 +521,7 @@ def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
             + f"; every file must hold the table's columns {list(options.columns)[:10]}")
     if tuple(frame.columns) != options.columns:
         frame = frame[list(options.columns)]
-    try:  # the checks of each row; "at least two rows / classes" are the whole table's (open_table)
+    try:  # the checks of each row; the table's row count is checked by open_table
         return load_dataset(frame, label=options.label if options.label else "",
                             task=options.task, bounds=options.bounds, label_bounds=options.label_bounds,
                             classes=options.classes, categories=options.categories, missing=options.missing,
@@ -531,7 +602,7 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
             frame = table.slice(a, b - a).to_pandas()
             start = first_row + read + int(a)  # the loader's errors give the file's row numbers
             frame.index = pd.RangeIndex(start, start + len(frame))
-            yield _checked(frame, where, options, lambda: _raw_frame(piece)[0])
+            yield _checked(frame, where, options, lambda: _raw_frame(piece, numbered=True)[0])
         read += table.num_rows
     if read != piece.rows:
         raise DataValidationError(f"{where}: {read:,} rows read where the Parquet footer states "
@@ -672,7 +743,10 @@ def open_table(
             frame_in = dd.from_dask_array(source.rechunk({1: -1}),
                                           columns=[f"x{j}" for j in range(source.shape[1])])
         parts: list[Any] = [None]
-        head_frame, where = _raw_frame(frame_in.partitions[0].head(HEAD_ROWS, compute=True))
+        for i in range(frame_in.npartitions):  # the first rows: of the first partition that has any
+            head_frame, where = _raw_frame(frame_in.partitions[i].head(HEAD_ROWS, compute=True))
+            if len(head_frame):
+                break
         lengths_meta = None
     else:
         sources = tuple(expand_paths(source))
@@ -680,10 +754,12 @@ def open_table(
         if not parts:
             raise DataValidationError(f"{source}: the Parquet files hold no rows")
         first = parts[0]
-        if first.row_groups is not None:  # the first row group only
+        if first.row_groups is not None:  # the first row group that has rows
             import pyarrow.parquet as pq
 
-            first = _Piece(first.path, (0,), pq.ParquetFile(first.path).metadata.row_group(0).num_rows)
+            meta = pq.ParquetFile(first.path).metadata
+            group = next(i for i in range(meta.num_row_groups) if meta.row_group(i).num_rows)
+            first = _Piece(first.path, (group,), meta.row_group(group).num_rows)
         head_frame, where = _raw_frame(first)
         lengths_meta = None if parts[0].row_groups is None else tuple(int(p.rows) for p in parts)
     # the first rows resolve names, task, bounds and their sources as the in-memory loader does;
@@ -693,7 +769,7 @@ def open_table(
                        label_bounds=label_bounds, classes=classes, categories=categories, missing=missing)
     # refused: the loader's error for the first partition (as the other partitions' batches)
     head = _checked(head_frame, where, options,
-                    (lambda: _raw_frame(parts[0])[0]) if sources else (lambda: head_frame))
+                    (lambda: _raw_frame(parts[0], numbered=True)[0]) if sources else (lambda: head_frame))
     meta = _as_frame(replace(head, X=head.X[:0], y=None if head.y is None else head.y[:0]))
     if sources:
         frame = dd.from_map(_read_partition, parts, options=options, meta=meta, enforce_metadata=False)
@@ -718,8 +794,7 @@ def open_table(
         raise DataValidationError(f"the table has {counted} row(s); differentially private release needs "
                                   "at least 2 (and, to be useful, many more)")
     return LazyTable(frame=frame, head=head, n=int(counted), n_source=n_source, lengths=lengths,
-                     sources=sources, pieces=tuple(parts) if sources else (), options=options, blocksize=size,
-                     public_partitions=lengths_meta is not None)
+                     sources=sources, pieces=tuple(parts) if sources else (), options=options, blocksize=size)
 
 
 # ------------------------------------------------------------------------------------ preparing
@@ -759,7 +834,6 @@ def prepare_input(
         An unsupported mechanism or task, labels given apart from the table, and everything the
         in-memory ``prepare_input`` raises.
     """
-    import dask
 
     from dpcore import preprocessing
 
@@ -778,7 +852,7 @@ def prepare_input(
     else:
         Xd = table.frame[table.feature_names].to_dask_array(lengths=list(table.lengths))
     if bounds is None and head.bounds_source == "data":
-        lo, hi = dask.compute(Xd.min(axis=0), Xd.max(axis=0))
+        lo, hi = _column_range(Xd)
         sources = list(head.bounds_sources)
         whole = preprocessing.data_bounds(Xd, col_range=(lo, hi))
         b = np.where(np.array([s == "data" for s in sources])[:, None], whole, head.bounds)
@@ -806,6 +880,21 @@ def prepare_input(
     facts = {**small.public_facts, "n": table.n, "n_source": table.n_source}
     # the clipping count (an exploration diagnostic) would cost one more pass: not counted
     return replace(small, X=clipped, y=labels, diagnostics={}, public_facts=facts)
+
+
+def _column_range(X: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The whole table's column minima and maxima, one pass; empty partitions add nothing (Dask's
+    own ``min`` fails on an empty block of a DataFrame's array)."""
+    X = X.rechunk({1: -1})
+    ranges = X.map_blocks(_block_range, chunks=((2,) * X.numblocks[0], (X.shape[1],)), dtype=np.float64)
+    both = np.asarray(ranges.compute()).reshape(-1, 2, X.shape[1])
+    return both[:, 0].min(axis=0), both[:, 1].max(axis=0)
+
+
+def _block_range(block: np.ndarray) -> np.ndarray:
+    if not len(block):
+        return np.vstack([np.full(block.shape[1], np.inf), np.full(block.shape[1], -np.inf)])
+    return np.vstack([block.min(axis=0), block.max(axis=0)])
 
 
 def _check_public_label_facts(small: PreparedInput) -> None:
@@ -1423,11 +1512,24 @@ def _checked_partition(frame: Any) -> Any:
     return frame
 
 
-def _write_csv_part(frame: Any, path: Path) -> None:
-    """One CSV part, written as the in-memory release's CSV (:meth:`Release.to_csv_bytes`)."""
-    from dpcore.release import CSV_FLOAT_FORMAT, spreadsheet_safe_csv
+def _csv_line_end(release: Release) -> str:
+    """The line end of every CSV part: ``"\\r\\n"`` where a column name or a class of the public
+    class list holds a CR (as the in-memory CSV, where such a value appears: see
+    :func:`dpcore.release.spreadsheet_safe_csv_chunks`), else ``"\\n"``; decided once, from public
+    facts, not from what each part holds."""
+    names = [*release.columns, *release.label_columns, *(release.public_facts.get("classes") or [])]
+    return "\r\n" if any(isinstance(v, str) and "\r" in v for v in names) else "\n"
 
-    path.write_bytes(spreadsheet_safe_csv(frame, float_format=CSV_FLOAT_FORMAT))
+
+def _write_csv_part(frame: Any, path: Path, lineterminator: str) -> None:
+    """One CSV part, written piece by piece as the in-memory release's CSV
+    (:meth:`Release.to_csv_bytes`: number format, escaping)."""
+    from dpcore.release import CSV_FLOAT_FORMAT, spreadsheet_safe_csv_chunks
+
+    with open(path, "wb") as fh:
+        for chunk in spreadsheet_safe_csv_chunks(frame, float_format=CSV_FLOAT_FORMAT,
+                                                 lineterminator=lineterminator):
+            fh.write(chunk)
 
 
 def _sha256(path: Path) -> str:
@@ -1441,7 +1543,7 @@ def _sha256(path: Path) -> str:
 def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "parquet",
                   progress: bool = False, diagnostics: dict[str, Any] | None = None,
                   commit: Callable[[dict[str, Any]], Callable[[], None] | None] | None = None,
-                  part_rows: int | None = None, keep_partitions: bool = False) -> dict[str, Path]:
+                  part_rows: int | None = None) -> dict[str, Path]:
     """Write ``release`` into the directory ``output``: ``part-*.parquet`` (or ``part-*.csv``),
     ``card.json`` and, if any, ``transform.npz``, partition by partition.
 
@@ -1461,8 +1563,9 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     The parts' row counts are published, so they are public facts: the released rows are
     regrouped into parts of ``part_rows`` rows (the last holds the rest; a public choice,
     :attr:`LazyTable.part_rows`; default :func:`public_part_rows` of :data:`DEFAULT_BLOCKSIZE` and
-    the release's width), unless ``keep_partitions`` (the caller's statement that the partitions
-    the rows were computed in have public row counts: :attr:`LazyTable.public_partitions`).
+    the release's width), whatever partitions they were computed in: the input's partitions' row
+    counts are not public (a CSV block's depend on its lines' lengths; Parquet row groups may be
+    a file per class, or cut by bytes as Spark does).
 
     Raises
     ------
@@ -1487,14 +1590,15 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         rows = part_rows or public_part_rows(DEFAULT_BLOCKSIZE, values.shape[1])
         if not is_lazy(values):
             values = da.from_array(np.asarray(values), chunks=(rows, -1))
-        elif not keep_partitions and (set(values.chunks[0][:-1]) - {rows} or values.chunks[0][-1] > rows):
-            values = values.rechunk({0: rows})  # e.g. CSV blocks: their row counts depend on the rows
+        elif values.chunks[0] != _uniform_chunks(values.shape[0], rows):
+            values = values.rechunk({0: rows})
         frame = _release_frame(values, release)
         frame = frame.map_partitions(_checked_partition, meta=frame._meta)
         if fmt == "csv":
             # the in-memory release's CSV writer (escaping, number format) per partition; part-00000.csv,
             # ... as the Parquet parts: the names sort in row order
-            job = [dask.delayed(_write_csv_part)(part, tmp / f"part-{i:05d}.csv")
+            ending = _csv_line_end(release)
+            job = [dask.delayed(_write_csv_part)(part, tmp / f"part-{i:05d}.csv", ending)
                    for i, part in enumerate(frame.to_delayed())]
         else:
             # no dictionary encoding of the float columns: their values are (almost) all distinct, and
@@ -1665,31 +1769,37 @@ def release_table(
         table = open_table(source, n=n, **table_options)
         with lazy_output(table.part_rows):
             rel, diag = mechanism.explore(table, n_samples=n_samples)
-        written = (write_release(rel, output, fmt=fmt, diagnostics=diag, part_rows=table.part_rows,
-                                 keep_partitions=table.public_partitions) if output is not None else {})
+        written = (write_release(rel, output, fmt=fmt, diagnostics=diag, part_rows=table.part_rows)
+                   if output is not None else {})
         if diagnostics is not None:
             diagnostics.update(diag)
     return rel, written
 
 
 def fits_in_memory(source: Any, fraction: float = 0.25) -> bool:
-    """True when the decoded size of ``source``'s files (Parquet footers; twice the CSV text) is at
-    most ``fraction`` of :func:`dpcore.limits.max_memory_bytes`: the CLI then uses the in-memory
-    path (whose mechanisms hold a few copies of the table), and no file is over the in-memory
-    reader's input limit (:func:`dpcore.limits.max_input_bytes`). An unreadable file counts as
-    fitting: the in-memory reader then reports what is wrong with it."""
-    from dpcore.limits import max_input_bytes, max_memory_bytes
+    """True when ``source``'s table, as float64 (rows x columns x 8 bytes), is at most ``fraction``
+    of :func:`dpcore.limits.max_memory_bytes`: the CLI then uses the in-memory path (whose
+    mechanisms hold a few copies of the table).
 
-    total = 0
+    The choice decides the release's form (one file, or a folder of parts), so it comes from
+    public facts only: the row count (Parquet footers; a CSV file's line feeds, one pass over its
+    bytes: the in-memory path takes the row count as public, as ``n``) and the number of columns,
+    never the files' byte sizes, which depend on the values (their digits, their encoding). An
+    unreadable file counts as fitting: the in-memory reader then reports what is wrong with it."""
+    from dpcore.limits import max_memory_bytes
+
+    cells = 0
     for path in expand_paths(source):
-        if os.path.getsize(path) > max_input_bytes():
-            return False
         if _kind(path) == "csv":
-            total += 2 * os.path.getsize(path)
+            with open(path, "rb") as fh:
+                header = fh.readline(1 << 20)
+                chunks = iter(lambda: fh.read(8 << 20), b"")
+                lines = header.count(b"\n") + sum(chunk.count(b"\n") for chunk in chunks)
+            cells += max(0, lines - 1) * (max(header.count(d) for d in (b",", b";", b"\t")) + 1)
             continue
         try:
             meta = _parquet_metadata(path)
         except DataValidationError:
             return True
-        total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    return total <= fraction * max_memory_bytes()
+        cells += meta.num_rows * meta.num_columns
+    return 8 * cells <= fraction * max_memory_bytes()

@@ -14,7 +14,6 @@ re-exported here from :mod:`dpcore.io`, their home.
 from __future__ import annotations
 
 import hashlib
-import warnings
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -301,10 +300,11 @@ def _resolve_bounds(
     if missing:
         warn_data_bounds([cols[j] for j in missing], stacklevel=3)
         vals = frame.iloc[:, missing].to_numpy(dtype=float)
-        with warnings.catch_warnings():  # an all-NaN column (missing="impute") gives NaN bounds
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out[missing, 0] = np.nanmin(vals, axis=0)
-            out[missing, 1] = np.nanmax(vals, axis=0)
+        # NaN left out; an all-NaN column (missing="impute") or no rows (a part of a table) gives
+        # NaN bounds. fmin/fmax, not nanmin (whose all-NaN warning would need catch_warnings, which
+        # is not thread-safe: the Dask engine loads partitions on worker threads)
+        out[missing, 0] = np.fmin.reduce(vals, axis=0) if len(vals) else np.nan
+        out[missing, 1] = np.fmax.reduce(vals, axis=0) if len(vals) else np.nan
         for j in missing:
             per_col[j] = "data"
         source = "data"
@@ -368,7 +368,7 @@ def load_dataset(
         ``source`` is one part of a larger table (a partition read by :mod:`dpcore.dask_engine`):
         every check of a row runs, but not the two that concern the whole table (at least two
         rows; at least two classes present), so a part may hold one row, or the rows of one class
-        (a table sorted by its label).
+        (a table sorted by its label). The caller checks the whole table's row count.
 
     Raises
     ------
@@ -463,7 +463,7 @@ def _resolve_labels(
     source = "user"
     if lb is None:
         warn_data_bounds(f"the regression label {label!r}", stacklevel=3)
-        lb, source = (float(np.min(y)), float(np.max(y))), "data"
+        lb, source = (float(np.min(y)), float(np.max(y))) if y.size else (np.nan, np.nan), "data"
     else:
         lb = (float(lb[0]), float(lb[1]))
         if not (np.isfinite(lb[0]) and np.isfinite(lb[1])) or lb[0] > lb[1]:

@@ -213,7 +213,8 @@ def _too_large(name: str, size: int, limit: int) -> str:
 
 def _over_cap(name: str, size: int, limit: int, verb: str) -> str:
     return (f"{name} {verb} {limits.format_bytes(size)}, over the input limit of "
-            f"{limits.format_bytes(limit)} (DPCORE_MAX_INPUT_BYTES): use a smaller file")
+            f"{limits.format_bytes(limit)} (DPCORE_MAX_INPUT_BYTES): use a smaller file; a Parquet or CSV "
+            "table larger than memory is released in blocks by 'dpcore release ... --engine dask'")
 
 
 def _expands(name: str, limit: int) -> str:

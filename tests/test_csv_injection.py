@@ -269,9 +269,15 @@ def _awkward_frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
     text[rng.random(n) < 0.1] = None
     with_nan = rng.normal(size=n)
     with_nan[rng.random(n) < 0.2] = np.nan
+    nullable = pd.array(rng.integers(0, 9, n), dtype="Int64")
+    nullable[rng.random(n) < 0.2] = pd.NA
+    dates = pd.Series(pd.to_datetime("2020-01-01") + pd.to_timedelta(rng.integers(0, 10**6, n), unit="min"))
     return pd.DataFrame({"x": floats, "y": rng.normal(size=n), "count": rng.integers(-5, 10**12, n),
                          "label": text, "flag": rng.random(n) < 0.5, "gaps": with_nan,
-                         "float32": rng.normal(size=n).astype(np.float32)})
+                         "float32": rng.normal(size=n).astype(np.float32),
+                         "kind": pd.Categorical(rng.choice(["p", "q,r"], n)), "when": dates,
+                         "Int64": nullable, "objfloat": pd.Series(rng.normal(size=n), dtype=object),
+                         "string": pd.Series(rng.choice(["s", "t u"], n), dtype="string")})
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -287,12 +293,18 @@ def test_csv_text_is_pandas_text_byte_for_byte(seed, lineterminator):
     n = int(rng.integers(1, 3 * release_module._CSV_BLOCK_ROWS))
     frame = _awkward_frame(rng, n)
     subsets = [list(frame.columns), ["x", "y"], ["x", "label"], ["label", "x"], ["count", "x", "flag"],
-               ["gaps", "y"], ["y"], ["label"], ["float32", "x"]]
-    if seed % 2:
-        frame.loc[frame.index[n // 2], "label"] = "two\nlines"
+               ["gaps", "y"], ["y"], ["label"], ["float32", "x"], ["kind", "x", "when"], ["Int64", "y"],
+               ["objfloat", "x", "string"]]
+    if seed % 2:  # a quoted cell with a line break (with "\r\n" endings, the fast path still holds)
+        frame.loc[frame.index[n // 2], "label"] = "two\nlines" if lineterminator == "\n" else "two\r\nlines"
     for columns in subsets:
         part = frame[columns]
         expected = part.to_csv(index=False, float_format="%.10g", lineterminator=lineterminator)
         assert csv_text(part, float_format="%.10g", lineterminator=lineterminator) == expected, columns
         assert csv_text(part.iloc[:1], float_format="%.10g", lineterminator=lineterminator) == \
             part.iloc[:1].to_csv(index=False, float_format="%.10g", lineterminator=lineterminator)
+    # formats the fast path does not take: pandas writes them
+    part = frame[["x", "y"]].iloc[:50]
+    for float_format, ending in (("%.3f,", "\n"), ('"%g"', "\n"), ("{:.4f}".format, "\n"), ("%.5g", "%\n")):
+        assert csv_text(part, float_format=float_format, lineterminator=ending) == \
+            part.to_csv(index=False, float_format=float_format, lineterminator=ending)

@@ -327,8 +327,30 @@ def test_large_csv_file_is_read_in_blocks(tmp_path, style):
                                                   r"missing .*first rows: \[3456\]"):
         dask_engine.release_table(PCAGauss(epsilon=1.0), str(path), out, blocksize="16KiB", **options)
     assert not out.exists()
-    with pytest.raises(DataValidationError, match="a line is longer than the block size"):
+    with pytest.raises(DataValidationError, match=r"first rows: \[3456\]"):  # blocks shorter than lines
         dask_engine.open_table(str(path), blocksize="100B", **options).frame.compute()
+
+
+@pytest.mark.parametrize("layout", ["plain", "blank-lines-around", "no-final-line-feed", "crlf"])
+def test_csv_blocks_of_every_size_read_each_row_once(tmp_path, layout):
+    """Whatever the block size (shorter than a line, ending inside the last line, on a line feed,
+    among blank lines), the blocks of a CSV file hold its rows exactly once, in order: the rows the
+    in-memory reader reads, with blank lines before the header or at the end of the file, no final
+    line feed, or Windows line ends."""
+    X = np.round(_rows(60, seed=11), 4)
+    ending = "\r\n" if layout == "crlf" else "\n"
+    text = pd.DataFrame(X, columns=COLUMNS).to_csv(index=False, lineterminator=ending)
+    if layout == "blank-lines-around":
+        text = "\n\n" + text + "\n\n\n"
+    elif layout == "no-final-line-feed":
+        text = text.rstrip("\n")
+    path = tmp_path / "t.csv"
+    path.write_text(text, newline="")
+    expected = load_dataset(str(path), bounds=BOUNDS).X
+    for blocksize in [*range(20, 80, 7), *range(80, len(text) + 40, 97)]:
+        lazy_table = dask_engine.open_table(str(path), bounds=BOUNDS, blocksize=blocksize)
+        assert lazy_table.n == 60, blocksize
+        np.testing.assert_array_equal(lazy_table.frame.compute()[COLUMNS].to_numpy(), expected)
 
 
 @pytest.mark.parametrize("mechanism", [
@@ -358,7 +380,8 @@ def test_parquet_partitions_follow_row_counts_not_encoded_sizes(tmp_path):
     """Parquet partitions are runs of row groups cut by their row counts (footer facts, as n), not
     by their byte sizes, which depend on the values (a column of repeated values is dictionary
     encoded into almost nothing): two tables of the same row groups, one of repeated values and
-    one of distinct values, get the same partitions, which a release's parts keep."""
+    one of distinct values, get the same partitions; a release's parts are regrouped into parts of
+    the public number of rows whatever the partitions (row groups may be a file per class)."""
     X = _rows(6_000, seed=9)
     repeated = np.full_like(X, 0.25)
     lengths = []
@@ -367,13 +390,42 @@ def test_parquet_partitions_follow_row_counts_not_encoded_sizes(tmp_path):
         folder.mkdir()
         _write_parquet(folder, values, n_files=2, row_group=400)
         lazy_table = dask_engine.open_table(str(folder / "*.parquet"), bounds=BOUNDS, blocksize="40KiB")
-        assert lazy_table.public_partitions
         dask_engine.release_table(DPPro(epsilon=1.0, delta=1e-6, n_components=3), lazy_table, folder / "out")
         lengths.append((lazy_table.lengths,
                         [len(pd.read_parquet(p)) for p in sorted((folder / "out").glob("part-*"))]))
     assert lengths[0] == lengths[1]
     assert dask_engine.public_part_rows(40 << 10, len(COLUMNS)) == 853  # 3 row groups of 400 rows
-    assert lengths[0][0] == (1_200, 1_200, 600) * 2 and list(lengths[0][0]) == lengths[0][1]
+    assert lengths[0][0] == (1_200, 1_200, 600) * 2 and lengths[0][1] == [853] * 7 + [6_000 - 7 * 853]
+
+
+@pytest.mark.parametrize("bounds", [BOUNDS, None], ids=["public-bounds", "data-bounds"])
+def test_empty_partitions_and_row_groups(tmp_path, bounds):
+    """Empty partitions of a Dask DataFrame (first or in the middle, as a filter leaves them) and
+    an empty first row group of a Parquet file add no rows and break nothing: the table's first
+    rows come from the first partition that has any; bounds from the data are the whole table's
+    (with the warning)."""
+    import dask.dataframe as dd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    X = _rows(3_000, seed=10)
+    frame = pd.DataFrame(X, columns=COLUMNS)
+    pieces = [frame.iloc[:0], frame.iloc[:1_000], frame.iloc[:0], frame.iloc[1_000:]]
+    collection = dd.concat([dd.from_pandas(p, npartitions=1) for p in pieces])
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    with pq.ParquetWriter(tmp_path / "t.parquet", table.schema) as writer:
+        writer.write_table(table.slice(0, 0))
+        writer.write_table(table)
+    for source in (collection, str(tmp_path / "t.parquet")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            lazy_table = dask_engine.open_table(source, bounds=bounds)
+            assert lazy_table.n == 3_000
+            lazy, diag = PCAGauss(epsilon=1.0, random_state=1).explore(lazy_table)
+            memory, memory_diag = PCAGauss(epsilon=1.0, random_state=1).explore(
+                load_dataset(frame, bounds=bounds))
+        _assert_same_diagnostics(diag, memory_diag, ("eigenvalues_dp",))
+        assert lazy.guarantee == memory.guarantee
 
 
 def test_csv_block_errors_number_rows_in_the_file_at_block_edges(tmp_path):
@@ -521,15 +573,26 @@ def test_csv_parts_are_the_in_memory_csv_split(tmp_path):
     assert b'"b,c"' in joined and b"\n'=a\n" not in joined and b",'=a\n" in joined
 
 
-def test_cli_csv_over_the_input_limit_goes_to_dask_in_blocks(tmp_path, monkeypatch, capsys):
-    """`dpcore release MECHANISM big.csv -o out/` without --engine: a CSV file over the in-memory
-    reader's input limit goes to the Dask engine (it was refused: 'use a smaller file') and is read
-    in blocks; every row is released."""
+def test_cli_engine_choice_from_public_facts(tmp_path, monkeypatch, capsys):
+    """`dpcore release MECHANISM big.csv -o out/` without --engine: the engine (one file, or a folder
+    of parts) is chosen from the table's rows x columns (public: the line count, as n), not from
+    its bytes (a neighbouring table whose values have more digits has more bytes). A CSV over the
+    memory share goes to the Dask engine and is read in blocks; a CSV under it but over the
+    in-memory reader's input limit is refused with the way to release it."""
     from dpcore.cli import main
 
     path = tmp_path / "big.csv"
-    pd.DataFrame(_rows(4_000, seed=6), columns=COLUMNS).to_csv(path, index=False)
-    monkeypatch.setenv("DPCORE_MAX_INPUT_BYTES", str(path.stat().st_size // 3))
+    X = np.round(_rows(4_000, seed=6), 3)
+    pd.DataFrame(X, columns=COLUMNS).to_csv(path, index=False)
+    short = path.stat().st_size
+    memory_share = 4 * 8 * 4_000 * len(COLUMNS)  # the table's float64 bytes are a quarter of it
+    monkeypatch.setenv("DPCORE_MAX_MEMORY", str(memory_share))
+    assert dask_engine.fits_in_memory(str(path))
+    X[7, 1] = 0.123456789012345678  # more bytes, the same rows and columns
+    pd.DataFrame(X, columns=COLUMNS).to_csv(path, index=False)
+    assert path.stat().st_size > short and dask_engine.fits_in_memory(str(path))
+    monkeypatch.setenv("DPCORE_MAX_MEMORY", str(memory_share - 8))
+    assert not dask_engine.fits_in_memory(str(path))
     bounds = tmp_path / "bounds.json"
     bounds.write_text(json.dumps(BOUNDS))
     out = tmp_path / "out"
@@ -537,6 +600,11 @@ def test_cli_csv_over_the_input_limit_goes_to_dask_in_blocks(tmp_path, monkeypat
                  "--blocksize", "32KiB"]) == 0
     assert "4,000 rows in " in capsys.readouterr().err
     assert _written_rows(out) == 4_000 and json.loads((out / "card.json").read_text())["engine"] == "dask"
+    monkeypatch.setenv("DPCORE_MAX_MEMORY", str(memory_share))
+    monkeypatch.setenv("DPCORE_MAX_INPUT_BYTES", str(short // 3))
+    single = tmp_path / "o.csv"
+    assert main(["release", "pca-gauss", str(path), "-o", str(single), "--bounds", str(bounds)]) == 2
+    assert "--engine dask" in capsys.readouterr().err and not single.exists()
 
 
 def test_corrupt_parquet_file_is_named(table, tmp_path):
@@ -921,6 +989,11 @@ def test_table_sorted_by_class_one_file_per_class(labelled, tmp_path):
     release, _ = dask_engine.release_table(DPMix(epsilon=1.0, delta=1e-6, ell=4, n_mixtures=300), lazy_table,
                                            tmp_path / "out")
     assert _written_rows(tmp_path / "out") == 300
+    # a row-wise release's parts do not follow the files: their sizes would be the class counts
+    dask_engine.release_table(LocalGaussian(epsilon=1.0), lazy_table, tmp_path / "rows")
+    sizes = [len(pd.read_parquet(p)) for p in sorted((tmp_path / "rows").glob("part-*"))]
+    assert sizes == list(dask_engine._uniform_chunks(len(X), lazy_table.part_rows))
+    assert lazy_table.lengths == tuple(np.unique(kind, return_counts=True)[1]) != tuple(sizes)
 
 
 def test_one_row_and_empty_parts(table, tmp_path):
