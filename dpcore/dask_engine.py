@@ -258,11 +258,6 @@ class LazyTable:
         return len(self.lengths)
 
 
-def _uniform_chunks(n: int, rows: int) -> tuple[int, ...]:
-    """``n`` rows in chunks of ``rows`` (the last holds the rest)."""
-    return (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
-
-
 def public_part_rows(blocksize: int, width: int) -> int:
     """Rows per part file of a release: ``blocksize`` bytes of float64 rows of ``width`` columns.
 
@@ -1590,9 +1585,7 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         rows = part_rows or public_part_rows(DEFAULT_BLOCKSIZE, values.shape[1])
         if not is_lazy(values):
             values = da.from_array(np.asarray(values), chunks=(rows, -1))
-        elif values.chunks[0] != _uniform_chunks(values.shape[0], rows):
-            values = values.rechunk({0: rows})
-        frame = _release_frame(values, release)
+        frame = _release_frame(values, release, rows)
         frame = frame.map_partitions(_checked_partition, meta=frame._meta)
         if fmt == "csv":
             # the in-memory release's CSV writer (escaping, number format) per partition; part-00000.csv,
@@ -1643,9 +1636,11 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
     return written
 
 
-def _release_frame(values: Any, release: Release) -> Any:
-    """The released rows as a Dask DataFrame, the labels (lazy or not) appended as the last columns
-    partition by partition (as :meth:`Release.to_frame`)."""
+def _release_frame(values: Any, release: Release, rows: int) -> Any:
+    """The released rows as a Dask DataFrame in partitions of ``rows`` rows (the last holds the
+    rest), the labels (lazy or not) appended as the last columns (as :meth:`Release.to_frame`).
+    Each partition is one task on the slices of the blocks it overlaps (blocks that already have
+    ``rows`` rows are taken whole)."""
     import dask.array as da
     import dask.dataframe as dd
     import pandas as pd
@@ -1663,9 +1658,25 @@ def _release_frame(values: Any, release: Release) -> Any:
         label_blocks = list(labels.to_delayed().ravel())
         meta_labels = np.zeros((0,) + labels.shape[1:], labels.dtype)
     meta = _label_frame(np.zeros((0, values.shape[1])), meta_labels, columns, label_columns)
-    parts = [dask_delayed(_label_frame)(v, lab, columns, label_columns)
-             for v, lab in zip(blocks, label_blocks, strict=True)]
+    edges = np.concatenate([[0], np.cumsum(values.chunks[0])])
+    parts = []
+    for start in range(0, values.shape[0], rows):
+        stop = min(values.shape[0], start + rows)
+        first, last = np.searchsorted(edges, start, "right") - 1, np.searchsorted(edges, stop, "left")
+        pieces = [(blocks[k], label_blocks[k], int(max(start, edges[k]) - edges[k]),
+                   int(min(stop, edges[k + 1]) - edges[k])) for k in range(first, last)]
+        parts.append(dask_delayed(_part_frame)(pieces, columns, label_columns))
     return dd.from_delayed(parts, meta=pd.DataFrame(meta), verify_meta=False)
+
+
+def _part_frame(pieces: list[tuple[np.ndarray, np.ndarray | None, int, int]], columns: list[str],
+                label_columns: list[str]) -> Any:
+    """One part's DataFrame from ``(values, labels, start, stop)`` slices of consecutive blocks."""
+    if len(pieces) == 1 and pieces[0][2] == 0 and pieces[0][3] == len(pieces[0][0]):
+        return _label_frame(pieces[0][0], pieces[0][1], columns, label_columns)
+    values = np.concatenate([v[a:b] for v, _, a, b in pieces])
+    labels = None if pieces[0][1] is None else np.concatenate([lab[a:b] for _, lab, a, b in pieces])
+    return _label_frame(values, labels, columns, label_columns)
 
 
 def _label_frame(values: np.ndarray, labels: np.ndarray | None, columns: list[str], label_columns: list[str]
