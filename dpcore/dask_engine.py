@@ -180,9 +180,10 @@ def is_lazy_input(x: Any) -> bool:
 # ------------------------------------------------------------------------------------ opening
 @dataclass(frozen=True)
 class _Piece:
-    """One partition: a CSV file, whole or a block of its bytes (``byte_range``: the lines that
-    start in ``[start, start + length)``, :func:`_csv_block`), or a run of row groups of a Parquet
-    file with the row count its footer states (``rows``, ``None`` for CSV)."""
+    """One partition: a CSV file, whole or a block of its bytes (``byte_range = (start, length)``:
+    the lines after the first line feed at or after ``start``, up to the first line feed at or
+    after ``start + length``, :func:`_csv_block`), or a run of row groups of a Parquet file with
+    the row count its footer states (``rows``, ``None`` for CSV)."""
 
     path: str
     row_groups: tuple[int, ...] | None = None
@@ -576,10 +577,8 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
     where = piece.label()
     width = len(options.columns)
     if piece.row_groups is None:  # a CSV file or block: read whole, checked batch by batch
-        from dpcore.data import read_table
-
-        frame = read_table(piece.path) if piece.byte_range is None else _csv_block(piece)
-        whole = (lambda: frame) if piece.byte_range is None else (lambda: _csv_block(piece, numbered=True))
+        frame, _ = _raw_frame(piece)
+        whole = (lambda: frame) if piece.byte_range is None else (lambda: _raw_frame(piece, numbered=True)[0])
         cuts = _cuts(len(frame), width)
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):  # each slice's index: the file's row numbers
             yield _checked(frame.iloc[a:b], where, options, whole)
@@ -1793,24 +1792,32 @@ def fits_in_memory(source: Any, fraction: float = 0.25) -> bool:
     mechanisms hold a few copies of the table).
 
     The choice decides the release's form (one file, or a folder of parts), so it comes from
-    public facts only: the row count (Parquet footers; a CSV file's line feeds, one pass over its
-    bytes: the in-memory path takes the row count as public, as ``n``) and the number of columns,
+    public facts only: the row count (Parquet footers; a CSV file's line feeds, counted over its
+    bytes until the table is known not to fit: the in-memory path takes the row count as public,
+    as ``n``) and the number of columns,
     never the files' byte sizes, which depend on the values (their digits, their encoding). An
     unreadable file counts as fitting: the in-memory reader then reports what is wrong with it."""
+    from dpcore.io import csv_field_count
     from dpcore.limits import max_memory_bytes
 
+    most = fraction * max_memory_bytes() / 8  # cells
     cells = 0
     for path in expand_paths(source):
-        if _kind(path) == "csv":
+        if _kind(path) == "csv":  # counted until the table is known not to fit
             with open(path, "rb") as fh:
-                header = fh.readline(1 << 20)
-                chunks = iter(lambda: fh.read(8 << 20), b"")
-                lines = header.count(b"\n") + sum(chunk.count(b"\n") for chunk in chunks)
-            cells += max(0, lines - 1) * (max(header.count(d) for d in (b",", b";", b"\t")) + 1)
-            continue
-        try:
-            meta = _parquet_metadata(path)
-        except DataValidationError:
-            return True
-        cells += meta.num_rows * meta.num_columns
-    return 8 * cells <= fraction * max_memory_bytes()
+                head = fh.read(1 << 20)
+                fields, lines = csv_field_count(head), head.count(b"\n")
+                for chunk in iter(lambda: fh.read(8 << 20), b""):
+                    lines += chunk.count(b"\n")
+                    if cells + (lines - 1) * fields > most:
+                        return False
+            cells += max(0, lines - 1) * fields
+        else:
+            try:
+                meta = _parquet_metadata(path)
+            except DataValidationError:
+                return True
+            cells += meta.num_rows * meta.num_columns
+        if cells > most:
+            return False
+    return True

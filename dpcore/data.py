@@ -389,9 +389,9 @@ def load_dataset(
     categories = dict(categories or {})
     frame = _encode_categoricals(frame, categories)  # 3. categorical columns
     frame, y_series, n_dropped = _handle_missing(frame, y_series, label, missing)  # 4. missing values
-    values = _feature_values(frame, 0 if part_of_table else 2)
-    labels = _resolve_labels(y_series, task, label, classes, label_bounds, meta,  # 5. label facts
-                             0 if part_of_table else 2)
+    least = 0 if part_of_table else 2  # rows, and classes present
+    values = _feature_values(frame, least)
+    labels = _resolve_labels(y_series, task, label, classes, label_bounds, meta, least)  # 5. label facts
     b, bsource, per_col = _resolve_bounds(  # 6. feature bounds
         frame, bounds, meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None,
         {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories})

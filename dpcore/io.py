@@ -289,8 +289,7 @@ def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
     # an upper bound of the cells before anything is decoded or parsed (a bomb of short lines is
     # refused here, in one pass over the bytes); quoted line breaks only over-count
     n_lines = max(raw.count(b"\n"), raw.count(b"\r")) + 1
-    first = next(iter(raw[: 1 << 20].lstrip().splitlines()), b"")
-    limits.check_cells(n_lines, max(first.count(d) for d in (b",", b";", b"\t")) + 1, filename)
+    limits.check_cells(n_lines, csv_field_count(raw[: 1 << 20]), filename)
     text = _decode(raw, filename)
     if not text or text.isspace():
         raise DataValidationError(f"{filename} is empty: it holds no header and no rows")
@@ -326,6 +325,13 @@ def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
     if frame.shape[1] == 1:
         _check_one_column(frame, head, filename)
     return frame
+
+
+def csv_field_count(head: bytes) -> int:
+    """The fields of the header of a CSV file whose first bytes are ``head``: its first non-blank
+    line, split at the most frequent of comma, semicolon and tab (before the file is parsed)."""
+    first = next(iter(head.lstrip().splitlines()), b"")
+    return max(first.count(d) for d in (b",", b";", b"\t")) + 1
 
 
 def _parser_message(msg: str, filename: str, sep: str) -> str:

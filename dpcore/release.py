@@ -856,11 +856,31 @@ def csv_chunks(frame: pd.DataFrame, *, float_format: str | None, lineterminator:
     not a plain ``%`` format), pandas writes the whole frame. Tested byte for byte against pandas
     (``tests/test_csv_injection.py``).
     """
-    n = frame.shape[0]
-    plain = isinstance(float_format, str) and not set(float_format) & set(',"\r\n')
-    if not plain or n == 0 or frame.shape[1] == 0:
+    fast = _csv_columns(frame, float_format, lineterminator)
+    if fast is None:
         yield frame.to_csv(index=False, float_format=float_format, lineterminator=lineterminator)
         return
+    formats, columns = fast
+    n = frame.shape[0]
+    row = ",".join(formats) + lineterminator.replace("%", "%%")
+    yield frame.iloc[:0].to_csv(index=False, lineterminator=lineterminator)  # the header, as pandas
+    for start in range(0, n, _CSV_BLOCK_ROWS):
+        stop = min(n, start + _CSV_BLOCK_ROWS)
+        block = np.empty((stop - start, len(columns)), dtype=object)  # a block's Python objects only
+        for j, values in enumerate(columns):
+            block[:, j] = values[start:stop]
+        yield (row * block.shape[0]) % tuple(block.ravel().tolist())
+
+
+def _csv_columns(frame: pd.DataFrame, float_format: Any, lineterminator: str
+                 ) -> tuple[list[str], list[Any]] | None:
+    """For :func:`csv_chunks`: each column's ``%`` format (``float_format`` for a float64 column
+    without NaN, ``%s`` for the others) and its values (the floats, or the cells as pandas writes
+    them); ``None`` where pandas must write the frame (no float column to speed up, a format that is
+    not a plain ``%`` format, a quoted cell holding the line terminator)."""
+    n = frame.shape[0]
+    if not isinstance(float_format, str) or set(float_format) & set(',"\r\n') or n == 0:
+        return None
     formats: list[str] = []
     columns: list[Any] = []
     for j in range(frame.shape[1]):
@@ -872,22 +892,11 @@ def csv_chunks(frame: pd.DataFrame, *, float_format: str | None, lineterminator:
         cells = column.to_frame().to_csv(index=False, header=False, float_format=float_format,
                                          lineterminator=lineterminator).split(lineterminator)[:-1]
         if len(cells) != n:  # a quoted cell holds the line terminator
-            yield frame.to_csv(index=False, float_format=float_format, lineterminator=lineterminator)
-            return
+            return None
         # a row of one empty field is written '""' by the csv module, an empty field of a longer row ''
         formats.append("%s")
         columns.append(np.array(["" if c == '""' else c for c in cells], dtype=object))
-    if all(f == "%s" for f in formats):
-        yield frame.to_csv(index=False, float_format=float_format, lineterminator=lineterminator)
-        return
-    row = ",".join(formats) + lineterminator.replace("%", "%%")
-    yield frame.iloc[:0].to_csv(index=False, lineterminator=lineterminator)  # the header, as pandas
-    for start in range(0, n, _CSV_BLOCK_ROWS):
-        stop = min(n, start + _CSV_BLOCK_ROWS)
-        block = np.empty((stop - start, len(columns)), dtype=object)  # a block's Python objects only
-        for j, values in enumerate(columns):
-            block[:, j] = values[start:stop]
-        yield (row * block.shape[0]) % tuple(block.ravel().tolist())
+    return (formats, columns) if any(c.dtype == np.float64 for c in columns) else None
 
 
 def _jsonable(value: Any) -> Any:
