@@ -490,3 +490,54 @@ def test_protected_utility_on_separated_classes_at_large_epsilon():
                              X[te], y[te])["svm_accuracy"] for s in range(2)]
     assert base > 0.98 and majority > 0.8
     assert np.mean(accs) >= base - 0.03 and min(accs) > majority + 0.1
+
+
+@pytest.mark.parametrize("scaling", ["folded", "explicit", "none"])
+@pytest.mark.parametrize("labelled", [False, True])
+def test_pass_two_statistics_summed_block_by_block_equal_the_literal_pipeline(monkeypatch, scaling, labelled):
+    """Pass 2's statistics (``Z^T Z``, column sums, rows zeroed after centring) are summed block by
+    block without the ``(n, p)`` projection; across many blocks (a block of 40 rows here), with
+    zero rows, rows equal to mu (zeroed) and rows near mu (recomputed), they equal the literal
+    Alg. 1 pipeline's, and the projection's own ``Z^T Z``."""
+    from functools import partial
+
+    from dpcore.mechanisms import ron_gauss as rg
+    from dpcore.mechanisms._gaussian_model import label_to_unit
+    from dpcore.preprocessing import row_blocks
+
+    monkeypatch.setattr(rg, "row_blocks", partial(row_blocks, block_bytes=40 * 8 * 6))
+    rng = np.random.default_rng(11)
+    n, d, p = 1000, 6, 4
+    lo, width = {"folded": (np.full(d, -1.0), np.full(d, 2.0)),        # |lo/width| <= 4: folded
+                 "explicit": (np.full(d, -100.0), np.full(d, 20.0)),   # |lo/width| = 5: scaled rows
+                 "none": (None, None)}[scaling]
+    Xs = rng.uniform(0.0, 1.0, size=(n, d))
+    mu = Xs[0] / np.linalg.norm(Xs[0])              # a unit mu: rows in its direction centre to 0
+    Xs[:5] = 0.0                                    # zero rows
+    Xs[5:9] = 0.5 * mu                              # x^ = mu: zeroed after centring
+    Xs[9:12] = mu * (1 + 1e-7 * rng.standard_normal((3, d)))  # near mu: recomputed from the rows
+    X = Xs if lo is None else Xs * width + lo
+    W = np.linalg.qr(rng.standard_normal((d, d)))[0][:, :p]
+    loader = rg._RowLoader(X, lo=lo, width=width)
+    inv_norms, _, _, direct = rg._unit_rows_pass(loader)
+    labels = rng.uniform(-3.0, 5.0, size=n) if labelled else None
+    label_map = ((-3.0, 5.0), 0.5)
+    gram, total, n_zero = rg._projected_moments(loader, inv_norms, W, mu, direct, labels,
+                                                 label_map if labelled else None)
+    # the literal pipeline (test oracle): normalise, centre on mu, normalise (zero rows stay 0)
+    norms = np.linalg.norm(Xs, axis=1, keepdims=True)
+    Xn = np.divide(Xs, norms, out=np.zeros_like(Xs), where=norms > rg.ZERO_NORM)
+    C = Xn - mu
+    r = np.linalg.norm(C, axis=1, keepdims=True)
+    Z = np.divide(C, r, out=np.zeros_like(C), where=r > rg.ZERO_NORM) @ W
+    if labelled:
+        Z = np.column_stack([Z, label_to_unit(labels, *label_map)])
+    assert gram.shape == (p + labelled, p + labelled)
+    np.testing.assert_allclose(gram, Z.T @ Z, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(total, Z.sum(axis=0), rtol=1e-9, atol=1e-9)
+    assert np.array_equal(gram, gram.T)
+    assert n_zero == int(np.sum(r <= rg.ZERO_NORM)) >= 4
+    Zp, n_zero_p = rg._projection_pass(loader, inv_norms, W, mu, direct)
+    assert n_zero_p == n_zero
+    np.testing.assert_allclose(gram[:p, :p], Zp.T @ Zp, rtol=1e-12, atol=1e-12)
+    assert np.all(np.linalg.norm(Zp, axis=1) <= 1.0)

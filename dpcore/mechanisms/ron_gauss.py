@@ -70,13 +70,15 @@ matrix-vector product per block); pass 2 computes one product ``x [W, mu_DP]`` p
 forms the projected rows from it. Rows with ``r^2 < 1e-3`` (where the expanded ``r^2`` would lose
 digits) are recomputed directly from the row, and every projected row is finally scaled to norm
 ``<= 1`` if rounding left it a few ulps above, so the sensitivity bounds hold exactly. Peak extra
-memory: one block plus the ``(n, p)`` projection, never a copy of ``X``.
+memory: one block (the statistics of pass 2 are summed block by block) plus, where the projected
+rows themselves are wanted (the transform of real rows), the ``(n, p)`` projection; never a copy
+of ``X``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -302,23 +304,39 @@ def _projection_pass(
 ) -> tuple[np.ndarray, int]:
     """Pass 2: ``W^T`` of the normalised, centred (``- mu``), re-normalised rows, shape ``(n, p)``.
 
-    One product ``[W, mu]^T x_s`` per block (module docstring), the rest on the block while it
-    is in cache, in the transposed ``(p, rows)`` layout (long inner loops). ``mu=None``: no
-    centring, the rows are ``W^T x_s/||x_s||``. Returns ``(Z, n_zero_after_centering)``, ``Z`` a
+    The rows of :func:`_projected_blocks`, written into one array. ``mu=None``: no centring, the
+    rows are ``W^T x_s/||x_s||``. Returns ``(Z, n_zero_after_centering)``, ``Z`` a
     Fortran-ordered ``(n, p)`` array: a centred row of norm <= :data:`ZERO_NORM` maps to
     0, and every row has norm <= 1. ``direct``: sorted positions of the rows to compute from their
     scaled values instead of the folded product (from pass 1).
     """
     if dask_engine.is_lazy(loader.X):
         return dask_engine.projection_pass(loader, W, mu, _unit_rows_pass, _projection_pass)
-    n, p = loader.n_rows, W.shape[1]
+    Zt = np.empty((W.shape[1], loader.n_rows))
+    n_zero = sum(zero for _, _, zero in _projected_blocks(loader, inv_norms, W, mu, direct, out=Zt))
+    return Zt.T, n_zero
+
+
+def _projected_blocks(
+    loader: _RowLoader, inv_norms: np.ndarray, W: np.ndarray, mu: np.ndarray | None,
+    direct: np.ndarray | None = None, out: np.ndarray | None = None,
+) -> Iterator[tuple[slice, np.ndarray, int]]:
+    """Pass 2, block by block: yields ``(positions, Ut, n_zero)``, ``Ut`` the projected rows of
+    ``loader``'s block at ``positions`` transposed, ``(p, rows)``, and ``n_zero`` the rows zeroed
+    after centring in it (:func:`_projection_pass` states what the rows are).
+
+    One product ``[W, mu]^T x_s`` per block (module docstring), the rest on the block while it
+    is in cache, in the transposed layout (long inner loops). ``Ut`` is ``out[:, positions]``
+    (``out``: ``(p, n_rows)``), or a buffer reused for the next block: consume it before asking
+    for the next one (the statistics of pass 2 are summed block by block, :func:`_projected_moments`,
+    without a ``(n, p)`` array)."""
+    p = W.shape[1]
     M = W if mu is None else np.column_stack([W, mu])
     fold = loader.fold
     Mf, offset = (M, None) if fold is None else (fold[0][:, None] * M, (fold[1] @ M)[:, None])
     direct = np.zeros(0, dtype=np.intp) if direct is None or fold is None else direct
     w_mu, mu2 = (None, 0.0) if mu is None else (W.T @ mu, float(mu @ mu))
-    Zt = np.empty((p, n))
-    r = np.empty(n)
+    buffer = None
     for sl, T in loader.blocks():
         Bt = Mf.T @ T.T  # (p + 1, rows)
         if offset is not None:
@@ -327,14 +345,19 @@ def _projection_pass(
             if hi > lo:
                 Bt[:, direct[lo:hi] - sl.start] = M.T @ loader.take(direct[lo:hi]).T
         inv = inv_norms[sl]
-        Ut = Zt[:, sl]
+        if out is not None:
+            Ut = out[:, sl]
+        else:
+            if buffer is None:
+                buffer = np.empty((p, sl.stop - sl.start))
+            Ut = buffer[:, : sl.stop - sl.start]
         if mu is None:
             np.multiply(Bt, inv, out=Ut)
-            _cap_unit_norm(Ut)
+            yield sl, _cap_unit_norm(Ut), 0
             continue
         # z = (W^T x_s inv - W^T mu)/r with r^2 = ||x^||^2 - 2 mu.x^ + ||mu||^2, x^ = x_s inv
         r2 = (inv > 0) - 2.0 * Bt[p] * inv + mu2
-        rb = np.sqrt(np.maximum(r2, 0.0), out=r[sl])
+        rb = np.sqrt(np.maximum(r2, 0.0))
         g = np.divide(1.0, rb, out=np.zeros_like(rb), where=rb > 0)
         with np.errstate(over="ignore", invalid="ignore"):
             np.multiply(Bt[:p], inv * g, out=Ut)
@@ -347,12 +370,9 @@ def _projection_pass(
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 Ut[:, near] = W.T @ V.T / rb[near]
         _cap_unit_norm(Ut)
-    Z = Zt.T
-    if mu is None:
-        return Z, 0
-    zero = np.flatnonzero(r <= ZERO_NORM)
-    Z[zero] = 0.0
-    return Z, int(zero.size)
+        zero = np.flatnonzero(rb <= ZERO_NORM)
+        Ut[:, zero] = 0.0
+        yield sl, Ut, int(zero.size)
 
 
 def _cap_unit_norm(Zt: np.ndarray) -> np.ndarray:
@@ -1051,11 +1071,25 @@ def _projected_moments(
                     label_map=label_map), loader.X, labels)
         return gram, total, int(n_zero)
     assert inv_norms is not None
-    Z, n_zero = _projection_pass(loader, inv_norms, W, mu, direct)
+    p = W.shape[1]
+    y = None
     if labels is not None:
         assert label_map is not None
-        Z = np.column_stack([Z, label_to_unit(labels, *label_map)])
-    return Z.T @ Z, Z.sum(axis=0), n_zero
+        y = label_to_unit(labels, *label_map)
+    k = p + (y is not None)
+    gram, total, n_zero = np.zeros((k, k)), np.zeros(k), 0
+    for sl, Ut, zero in _projected_blocks(loader, inv_norms, W, mu, direct):
+        gram[:p, :p] += Ut @ Ut.T
+        total[:p] += Ut.sum(axis=1)
+        n_zero += zero
+        if y is not None:
+            yb = y[sl]
+            gram[:p, p] += Ut @ yb
+            gram[p, p] += yb @ yb
+            total[p] += yb.sum()
+    if y is not None:
+        gram[p, :p] = gram[:p, p]
+    return gram, total, n_zero
 
 
 def _projected_moments_block(block: np.ndarray, labels: np.ndarray | None = None, *, loader: _RowLoader,
