@@ -22,6 +22,7 @@ from bench_common import Row, peak_memory, ratio_row, row_blocks, time_pair
 def _callables(cls: type, X: np.ndarray, y: np.ndarray | None = None, **kwargs: Any
                ) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """``(release, mechanism-only)`` closures for a mechanism class on ``X`` (seeded previews)."""
+    from dpcore.mechanisms._gaussian_model import GaussianGenerator
     from dpcore.noise import noise_source
     from dpcore.preprocessing import prepare_input
     from dpcore.schema import validate_params
@@ -35,7 +36,11 @@ def _callables(cls: type, X: np.ndarray, y: np.ndarray | None = None, **kwargs: 
         return mech.release(X, y)
 
     def own() -> Any:
-        return mech._release(data, params, np.random.default_rng(0), None, bits=noise_source(0))
+        rng = np.random.default_rng(0)
+        if isinstance(mech, GaussianGenerator):  # the DP model (every noise draw), then its n rows
+            n = data.n_samples
+            return mech._fit(data, params, rng, bits=noise_source(0), n_samples=n).release(n, rng, None)
+        return mech._release(data, params, rng, None, bits=noise_source(0))
 
     return release, own
 
