@@ -602,6 +602,14 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
     if args.missing == "drop" or args.drop_nonfinite:
         raise CLIError("--missing drop is not available with --engine dask: n would depend on the data; use "
                        "--missing impute (the midpoint of each column's public bounds) or clean the files")
+    decoding = [flag for flag, given in (("--output-space original", args.output_space == "original"),
+                                          ("--no-clip", args.no_clip),
+                                          ("--integer-columns", bool(args.integer_columns.strip())))
+                if given]
+    if decoding:
+        raise CLIError(f"{', '.join(decoding)}: not available with --engine dask, whose parts are written in "
+                       "the mechanism's released space (the card's output_space says so); release the "
+                       "table in memory (--engine memory) for the original columns and units")
     if args.ledger:
         Ledger.load(args.ledger)  # a bad path or file is refused before any work
     elif args.budget is not None or args.delta_budget is not None:
@@ -691,6 +699,9 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     elif args.budget is not None or args.delta_budget is not None:
         raise CLIError("--budget and --delta-budget need --ledger FILE")
     ds = _load_input(args, args.input)
+    if args.n is not None and args.n != ds.n_samples:  # as open_table(n=...) on the Dask engine
+        raise CLIError(f"--n {args.n:,} was given but the input holds {ds.n_samples:,} rows; a mismatch is "
+                       "refused, never a silent change of n")
     _require_public_facts(args, ds)
     if getattr(args, "public_data", None):
         params["public_data"] = _public_rows(args, ds)

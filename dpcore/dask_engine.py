@@ -51,6 +51,7 @@ Mechanisms and tasks not in :data:`SUPPORTED` are refused with a clear error say
 from __future__ import annotations
 
 import contextlib
+import copy
 import glob
 import hashlib
 import json
@@ -628,6 +629,11 @@ def _from_batch(ds: Dataset, source: _Source) -> np.ndarray:
         return _encoded_labels(ds.y, *source.label)[:, None]
     X = ds.X
     if source.lo is not None:
+        cells = ds.imputed_cells()
+        if cells is not None:  # missing="impute": the midpoints of the public bounds, not the batch's
+            from dpcore.data import fill_imputed
+
+            X = fill_imputed(X, cells, np.column_stack([source.lo, source.hi]), copy=not X.flags.writeable)
         X = np.clip(X, source.lo, source.hi, out=X if X.flags.writeable else None)
     for fn in source.maps:
         X = fn(X)
@@ -637,12 +643,26 @@ def _from_batch(ds: Dataset, source: _Source) -> np.ndarray:
 def _encoded_labels(y: np.ndarray, task: str, public: Any) -> np.ndarray:
     """Labels as :func:`dpcore.preprocessing.prepare_input` encodes them: indices into the public
     class list (the loader has checked every label is in it), or floats clipped to the public
-    label bounds."""
+    label bounds.
+
+    A label outside the class list is refused with the in-memory error: the loader checks the
+    table's own list (``open_table(classes=...)``), but a list given to the mechanism only reaches
+    the batches here (the first rows alone were checked when the table was opened)."""
     from dpcore.preprocessing import _index_of, _sorted
 
     if task == "classification":
         y = np.asarray(y).ravel()
-        return np.searchsorted(public, y) if _sorted(public) else _index_of(public, y)
+        if _sorted(public):
+            index = np.minimum(np.searchsorted(public, y), max(len(public) - 1, 0))
+            unknown = public[index] != y if len(public) else np.ones(len(y), dtype=bool)
+        else:
+            index = _index_of(public, y)
+            unknown = index < 0
+        if unknown.any():
+            raise DataValidationError(
+                f"{int(unknown.sum())} labels are not in the public class list {public.tolist()[:10]} "
+                f"(e.g. {y[unknown][:3].tolist()})")
+        return index
     return np.clip(np.asarray(y, dtype=float).ravel(), public[0], public[1])
 
 
@@ -1311,7 +1331,9 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     (``noise_rows`` is ``dpmix._NoiseRows``; the chunk's noise is drawn by a second client thread
     while the partitions are summed), applies ``finish`` (post-processing: DPMix's
     denoising filter), and spills the chunk to a temporary file. Returns a lazy ``(T, w)`` array over
-    those files. Cost: one read of ``Z`` per chunk of :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures;
+    those files. The first chunk reads every partition, including those no index set of it names,
+    so that every row is checked (the loader's errors) whatever index sets were drawn.
+    Cost: one read of ``Z`` per chunk of :data:`MIXTURE_CHUNK_BYTES` / (8 w) mixtures;
     the partial sums are added in place on the client (local scheduler) or in a tree on the
     workers (:func:`_sum_partials`).
     """
@@ -1339,8 +1361,11 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
             noise = noise_thread.submit(lambda m=m: [stream.take(m) for _, _, stream in streams])
             rows, mixtures, cuts = pairs_by_partition(sample_indices(n, ell, m, idx_rng, method=method),
                                                       offsets)
+            # the first chunk reads every partition, those its index sets miss included, so every
+            # row is checked whatever rows were drawn: whether the release is refused (a bad value,
+            # a file that changed) must not depend on the secret index sets
             used = [(p, rows[lo:hi], mixtures[lo:hi])
-                    for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo]
+                    for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) if hi > lo or i == 0]
             if client is not None:  # the pairs go to the workers as data, not inside the task graph
                 used = [(p, *client.scatter([r, mx])) for p, r, mx in used]
             partials = [blocks[p](r, mx) for p, r, mx in used]
@@ -1455,12 +1480,30 @@ def output_rows() -> int | None:
     return _OUTPUT_ROWS.get()
 
 
+def needs_lazy_output(X: Any) -> bool:
+    """True for a table larger than memory (:func:`is_lazy_input`) outside :func:`lazy_output`:
+    a mechanism's ``explore`` then opens it and draws its rows lazily (:func:`lazy_output_for`),
+    as :func:`release_table` does; without this a synthetic release called directly on the table
+    would draw its n rows in memory."""
+    return is_lazy_input(X) and output_rows() is None
+
+
+@contextlib.contextmanager
+def lazy_output_for(X: Any) -> Iterator[LazyTable]:
+    """``X`` opened (:func:`open_table`) with the lazy output of its public part size active."""
+    table = open_table(X)
+    with lazy_output(table.part_rows):
+        yield table
+
+
 def _normal_block(rng: np.random.Generator, rows: int, k: int, factor_t: np.ndarray | None,
                   mean: np.ndarray | None) -> np.ndarray:
     """``rows`` i.i.d. draws ``z F + mean``, ``z ~ N(0, I_k)``, as a column-major ``(rows, k)`` array:
     drawn and transformed transposed (``F^T z^T``), so the writer's DataFrame takes the columns
-    without a copy (a row-major block costs a transposing copy per partition)."""
-    out = rng.standard_normal((k, rows))
+    without a copy (a row-major block costs a transposing copy per partition). Drawn from a copy
+    of ``rng`` (the task graph's own stays unused): computing the lazy release again, as its
+    writer or its reader, gives the same rows."""
+    out = copy.deepcopy(rng).standard_normal((k, rows))
     if factor_t is not None:
         out = factor_t.T @ out
     if mean is not None:
@@ -1779,6 +1822,11 @@ def release_table(
         table = open_table(source, n=n, **table_options)
         with lazy_output(table.part_rows):
             rel, diag = mechanism.explore(table, n_samples=n_samples)
+        from dpcore.decode import released_space_note
+
+        # the parts are the mechanism's own space (DPMix's columns keep their names, scaled to [0, 1])
+        in_memory = "drawn from a table in memory (the CLI's --engine memory, output space 'original')"
+        rel = replace(rel, output_space="released", output_note=released_space_note(rel, original=in_memory))
         written = (write_release(rel, output, fmt=fmt, diagnostics=diag, part_rows=table.part_rows)
                    if output is not None else {})
         if diagnostics is not None:

@@ -64,6 +64,44 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class ImputedCells:
+    """Where ``missing="impute"`` filled a missing feature value, so that the fill is always the
+    midpoint of the *public* bounds a release uses (:func:`fill_imputed`): ``rows`` (sorted row
+    indices, ``(k,)``) and ``mask`` (``(k, n_features)``, True where the value was missing) of the
+    array ``X`` they were recorded for. A :class:`Dataset` whose ``X`` is another array (a copy
+    with changed rows) does not use them (:meth:`Dataset.imputed_cells`)."""
+
+    rows: np.ndarray
+    mask: np.ndarray
+    X: np.ndarray
+
+    def for_rows(self, rows: np.ndarray, X: np.ndarray) -> ImputedCells | None:
+        """The cells of the rows ``rows`` (positions into the old ``X``) of ``X = old X[rows]``."""
+        where = np.full(self.X.shape[0], -1, dtype=np.intp)
+        where[self.rows] = np.arange(self.rows.size)
+        picked = where[np.asarray(rows)]
+        new = np.flatnonzero(picked >= 0)
+        return ImputedCells(new, self.mask[picked[new]], X) if new.size else None
+
+
+def fill_imputed(values: np.ndarray, cells: tuple[np.ndarray, np.ndarray], bounds: np.ndarray, *,
+                 copy: bool = True) -> np.ndarray:
+    """``values`` with the imputed cells ``(rows, mask)`` set to the midpoints of ``bounds``
+    (``(n_features, 2)``, the public bounds of the release): a copy unless ``copy=False``.
+
+    The fill of a missing value is a public value only if it comes from public bounds: filled
+    from bounds read from the data (or from one partition's data), one changed row would move the
+    values of every row with a missing entry in that column."""
+    rows, mask = cells
+    out = values.copy() if copy else values
+    mid = (bounds[:, 0] + bounds[:, 1]) / 2
+    block = out[rows]
+    block[mask] = np.broadcast_to(mid, block.shape)[mask]
+    out[rows] = block
+    return out
+
+
+@dataclass(frozen=True)
 class Dataset:
     """A table ready for a mechanism (frozen: ``with_bounds``, ``subset`` and
     ``dataclasses.replace`` return new datasets; the arrays themselves are not copied).
@@ -110,6 +148,11 @@ class Dataset:
         1 in a row). From the bundled metadata's ``onehot_groups`` or the public ``categories``
         given to :func:`load_dataset`, never from the values. Mechanisms use it for the row-norm
         bound (:func:`dpcore.preprocessing.row_norm_bound`).
+    imputed : ImputedCells or None
+        The cells ``missing="impute"`` filled: they hold the midpoints of ``bounds`` and are
+        filled again with the midpoints of any other bounds given later (:meth:`with_bounds`,
+        :func:`dpcore.preprocessing.prepare_input` with a mechanism's ``bounds``), so the fill is
+        always a public value.
     """
 
     X: np.ndarray
@@ -133,6 +176,7 @@ class Dataset:
     data_sides: np.ndarray | None = field(default=None, repr=False)
     categories: dict[str, list[Any]] | None = None
     onehot_groups: dict[str, list[str]] = field(default_factory=dict)
+    imputed: ImputedCells | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.classes is not None:  # before any per-class work (issue 17: 100k-class labels)
@@ -206,7 +250,12 @@ class Dataset:
         for j in picked:
             sources[j] = "data" if data_sides[j].any() else source
         label_flag = ["data"] if self.label_bounds_source == "data" else []
-        return replace(self, bounds=arr, bounds_source=_overall_source(sources + label_flag),
+        X, imputed, cells = self.X, self.imputed, self.imputed_cells()
+        if cells is not None:  # the missing values take the new bounds' midpoints
+            X = fill_imputed(self.X, cells, arr)
+            imputed = ImputedCells(*cells, X)
+        return replace(self, X=X, imputed=imputed, bounds=arr,
+                       bounds_source=_overall_source(sources + label_flag),
                        column_bounds_source=tuple(sources), data_sides=data_sides)
 
     def data_side_mask(self) -> np.ndarray:
@@ -227,8 +276,16 @@ class Dataset:
         """Names of the features whose bounds were computed from the private data."""
         return [c for c, s in zip(self.feature_names, self.bounds_sources, strict=True) if s == "data"]
 
+    def imputed_cells(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(rows, mask)`` of the cells ``missing="impute"`` filled (:class:`ImputedCells`), or
+        ``None``: none, or ``X`` is not the array they were recorded for."""
+        cells = self.imputed
+        return None if cells is None or cells.X is not self.X else (cells.rows, cells.mask)
+
     def subset(self, rows: np.ndarray) -> Dataset:
-        return replace(self, X=self.X[rows], y=None if self.y is None else self.y[rows])
+        X = self.X[rows]
+        imputed = None if self.imputed_cells() is None else self.imputed.for_rows(rows, X)
+        return replace(self, X=X, y=None if self.y is None else self.y[rows], imputed=imputed)
 
     def split(self, test_size: float = 0.25, random_state: int | None = 0) -> tuple[Dataset, Dataset]:
         """Train/test split (stratified for classification), for utility evaluation.
@@ -395,8 +452,9 @@ def load_dataset(
     b, bsource, per_col = _resolve_bounds(  # 6. feature bounds
         frame, bounds, meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None,
         {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories})
+    imputed = None
     if missing == "impute":
-        values = _impute_midpoints(values, b)
+        values, imputed = _impute_midpoints(values, b)
     return Dataset(  # 7. build
         X=values, y=labels.y, feature_names=list(frame.columns), label_name=label, task=task,
         bounds=b, bounds_source="data" if labels.bounds_source == "data" else bsource,
@@ -405,7 +463,7 @@ def load_dataset(
         description=meta.get("description", ""), meta=meta, n_dropped=n_dropped,
         label_bounds_source=labels.bounds_source, column_bounds_source=per_col,
         classes_source=labels.classes_source, missing=missing, categories=categories or None,
-        onehot_groups=_onehot_groups(list(frame.columns), categories, meta),
+        onehot_groups=_onehot_groups(list(frame.columns), categories, meta), imputed=imputed,
     )
 
 
@@ -592,13 +650,15 @@ def _handle_missing(
     return frame, y_series, int(all_bad.sum())
 
 
-def _impute_midpoints(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """NaN entries replaced by the midpoint of their column's public bounds (a public value)."""
+def _impute_midpoints(values: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, ImputedCells | None]:
+    """NaN entries replaced by the midpoint of their column's bounds, and where they were (filled
+    again from the release's public bounds: :class:`ImputedCells`)."""
     nan = np.isnan(values)
-    if nan.any():
-        mid = (bounds[:, 0] + bounds[:, 1]) / 2
-        values = np.where(nan, mid[None, :], values)
-    return values
+    rows = np.flatnonzero(nan.any(axis=1))
+    if not rows.size:
+        return values, None
+    values = fill_imputed(values, (rows, nan[rows]), bounds)
+    return values, ImputedCells(rows, nan[rows], values)
 
 
 def _resolve_classes(

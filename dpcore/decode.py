@@ -363,12 +363,10 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True) ->
                                    "source": DECODING_SOURCE}})
 
 
-def in_released_space(release: Release) -> Release:
-    """``release`` as the mechanism produced it, with an ``output_note`` saying which space it is in.
-
-    DPMix keeps the original column names for values scaled to ``[0, 1]``: here they are renamed
-    ``column [0-1 scaled]`` so the file says what its numbers are.
-    """
+def released_space_note(release: Release, *, original: str = "available (output space 'original')"
+                        ) -> str:
+    """The card's ``output_note`` of ``release`` in the mechanism's own space: what its columns
+    hold, and why it cannot return to the original space, or that it can (``original`` says how)."""
     if release.space == "features":
         note = ("Released space: the encoded columns of your table (one-hot groups as 0/1 columns) "
                 "with noise, not clipped to the bounds.")
@@ -379,8 +377,16 @@ def in_released_space(release: Release) -> Release:
         note = ("Released space: projected coordinates (each column combines all of your columns), "
                 "not in your table's units.")
     why = original_space_note(release)
-    note += (" " + why) if why else " The same release in your original columns and units is " \
-        "available (output space 'original')."
+    return f"{note} {why or f'The same release in your original columns and units is {original}.'}"
+
+
+def in_released_space(release: Release) -> Release:
+    """``release`` as the mechanism produced it, with an ``output_note`` saying which space it is in.
+
+    DPMix keeps the original column names for values scaled to ``[0, 1]``: here they are renamed
+    ``column [0-1 scaled]`` so the file says what its numbers are.
+    """
+    note = released_space_note(release)
     table = None
     if release.space == "mixtures":
         frame = release.to_frame()

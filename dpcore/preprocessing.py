@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.data import Dataset
+from dpcore.data import Dataset, fill_imputed
 from dpcore.limits import check_n_classes
 from dpcore.validation import (  # TASKS and normalize_bounds: re-exported (their old home)
     TASKS,
@@ -403,6 +403,7 @@ def prepare_input(
     """
     source = "user"
     label_from_data = False
+    imputed: tuple[Any, Any] = (None, None)  # (cells missing="impute" filled, the bounds it used)
     feature_names: list[str] | None = None
     label_name = None
     image_shape = None
@@ -425,6 +426,7 @@ def prepare_input(
         feature_names, label_name, image_shape = list(ds.feature_names), ds.label_name, ds.image_shape
         row_policy = ds.missing
         named_groups = ds.onehot_groups
+        imputed = ds.imputed_cells(), ds.bounds
         X = ds.X
     arr = as_2d_float(X)
     n, d = arr.shape
@@ -439,6 +441,8 @@ def prepare_input(
         source = "data"
     else:
         b = normalize_bounds(bounds, d)
+    if imputed[0] is not None and not np.array_equal(b, imputed[1]):
+        arr = fill_imputed(arr, imputed[0], b)  # missing values: the midpoints of the bounds used
     if side_sources is None:
         side_sources = [(source, source)] * d
     task = resolve_task(task, y, classes, label_bounds)

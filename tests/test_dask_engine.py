@@ -909,7 +909,7 @@ def test_ron_gauss_regression_on_dask(labelled):
     for key in ("mu_dp", "sigma_dp", "mean_dp_augmented"):
         np.testing.assert_allclose(lazy_diag[key], memory_diag[key], rtol=1e-9, atol=1e-12)
     assert lazy.noise == memory.noise and lazy.guarantee == memory.guarantee
-    assert lazy.label_columns == memory.label_columns and dask_engine.is_lazy(lazy.data) is False
+    assert lazy.label_columns == memory.label_columns and dask_engine.is_lazy(lazy.data)  # rows stay lazy
 
 
 @pytest.mark.parametrize(("cls", "params", "keys"), [
@@ -1083,6 +1083,82 @@ def test_bad_labelled_partition_same_error_nothing_written(tmp_path, fault, name
     assert not out.exists() and not list(tmp_path.glob(".out.*"))
 
 
+@pytest.mark.parametrize("classes", [["a", "b", "c"], ["c", "a", "b"]])  # sorted, and not
+@pytest.mark.parametrize("name", ["pca-gauss", "ron-gauss", "dpmix", "jl-laplace"])
+def test_the_mechanisms_class_list_is_checked_on_every_partition(tmp_path, name, classes):
+    """A class list given to the mechanism only (the table opened without one) was checked against
+    the first rows only: a label outside it further on was mapped silently to a class (the last
+    one, or by sort position), or crashed with an IndexError. Now every batch's labels are checked
+    against it: the in-memory error, and nothing written."""
+    from dpcore.mechanisms import get_mechanism
+
+    X = _rows(3_000, seed=5)
+    kind = np.array(["a", "b", "c"])[(X[:, 0] * 3).astype(int).clip(0, 2)]
+    kind[2_500] = "z"  # past the first rows the table's options are resolved from
+    pd.DataFrame(X, columns=COLUMNS).assign(kind=kind).to_parquet(tmp_path / "t.parquet", row_group_size=400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        table = dask_engine.open_table(str(tmp_path / "t.parquet"), label="kind", task="classification",
+                                       bounds=BOUNDS, blocksize=20_000)
+    params = {"task": "classification"} if name == "jl-laplace" else {}
+    mech = get_mechanism(name)(epsilon=1.0, classes=classes, **params)
+    out = tmp_path / "out"
+    with pytest.raises(DataValidationError, match=r"1 labels are not in the public class list .*'z'"):
+        dask_engine.release_table(mech, table, out)
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))
+    with pytest.raises(ValueError, match=r"1 labels are not in the public class list .*'z'"):
+        mech.release(load_dataset(pd.DataFrame(X, columns=COLUMNS).assign(kind=kind), label="kind",
+                                  task="classification", bounds=BOUNDS, classes=sorted(set(kind))))
+
+
+def test_dpmix_checks_every_partition_whatever_index_sets_are_drawn(tmp_path):
+    """DPMix reads the partitions its index sets name; one its first chunk misses was never read,
+    so a NaN there was refused or not depending on the secret index sets (here 20 mixtures of 2
+    rows out of 40 files: most files are missed). The first chunk reads every partition: always
+    the in-memory error."""
+    rng = np.random.default_rng(0)
+    for i in range(40):
+        frame = pd.DataFrame(rng.uniform(0, 1, (100, 2)), columns=["a", "b"])
+        if i == 39:
+            frame.loc[50, "a"] = np.nan
+        frame.to_parquet(tmp_path / f"p{i:02d}.parquet")
+    bounds = {"a": (0, 1), "b": (0, 1)}
+    table = dask_engine.open_table(str(tmp_path / "p*.parquet"), bounds=bounds)
+    assert table.n_partitions == 40
+    for seed in range(4):
+        with pytest.raises(DataValidationError, match="p39.parquet.*missing or infinite"):
+            DPMix(epsilon=1.0, ell=2, n_mixtures=20, random_state=seed).release(table)
+
+
+def test_a_lazy_synthetic_release_gives_the_rows_it_wrote(table, tmp_path):
+    """The synthetic rows of a release on Dask are drawn per output partition from generators in
+    the task graph; each task draws from a copy, so the Release returned is the table written,
+    however many times it is computed (before, the threaded scheduler advanced the generators in
+    place: each compute gave other rows)."""
+    _, glob = table
+    rel, files = dask_engine.release_table(PCAGauss(epsilon=1.0), glob, tmp_path / "out", bounds=BOUNDS,
+                                           blocksize=60_000)
+    written = pd.concat([pd.read_parquet(files[k]) for k in sorted(files) if k != "card"]).to_numpy()
+    first, second = np.asarray(rel.data.compute()), np.asarray(rel.data.compute())
+    assert len(files) > 3 and written.shape == first.shape
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, written)
+
+
+@pytest.mark.parametrize("cls", [RONGauss, PCAGauss, DPPro])
+def test_release_called_on_a_table_draws_its_rows_lazily(table, cls):
+    """``Mechanism.release(table)`` outside :func:`release_table` (the README's Python API) keeps the
+    rows lazy, the drawn ones in parts of the table's public size; the generative mechanisms drew
+    all n rows in memory there (and the memory check is not made for a table larger than memory)."""
+    _, glob = table
+    lazy = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=60_000)
+    rel = cls(epsilon=1.0).release(lazy)
+    assert dask_engine.is_lazy(rel.data) and rel.data.shape[0] == lazy.n
+    if cls is not DPPro:  # drawn rows; a row-wise release keeps its input's partitions until written
+        assert set(rel.data.chunks[0][:-1]) == {lazy.part_rows}
+    assert dask_engine.output_rows() is None  # the lazy output ends with the call
+
+
 def test_missing_drop_is_refused_with_the_reason(table, tmp_path):
     """missing='drop' would make n the private count of complete rows: refused before anything is
     read, naming what to do instead; the CLI exits 2 and writes nothing."""
@@ -1095,6 +1171,33 @@ def test_missing_drop_is_refused_with_the_reason(table, tmp_path):
     out = tmp_path / "out"
     assert main(["release", "pca-gauss", glob, "-o", str(out), "--engine", "dask", "--missing", "drop"]) == 2
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flags", [["--output-space", "original"], ["--no-clip"],
+                                   ["--integer-columns", "c0"]])
+def test_cli_refuses_the_decoding_flags_on_dask(table, tmp_path, capsys, flags):
+    """The original-space options decode an in-memory release; the Dask parts are written in the
+    mechanism's released space. They were ignored in silence (the file was not what was asked for):
+    now refused, exit 2, nothing written. ``--n`` in memory is checked against the rows (it was
+    ignored there)."""
+    from dpcore.cli import main
+
+    _, glob = table
+    bounds = tmp_path / "b.json"
+    bounds.write_text(json.dumps({c: list(b) for c, b in BOUNDS.items()}))
+    out = tmp_path / "out"
+    assert main(["release", "dpmix", glob, "-o", str(out), "--engine", "dask", "--bounds", str(bounds),
+                 *flags]) == 2
+    assert "not available with --engine dask" in capsys.readouterr().err and not out.exists()
+    assert main(["release", "dpmix", glob, "-o", str(out), "--engine", "dask", "--bounds", str(bounds)]) == 0
+    card = json.loads((out / "card.json").read_text())  # the card says what the parts hold
+    assert card["output_space"] == "released" and card["output_note"].startswith(
+        "Released space: every feature scaled from its public bounds to [0, 1]")
+    first = glob.replace("*", "part0")
+    assert main(["release", "dpmix", first, "-o", str(tmp_path / "m.csv"), "--engine", "memory", "--bounds",
+                 str(bounds), "--n", "99999"]) == 2
+    assert "--n 99,999 was given but the input holds 3,000 rows" in capsys.readouterr().err
+    assert not (tmp_path / "m.csv").exists()
 
 
 def _lazy_rows(values, rows_per_partition):

@@ -170,6 +170,70 @@ def test_imputation_keeps_n_public_and_dropping_says_so():
         load_dataset(frame, label="y", task="classification", bounds=BOUNDS, classes=[0, 1])
 
 
+def _imputed_neighbours():
+    """Two neighbouring tables (the last row differs) with a missing value in row 3, loaded with
+    missing="impute" and no bounds: the loader fills it from the data's range."""
+    rng = np.random.default_rng(4)
+    frames = []
+    for last in (0.5, 9.0):
+        frame = pd.DataFrame({"a": rng.uniform(0.4, 0.6, 60), "b": rng.uniform(0.0, 1.0, 60)})
+        frame.loc[3, "a"] = np.nan
+        frame.loc[59, "a"] = last
+        frames.append(frame)
+        rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        return frames, [load_dataset(f, missing="impute") for f in frames]
+
+
+def test_imputed_values_are_the_midpoints_of_the_bounds_the_release_uses():
+    """A value imputed before the public bounds were known (bounds read from the data at load
+    time) is filled again from the public bounds given later: to the mechanism, or declared on the
+    dataset (the app's bounds editor). Otherwise one changed row (the last) would move the value
+    of another row (row 3) while the card says the guarantee holds."""
+    from dpcore.preprocessing import prepare_input
+
+    _, (ds, ds2) = _imputed_neighbours()
+    assert ds.X[3, 0] != ds2.X[3, 0]  # the data's midpoints: the neighbours differ
+    for data in (ds, ds2):
+        prepared = prepare_input(data, bounds=[(0.0, 2.0), (0.0, 1.0)])
+        assert prepared.X[3, 0] == 1.0 and prepared.holds
+        assert data.X[3, 0] != 1.0  # the dataset itself is not changed
+        declared = data.with_bounds([(0.0, 4.0), (0.0, 1.0)])
+        assert declared.X[3, 0] == 2.0 and prepared.X[4, 0] == data.X[4, 0]
+        assert prepare_input(declared).X[3, 0] == 2.0
+        part = declared.subset(np.array([7, 3, 3, 10]))  # the record follows the rows
+        assert part.X[1, 0] == part.X[2, 0] == 2.0
+        assert prepare_input(part, bounds=[(0.0, 6.0), (0.0, 1.0)]).X[1:3, 0].tolist() == [3.0, 3.0]
+        assert prepare_input(part, bounds=[(0.0, 6.0), (0.0, 1.0)]).X[[0, 3], 0].tolist() == \
+            part.X[[0, 3], 0].tolist()
+    rel = LocalGaussian(epsilon=1.0, delta=1e-6, bounds=[(0.0, 2.0), (0.0, 1.0)], random_state=0)
+    assert rel.release(ds).card()["guarantee"]["holds"]
+    changed = ds.X.copy()  # a copy with changed rows is not filled again (its cells are unknown)
+    from dataclasses import replace
+    assert replace(ds, X=changed).imputed_cells() is None
+
+
+def test_dask_partitions_impute_from_the_public_bounds(tmp_path):
+    """On Dask each batch was filled from its own rows' range: the imputed value depended on the
+    batch's other rows and on where the batches were cut. It is the public bounds' midpoint, as
+    in memory."""
+    from dpcore import dask_engine
+    from dpcore.preprocessing import prepare_input
+
+    frames, datasets = _imputed_neighbours()
+    bounds = [(0.0, 2.0), (0.0, 1.0)]
+    for i, (frame, ds) in enumerate(zip(frames, datasets, strict=True)):
+        path = tmp_path / f"t{i}.parquet"
+        frame.to_parquet(path, row_group_size=20)
+        table = dask_engine.open_table(str(path), missing="impute", blocksize=8 * 2 * 20)
+        data = dask_engine.prepare_input(table, bounds=bounds, mechanism="local-gaussian",
+                                         supported_tasks=("unsupervised",))
+        X = np.asarray(data.X.compute())
+        assert X[3, 0] == 1.0 and data.holds
+        np.testing.assert_array_equal(X, prepare_input(ds, bounds=bounds).X)
+
+
 def test_missing_labels_are_never_imputed():
     frame = _table().astype({"y": float})
     frame.loc[4, "y"] = np.nan

@@ -584,6 +584,9 @@ class GaussianGenerator(Mechanism):
         """:meth:`_fit` for one table of ``n_samples`` rows (default ``n``), the draw with the same
         generator, and the exploration facts beside it. Same parameters, errors and release as
         :meth:`Mechanism.explore`."""
+        if dask_engine.needs_lazy_output(X):  # a table larger than memory: its rows stay lazy
+            with dask_engine.lazy_output_for(X) as table:
+                return self.explore(table, y, n_samples=n_samples)
         values, data, n_samples = self._prepare(X, y, n_samples)
         m = data.n_samples if n_samples is None else n_samples
         rng = check_random_state(self.random_state)

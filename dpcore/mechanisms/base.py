@@ -229,6 +229,9 @@ class Mechanism:
             As :meth:`release`; ``rows`` for a mechanism that is not row-wise, with ``n_samples``,
             without a ``random_state``, on a table larger than memory, or outside ``[0, n)``.
         """
+        if dask_engine.needs_lazy_output(X):  # a table larger than memory: its rows stay lazy
+            with dask_engine.lazy_output_for(X) as table:
+                return self.explore(table, y, n_samples=n_samples, rows=rows)
         values, data, n_samples = self._prepare(X, y, n_samples)
         n_rows = data.n_samples
         if rows is not None:
