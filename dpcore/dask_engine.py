@@ -146,9 +146,13 @@ NOT_STREAMED: dict[str, str] = {}
 MIXTURE_CHUNK_BYTES = 256 << 20
 #: target bytes of one partition (decoded float64 rows), the default of ``blocksize``
 DEFAULT_BLOCKSIZE = 128 << 20
-#: decoded bytes of the row batches a partition task checks and reduces at a time: small enough
-#: for the allocator to reuse their buffers (freshly mapped pages cost more than the arithmetic)
-BATCH_BYTES = 8 << 20
+#: decoded bytes of the row batches a partition task checks and reduces at a time: under glibc's
+#: largest mmap threshold (32 MiB), so the allocator reuses their buffers (freshly mapped pages cost
+#: more than the arithmetic), and large enough that each batch's fixed costs (the loader's checks,
+#: a kernel's per-batch setup) stay small: measured with ``benchmarks/bench_dask.py`` at 1.6 x 10^7
+#: rows (row groups of 2.5 x 10^5 rows: batches of 5 x 10^4 rows at 8 MiB, 1.25 x 10^5 here),
+#: RON-Gauss's statistics took 14.0 CPU s at 8 MiB and 11.7 at this size, PCA-Gauss's 5.9 and 5.4
+BATCH_BYTES = 24 << 20
 #: rows of the first partition read on the client to resolve names, task and bounds
 HEAD_ROWS = 1_000
 #: partitions summed per node of the tree reductions
@@ -343,10 +347,12 @@ def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
     return pieces
 
 
-def _raw_frame(piece: _Piece | Any, numbered: bool = False) -> tuple[Any, str]:
+def _raw_frame(piece: _Piece | Any, numbered: bool = False, text_columns: Any = ()) -> tuple[Any, str]:
     """The partition's raw DataFrame and where it came from (for messages). ``numbered``: a CSV
     block's index gives its rows' numbers in the file (:func:`_csv_block`: a read of the file up to
-    the block, so only for error messages)."""
+    the block, so only for error messages). ``text_columns``: CSV columns read as text (the
+    columns with a public category list: :func:`dpcore.io.read_table`), so that a block's values
+    are read as the whole file's are."""
     import pandas as pd
 
     from dpcore.data import read_table
@@ -357,9 +363,9 @@ def _raw_frame(piece: _Piece | Any, numbered: bool = False) -> tuple[Any, str]:
         return frame, "a partition of the Dask input"
     where = piece.label()
     if piece.byte_range is not None:
-        return _csv_block(piece, numbered=numbered), where
+        return _csv_block(piece, numbered=numbered, text_columns=text_columns), where
     if piece.row_groups is None:
-        return read_table(piece.path), where
+        return read_table(piece.path, text_columns=text_columns), where
     import pyarrow.parquet as pq
 
     handle = pq.ParquetFile(piece.path)
@@ -437,7 +443,7 @@ def _block_has_rows(fh: Any, start: int, length: int, header_end: int) -> bool:
     return b"\n" not in fh.read(found - stop)
 
 
-def _csv_block(piece: _Piece, numbered: bool = False) -> Any:
+def _csv_block(piece: _Piece, numbered: bool = False, text_columns: Any = ()) -> Any:
     """The rows of a CSV block: the lines that follow the first line feed at or after its start, up
     to the first line feed at or after its end (``fsspec.utils.read_block`` with the line feed as
     delimiter: every line is in exactly one block), parsed by the in-memory reader with the
@@ -472,7 +478,7 @@ def _csv_block(piece: _Piece, numbered: bool = False) -> Any:
                 before += fh.read(min(8 << 20, start - fh.tell())).count(b"\n")
             before -= header.count(b"\n") - 1  # blank lines before the header
     try:
-        frame = read_table(header + block, filename=os.path.basename(piece.path))
+        frame = read_table(header + block, filename=os.path.basename(piece.path), text_columns=text_columns)
     except DataValidationError as exc:
         raise DataValidationError(f"{piece.label()}: {exc} (line numbers count from the block's first line; "
                                   "a line break inside a quoted cell cuts its row at a block's edge: give "
@@ -502,8 +508,9 @@ def _parquet_metadata(path: str) -> Any:
 def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
     """One partition through the in-memory loader (runs on the workers); an error gives the rows'
     numbers in their file."""
-    frame, where = _raw_frame(piece)
-    return _checked(frame, where, options, lambda: _raw_frame(piece, numbered=True)[0])
+    text = tuple(options.categories or ())
+    frame, where = _raw_frame(piece, text_columns=text)
+    return _checked(frame, where, options, lambda: _raw_frame(piece, numbered=True, text_columns=text)[0])
 
 
 def _load_frame(frame: Any, where: str, options: _Options) -> Dataset:
@@ -577,9 +584,11 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
     the file, and the file's name, as the in-memory loader reports them for that file."""
     where = piece.label()
     width = len(options.columns)
+    text = tuple(options.categories or ())  # CSV columns read as text
     if piece.row_groups is None:  # a CSV file or block: read whole, checked batch by batch
-        frame, _ = _raw_frame(piece)
-        whole = (lambda: frame) if piece.byte_range is None else (lambda: _raw_frame(piece, numbered=True)[0])
+        frame, _ = _raw_frame(piece, text_columns=text)
+        whole = ((lambda: frame) if piece.byte_range is None
+                 else (lambda: _raw_frame(piece, numbered=True, text_columns=text)[0]))
         cuts = _cuts(len(frame), width)
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):  # each slice's index: the file's row numbers
             yield _checked(frame.iloc[a:b], where, options, whole)
@@ -597,7 +606,8 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
             frame = table.slice(a, b - a).to_pandas()
             start = first_row + read + int(a)  # the loader's errors give the file's row numbers
             frame.index = pd.RangeIndex(start, start + len(frame))
-            yield _checked(frame, where, options, lambda: _raw_frame(piece, numbered=True)[0])
+            yield _checked(frame, where, options, lambda: _raw_frame(piece, numbered=True,
+                                                                     text_columns=text)[0])
         read += table.num_rows
     if read != piece.rows:
         raise DataValidationError(f"{where}: {read:,} rows read where the Parquet footer states "
@@ -774,7 +784,7 @@ def open_table(
             meta = pq.ParquetFile(first.path).metadata
             group = next(i for i in range(meta.num_row_groups) if meta.row_group(i).num_rows)
             first = _Piece(first.path, (group,), meta.row_group(group).num_rows)
-        head_frame, where = _raw_frame(first)
+        head_frame, where = _raw_frame(first, text_columns=tuple(categories or ()))
         lengths_meta = None if parts[0].row_groups is None else tuple(int(p.rows) for p in parts)
     # the first rows resolve names, task, bounds and their sources as the in-memory loader does;
     # every row is checked again as its partition is read
@@ -783,7 +793,8 @@ def open_table(
                        label_bounds=label_bounds, classes=classes, categories=categories, missing=missing)
     # refused: the loader's error for the first partition (as the other partitions' batches)
     head = _checked(head_frame, where, options,
-                    (lambda: _raw_frame(parts[0], numbered=True)[0]) if sources else (lambda: head_frame))
+                    (lambda: _raw_frame(parts[0], numbered=True, text_columns=tuple(categories or ()))[0])
+                    if sources else (lambda: head_frame))
     meta = _as_frame(replace(head, X=head.X[:0], y=None if head.y is None else head.y[:0]))
     if sources:
         frame = dd.from_map(_read_partition, parts, options=options, meta=meta, enforce_metadata=False)
@@ -1160,7 +1171,8 @@ def take(table: np.ndarray, indices: Any) -> Any:
 
 def escaped_cells(labels: Any, escape: Callable[[str], str]) -> int:
     """How many text cells of lazy ``labels`` ``escape`` changes (:meth:`Release.csv_escaping`),
-    counted per partition."""
+    counted per partition (with local threads when they were spilled on the client's disk: a
+    cluster's workers on other hosts cannot read those files)."""
     if labels.dtype.kind not in "OUS":
         return 0
     labels = labels if labels.ndim == 1 else labels.rechunk({1: -1})
@@ -1168,7 +1180,8 @@ def escaped_cells(labels: Any, escape: Callable[[str], str]) -> int:
                                                                     for v in b.ravel())),
                                chunks=((1,) * labels.numblocks[0],) + ((1,) if labels.ndim == 2 else ()),
                                dtype=np.int64)
-    return int(counts.sum().compute())
+    # labels spilled on the client's disk (DPMix's, randomised response's) load only there
+    return int(counts.sum().compute(**({"scheduler": "threads"} if _spilled(labels) else {})))
 
 
 def _project_block(block: np.ndarray, inp: Any, P: np.ndarray, kernel: Callable[..., np.ndarray]

@@ -77,9 +77,11 @@ class ImputedCells:
 
     def for_rows(self, rows: np.ndarray, X: np.ndarray) -> ImputedCells | None:
         """The cells of the rows ``rows`` (positions into the old ``X``) of ``X = old X[rows]``."""
+        rows = np.asarray(rows)
+        rows = np.flatnonzero(rows) if rows.dtype == bool else rows  # a mask, or positions
         where = np.full(self.X.shape[0], -1, dtype=np.intp)
         where[self.rows] = np.arange(self.rows.size)
-        picked = where[np.asarray(rows)]
+        picked = where[rows]
         new = np.flatnonzero(picked >= 0)
         return ImputedCells(new, self.mask[picked[new]], X) if new.size else None
 
@@ -439,7 +441,7 @@ def load_dataset(
     if drop_nonfinite:
         missing = "drop"
     check_missing(missing, DataValidationError)
-    frame, meta, name = _read_source(source, filename)  # 1. read
+    frame, meta, name = _read_source(source, filename, set(categories or {}))  # 1. read
     label = _resolve_label(frame, label, meta)  # 2. label and task
     task = _resolve_table_task(task, label, meta)
     y_series = frame.pop(label) if label is not None else None
@@ -545,9 +547,10 @@ def _onehot_groups(columns: list[str], categories: dict[str, list[Any]], meta: d
 
 
 def _read_source(
-    source: str | Path | bytes | pd.DataFrame, filename: str | None
+    source: str | Path | bytes | pd.DataFrame, filename: str | None, text_columns: Any = ()
 ) -> tuple[pd.DataFrame, dict[str, Any], str]:
-    """Stage 1 of :func:`load_dataset`: the raw table, the bundled metadata (or ``{}``) and a name."""
+    """Stage 1 of :func:`load_dataset`: the raw table, the bundled metadata (or ``{}``) and a name
+    (``text_columns``: CSV columns read as text, :func:`dpcore.io.read_table`)."""
     meta: dict[str, Any] = {}
     name = "uploaded"
     if isinstance(source, pd.DataFrame):
@@ -567,7 +570,7 @@ def _read_source(
                     f"{sorted(bundled_datasets())}"
                 )
             name = path.stem
-        frame = read_table(source, filename)
+        frame = read_table(source, filename, text_columns=text_columns)
         name = Path(filename).stem if filename else name
     return frame, meta, name
 

@@ -22,6 +22,7 @@ import re
 import stat
 import zipfile
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def bundled_datasets() -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------------------- reading
 def read_table(
     source: str | Path | bytes | io.IOBase, filename: str | None = None, *,
-    max_bytes: int | None = None,
+    max_bytes: int | None = None, text_columns: Collection[str] = (),
 ) -> pd.DataFrame:
     """Read a CSV, Parquet or ``.npz`` file (path or bytes) into a DataFrame.
 
@@ -101,6 +102,10 @@ def read_table(
 
     Parameters
     ----------
+    text_columns : collection of str
+        CSV columns read as text whatever their values look like: the columns with a public
+        category list (codes such as ``"01"`` stay ``"01"``; read as numbers where no other value
+        in the file, or in a block of it, is text, they would become ``1`` and miss their list).
     max_bytes : int, optional
         Refuse inputs larger than this, counted before *and after* decompression (the app passes
         its per-session upload limit). Whatever it is, every input is also held to
@@ -144,7 +149,7 @@ def read_table(
             raise DataValidationError(f"{display} is empty once decompressed")
     else:
         _refuse_other_formats(raw, display)
-    return _read_csv(raw, display)
+    return _read_csv(raw, display, text_columns)
 
 
 def read_regular_file(
@@ -285,7 +290,7 @@ _EOF_QUOTE_RE = re.compile(r"EOF inside string starting at row (\d+)")
 _OTHER_DELIMITERS = ("|", ":", "^", "~", " ")
 
 
-def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
+def _read_csv(raw: bytes, filename: str, text_columns: Collection[str] = ()) -> pd.DataFrame:
     # an upper bound of the cells before anything is decoded or parsed (a bomb of short lines is
     # refused here, in one pass over the bytes); quoted line breaks only over-count
     n_lines = max(raw.count(b"\n"), raw.count(b"\r")) + 1
@@ -308,7 +313,10 @@ def _read_csv(raw: bytes, filename: str) -> pd.DataFrame:
     limits.check_cells(n_lines, len(header), filename)
     encoding = "utf-16" if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8-sig"
     try:  # from the bytes: a StringIO of the text would hold 4 bytes per character
-        frame = pd.read_csv(io.BytesIO(raw), sep=sep, skipinitialspace=True, encoding=encoding)
+        # the header's names as the parser sees them (leading spaces skipped), and as written
+        text = {name: str for h in header if h.strip() in text_columns for name in (h, h.lstrip())}
+        frame = pd.read_csv(io.BytesIO(raw), sep=sep, skipinitialspace=True, encoding=encoding,
+                            dtype=text or None)
     except pd.errors.EmptyDataError:
         raise DataValidationError(f"{filename} has no data") from None
     except pd.errors.ParserError as exc:

@@ -230,7 +230,8 @@ def test_pairs_by_partition_groups_every_pair_once(offsets, table_max, monkeypat
 
 def test_local_cluster_two_workers(table, labelled, tmp_path):
     """The same statistics on a distributed LocalCluster with two workers, unsupervised and with
-    the per-class kernels (RON-Gauss Alg. 5)."""
+    the per-class kernels (RON-Gauss Alg. 5); chunks spilled on the client's disk never run on
+    the workers."""
     distributed = pytest.importorskip("distributed")
     X, glob = table
     memory, memory_diag = RONGauss(epsilon=1.0, random_state=5).explore(_in_memory(X))
@@ -243,6 +244,12 @@ def test_local_cluster_two_workers(table, labelled, tmp_path):
                                            None, bounds=BOUNDS, blocksize=20_000, diagnostics=rel_diag)
         drawn = np.asarray(rel.data)
         _, lazy_c_diag = RONGauss(epsilon=1.0, random_state=5).explore(table_c)
+        # text labels noised on the client and spilled to its disk: written, and counted for the
+        # card's CSV escaping, with local threads (a worker on another host cannot read them)
+        with distributed.get_task_stream() as stream:
+            _, files = dask_engine.release_table(JLLaplace(epsilon=1.0, task="classification"), table_c,
+                                                 tmp_path / "jl")
+        assert files and not [t for t in stream.data if dask_engine._SPILL_PREFIX in str(t["key"])]
     np.testing.assert_allclose(rel_diag["sigma_dp"], memory_diag["sigma_dp"], rtol=1e-9)
     assert drawn.shape == memory.data.shape and np.isfinite(drawn).all()
     _assert_same_diagnostics(lazy_c_diag, memory_c_diag, ("class_counts_dp", "mu_dp", "sigma_dp"))
@@ -1128,6 +1135,34 @@ def test_dpmix_checks_every_partition_whatever_index_sets_are_drawn(tmp_path):
     for seed in range(4):
         with pytest.raises(DataValidationError, match="p39.parquet.*missing or infinite"):
             DPMix(epsilon=1.0, ell=2, n_mixtures=20, random_state=seed).release(table)
+
+
+def test_csv_category_codes_are_read_as_text_in_memory_and_in_every_block(tmp_path):
+    """A category column is read as text from a CSV: codes such as "01" were read as the number 1
+    wherever no other value of the file (or of the Dask block, or file) was text, and then missed
+    their public list ("values outside its public category list: ['1', '2']"), so whether a table
+    loaded depended on its rows. Now the file, its blocks and a file without any text code are all
+    read as the in-memory table."""
+    from dpcore.preprocessing import prepare_input
+
+    rng = np.random.default_rng(0)
+    a = pd.DataFrame({"v": rng.uniform(0, 1, 500), "zip": rng.choice(["01", "02", "x"], 500)})
+    b = pd.DataFrame({"v": rng.uniform(0, 1, 500), "zip": rng.choice(["01", "02"], 500)})  # no 'x'
+    (tmp_path / "two").mkdir()
+    a.to_csv(tmp_path / "two" / "a.csv", index=False)
+    b.to_csv(tmp_path / "two" / "b.csv", index=False)
+    pd.concat([a, b]).to_csv(tmp_path / "all.csv", index=False)
+    categories, bounds = {"zip": ["01", "02", "x"]}, {"v": (0.0, 1.0)}
+    only_codes = load_dataset(str(tmp_path / "two" / "b.csv"), categories=categories, bounds=bounds)
+    assert only_codes.feature_names == ["v", "zip=01", "zip=02", "zip=x"]
+    np.testing.assert_array_equal(only_codes.X[:, 1], (b["zip"] == "01").to_numpy(float))
+    memory = prepare_input(load_dataset(str(tmp_path / "all.csv"), categories=categories, bounds=bounds)).X
+    for source, blocksize in ((tmp_path / "two" / "*.csv", None), (tmp_path / "all.csv", 4_000)):
+        table = dask_engine.open_table(str(source), categories=categories, bounds=bounds,
+                                       **({"blocksize": blocksize} if blocksize else {}))
+        assert table.n_partitions >= 2
+        data = dask_engine.prepare_input(table, mechanism="local-gaussian", supported_tasks=("unsupervised",))
+        np.testing.assert_array_equal(np.asarray(data.X.compute()), memory)
 
 
 def test_a_lazy_synthetic_release_gives_the_rows_it_wrote(table, tmp_path):

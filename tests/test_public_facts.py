@@ -204,6 +204,8 @@ def test_imputed_values_are_the_midpoints_of_the_bounds_the_release_uses():
         assert prepare_input(declared).X[3, 0] == 2.0
         part = declared.subset(np.array([7, 3, 3, 10]))  # the record follows the rows
         assert part.X[1, 0] == part.X[2, 0] == 2.0
+        masked = declared.subset(np.arange(60) >= 2)  # a boolean mask: row 3 is now row 1
+        assert prepare_input(masked, bounds=[(0.0, 6.0), (0.0, 1.0)]).X[1, 0] == 3.0
         assert prepare_input(part, bounds=[(0.0, 6.0), (0.0, 1.0)]).X[1:3, 0].tolist() == [3.0, 3.0]
         assert prepare_input(part, bounds=[(0.0, 6.0), (0.0, 1.0)]).X[[0, 3], 0].tolist() == \
             part.X[[0, 3], 0].tolist()
