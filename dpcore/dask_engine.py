@@ -217,6 +217,11 @@ class _Options:
     categories: dict[str, list[Any]] | None
     missing: str
 
+    @property
+    def text_columns(self) -> tuple[str, ...]:
+        """CSV columns read as text: those with a public category list (:func:`_raw_frame`)."""
+        return tuple(self.categories or ())
+
 
 @dataclass(frozen=True)
 class LazyTable:
@@ -508,7 +513,7 @@ def _parquet_metadata(path: str) -> Any:
 def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
     """One partition through the in-memory loader (runs on the workers); an error gives the rows'
     numbers in their file."""
-    text = tuple(options.categories or ())
+    text = options.text_columns
     frame, where = _raw_frame(piece, text_columns=text)
     return _checked(frame, where, options, lambda: _raw_frame(piece, numbered=True, text_columns=text)[0])
 
@@ -584,7 +589,7 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
     the file, and the file's name, as the in-memory loader reports them for that file."""
     where = piece.label()
     width = len(options.columns)
-    text = tuple(options.categories or ())  # CSV columns read as text
+    text = options.text_columns
     if piece.row_groups is None:  # a CSV file or block: read whole, checked batch by batch
         frame, _ = _raw_frame(piece, text_columns=text)
         whole = ((lambda: frame) if piece.byte_range is None
@@ -652,8 +657,7 @@ def _from_batch(ds: Dataset, source: _Source) -> np.ndarray:
 
 def _encoded_labels(y: np.ndarray, task: str, public: Any) -> np.ndarray:
     """Labels as :func:`dpcore.preprocessing.prepare_input` encodes them: indices into the public
-    class list (the loader has checked every label is in it), or floats clipped to the public
-    label bounds.
+    class list, or floats clipped to the public label bounds.
 
     A label outside the class list is refused with the in-memory error: the loader checks the
     table's own list (``open_table(classes=...)``), but a list given to the mechanism only reaches
@@ -793,7 +797,7 @@ def open_table(
                        label_bounds=label_bounds, classes=classes, categories=categories, missing=missing)
     # refused: the loader's error for the first partition (as the other partitions' batches)
     head = _checked(head_frame, where, options,
-                    (lambda: _raw_frame(parts[0], numbered=True, text_columns=tuple(categories or ()))[0])
+                    (lambda: _raw_frame(parts[0], numbered=True, text_columns=options.text_columns)[0])
                     if sources else (lambda: head_frame))
     meta = _as_frame(replace(head, X=head.X[:0], y=None if head.y is None else head.y[:0]))
     if sources:
@@ -1496,8 +1500,8 @@ def output_rows() -> int | None:
 def needs_lazy_output(X: Any) -> bool:
     """True for a table larger than memory (:func:`is_lazy_input`) outside :func:`lazy_output`:
     a mechanism's ``explore`` then opens it and draws its rows lazily (:func:`lazy_output_for`),
-    as :func:`release_table` does; without this a synthetic release called directly on the table
-    would draw its n rows in memory."""
+    in parts of the table's public size, whether called by :func:`release_table` or directly
+    (a synthetic release would otherwise draw its n rows in memory)."""
     return is_lazy_input(X) and output_rows() is None
 
 
@@ -1833,8 +1837,7 @@ def release_table(
     """
     with connect(scheduler) as client, one_blas_thread(client), _progress(progress):
         table = open_table(source, n=n, **table_options)
-        with lazy_output(table.part_rows):
-            rel, diag = mechanism.explore(table, n_samples=n_samples)
+        rel, diag = mechanism.explore(table, n_samples=n_samples)  # rows lazy: lazy_output_for
         from dpcore.decode import released_space_note
 
         # the parts are the mechanism's own space (DPMix's columns keep their names, scaled to [0, 1])

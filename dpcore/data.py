@@ -660,8 +660,9 @@ def _impute_midpoints(values: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarra
     rows = np.flatnonzero(nan.any(axis=1))
     if not rows.size:
         return values, None
-    values = fill_imputed(values, (rows, nan[rows]), bounds)
-    return values, ImputedCells(rows, nan[rows], values)
+    mask = nan[rows]
+    values = fill_imputed(values, (rows, mask), bounds)
+    return values, ImputedCells(rows, mask, values)
 
 
 def _resolve_classes(
