@@ -102,6 +102,7 @@ def test_paper_never_below_tight_and_decreasing_in_sigma():
         assert np.all(res.alpha >= 2)
 
 
+@pytest.mark.slow
 def test_per_order_rdp_paper_at_least_tight_and_nondecreasing_in_alpha():
     orders = np.arange(2, 3001)
     for ell, sigma in [(1, 8.0), (16, 2.0), (64, 8.0), (N, 1.0)]:
@@ -272,6 +273,7 @@ def _dp_accounting(ell, sigma):
     return np.asarray(accountant._rdp), accountant.get_epsilon_and_optimal_order(1.0 / N)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("ell", "sigma"), [(16, 2.0), (1, 8.0), (64, 8.0), (1, 4.0)])
 def test_matches_dp_accounting_per_order(ell, sigma):
     rdp, _ = _dp_accounting(ell, sigma)
@@ -352,6 +354,7 @@ def test_log_b_small_c_large_m_where_the_float_sum_cancels():
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_nan_or_inf_on_a_wide_grid():
     sig = np.geomspace(0.1, 1000.0, 9)[:, None]
     ell = np.array([1, 3, 10, 100, 1000, 10**4, 10**5, 5 * 10**5, 10**6])[None, :]

@@ -52,6 +52,7 @@ def test_default_dataset_is_bundled_and_loaded():
     assert any("digits" in m.value for m in at.sidebar.markdown)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", sorted(bundled_datasets()))
 def test_every_page_runs_on_every_dataset(dataset):
     at = new_app()
@@ -286,6 +287,7 @@ def test_upload_with_bad_file_shows_error_not_traceback():
     assert any("duplicate column" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_compare_page_small_sweep_plots_every_mechanism_and_offers_csv():
     at = new_app()
     goto(at, "compare")

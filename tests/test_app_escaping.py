@@ -121,6 +121,7 @@ def _use_hostile_table(at: AppTest) -> None:
     assert f"{TEXT_COLUMN}={CATEGORIES[0]}" in ds.feature_names
 
 
+@pytest.mark.slow
 def test_every_page_escapes_hostile_names():
     from dpcore.ledger import LedgerEntry
 

@@ -163,6 +163,7 @@ def test_the_reaper_starts_only_in_a_server(monkeypatch):
     assert state._reaper is None
 
 
+@pytest.mark.slow
 def test_tune_process_does_not_pin_the_script_thread_that_ran_it(monkeypatch):
     """threadpoolctl remembers the thread that set an OpenBLAS limit; in the server that is a
     session's script thread, whose run context holds the session's state. It must be released."""

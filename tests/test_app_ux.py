@@ -57,6 +57,7 @@ def _draw_on_release_page(at, mechanism: str) -> dict:
     return pending
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
 def test_untouched_app_controls_release_what_the_cli_releases_without_options(mechanism, tmp_path,
                                                                               capsys):
@@ -121,6 +122,7 @@ def test_compare_defaults_exclude_mechanisms_that_cannot_be_evaluated_and_say_wh
     assert any("jl-laplace" in c.value and "secret" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_compare_sweep_is_labelled_not_private_with_intervals_in_range_and_no_stale_controls(served):
     at = new_app()
     goto(at, "compare")
@@ -181,6 +183,7 @@ def test_utility_page_says_why_jl_laplace_cannot_be_evaluated_on_a_classificatio
     assert not at.button  # nothing to run that would fail
 
 
+@pytest.mark.slow
 def test_explore_scatter_has_axis_titles_with_units_and_a_class_legend():
     from tests.test_latency import scatter
 
@@ -250,6 +253,7 @@ def test_interval_bands_draw_no_stray_markers():
     assert list(fig.layout.yaxis.range) == [0, 1.02]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["dpmix", "jl-laplace", "ron-gauss"])
 def test_no_page_cites_spec(mechanism):
     """Users do not have SPEC.md: pages, tooltips, tables and figures cite the papers instead."""

@@ -137,6 +137,7 @@ def test_stop_flag_ends_the_game_early(small_digits):
         attacks.membership_game("identity-laplace", {}, small_digits, trials=3)
 
 
+@pytest.mark.slow
 def test_a_resumed_game_draws_the_same_releases(small_digits):
     full = attacks.membership_game("rp-gaussian", {}, small_digits, trials=24, random_state=5)
     scores: tuple[list[float], list[float]] = ([], [])
@@ -196,6 +197,7 @@ def test_not_private_release_is_caught_on_real_rows(small_digits):
 
 
 # ------------------------------------------------------------------------------------ soundness
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_empirical_epsilon_never_exceeds_the_claim_at_defaults(name, narrow_digits):
     params = {}

@@ -115,6 +115,7 @@ def test_benchmark_script_prints_the_table(capsys):
 MORE_MISCALIBRATED_RUNS = {"ron-gauss": 2 * audit.AUDITS["ron-gauss"].miscalibrated_runs}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(audit.AUDITS))
 def test_audit(name):
     spec = audit.AUDITS[name]

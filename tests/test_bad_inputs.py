@@ -107,6 +107,7 @@ def test_corpus_files_are_small():
     assert not big, big
 
 
+@pytest.mark.slow
 def test_generator_rebuilds_the_committed_files():
     """``make_corpus.py`` documents every file: it rebuilds them byte for byte (Parquet aside,
     whose footer names the pyarrow version)."""
@@ -419,6 +420,7 @@ def test_cli_removes_a_half_written_release(tmp_path, capsys, monkeypatch):
     assert not list(out.iterdir())
 
 
+@pytest.mark.slow
 def test_cli_subprocess_bad_file_one_line(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -719,6 +721,7 @@ def test_app_upload_gives_a_clear_error_and_keeps_the_session(upload_app, entry,
     assert at.radio(key="p:data_source").value == "Upload a file"
 
 
+@pytest.mark.slow
 def test_app_session_is_usable_after_bad_uploads():
     at = _new_upload_app()
     for name in ("zip.csv", "ragged.csv", "latin1.csv"):

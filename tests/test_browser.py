@@ -294,6 +294,7 @@ def slug(title: str) -> str:
     return "-".join(title.lower().split())
 
 
+@pytest.mark.slow
 def test_opens_on_bundled_digits_and_every_page_renders(page):
     expect(page.locator("h1").first).to_have_text("Data")
     sidebar = page.locator('[data-testid="stSidebar"]')
@@ -312,6 +313,7 @@ def test_opens_on_bundled_digits_and_every_page_renders(page):
     expect(sidebar).to_contain_text("bundled: digits")
 
 
+@pytest.mark.slow
 def test_upload_csv_with_public_bounds_then_release(page):
     csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
     rerun(page, page.get_by_text("Upload a file", exact=True).click)
@@ -358,6 +360,7 @@ def test_upload_csv_with_public_bounds_then_release(page):
     assert card["n_rows"] == 60 and card["sha256"] == hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow
 def test_hostile_file_and_column_names_render_as_text(page):
     """HTML in a file name or column names is shown literally: nothing is injected or run."""
     dialogs: list[str] = []
@@ -382,6 +385,7 @@ def test_hostile_file_and_column_names_render_as_text(page):
     assert not dialogs, dialogs
 
 
+@pytest.mark.slow
 def test_explore_mechanism_choice_and_epsilon_slider(explore_page):
     page = explore_page
     expect(page.locator("h1").first).to_contain_text("Explore")
@@ -437,6 +441,7 @@ def test_explore_mechanism_choice_and_epsilon_slider(explore_page):
     assert metric(page, "guaranteed ε") == "∞"
 
 
+@pytest.mark.slow
 def test_release_download_matches_card_and_slider(explore_page):
     page = explore_page
     eps = "ε (epsilon)"
@@ -461,6 +466,7 @@ def test_release_download_matches_card_and_slider(explore_page):
     expect(page.get_by_text("1 release(s); total epsilon = 2")).to_be_visible()
 
 
+@pytest.mark.slow
 def test_not_private_release_offers_no_download(explore_page):
     page = explore_page
     press_on_slider(page, "ε (epsilon)", "End")
@@ -473,6 +479,7 @@ def test_not_private_release_offers_no_download(explore_page):
     screenshot(page, "release-not-private")
 
 
+@pytest.mark.slow
 def test_attack_page_runs_shows_the_claim_and_stops(open_app):
     # Attack page (issue 18): a run at the default settings on digits (local-gaussian, ε = 1,
     # 300 trials), then a long run stopped from the browser, which keeps what it has.
@@ -513,6 +520,7 @@ def test_attack_page_runs_shows_the_claim_and_stops(open_app):
     screenshot(page, "attack-stopped")
 
 
+@pytest.mark.slow
 def test_first_load_icons_legend_and_labelled_compare(page):
     """Issue 16: Material icons (no emoji font needed), the Explore scatter's class legend and
     axis titles, and a Compare sweep labelled NOT differentially private with no stale controls."""
@@ -540,6 +548,7 @@ def test_first_load_icons_legend_and_labelled_compare(page):
     screenshot(page, "ux-compare")
 
 
+@pytest.mark.slow
 def test_mixed_table_release_in_original_schema_downloads_and_counts(page):
     """Issue 16: a mixed-type table with public category, class and bounds files goes out in the
     custodian's own columns, categories and units; the CSV and the HTML report are downloaded."""

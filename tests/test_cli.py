@@ -67,6 +67,7 @@ def test_datasets_lists_all_bundled(capsys):
         assert str(meta[name]["n_rows"]) in line and meta[name]["task"] in line
 
 
+@pytest.mark.slow
 def test_module_entry_point_subprocess():
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-m", "dpcore.cli", "datasets"], cwd=REPO, env=env,

@@ -103,6 +103,7 @@ def _no_spec(text: str, where: str) -> None:
     assert "SPEC" not in text, f"{where} cites SPEC, which users do not have: {text[:200]}"
 
 
+@pytest.mark.slow
 def test_no_help_text_or_description_cites_spec(capsys):
     for argv in (["--help"], ["release", "--help"], ["epsilon", "dpmix", "--help"],
                  ["calibrate", "dpmix", "--help"], ["describe", "--help"]):

@@ -84,6 +84,7 @@ def test_tied_second_moment_sensitivities_hold_with_a_class_change(cal, label_pr
     assert worst2 >= 0.5 * s2 * n and worst1 >= 0.3 * s1 * n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 def test_tied_pooled_second_moment_noise_scale(noise):
     """The pooled second moment's noise: Laplace b = S1/eps_cov with S1 = (p+1)/n (mean |noise| = b,

@@ -280,6 +280,7 @@ def _awkward_frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
                          "string": pd.Series(rng.choice(["s", "t u"], n), dtype="string")})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("lineterminator", ["\n", "\r\n"])
 def test_csv_text_is_pandas_text_byte_for_byte(seed, lineterminator):

@@ -46,6 +46,7 @@ def _in_memory(X):
     return load_dataset(pd.DataFrame(X, columns=COLUMNS), bounds=BOUNDS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("cls", "params", "keys"), [
     (RONGauss, {}, ("mu_dp", "sigma_dp")),
     (RONGauss, {"noise": "gaussian"}, ("mu_dp", "sigma_dp")),
@@ -112,6 +113,7 @@ def test_same_release_distribution(table, tmp_path, cls):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_write_release_partitions_card_and_transform(table, tmp_path):
     X, glob = table
     out = tmp_path / "release"
@@ -139,6 +141,7 @@ def test_write_release_partitions_card_and_transform(table, tmp_path):
     assert len(names) > 10 and names == [f"part-{i:05d}.csv" for i in range(len(names))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_mixtures", [700, 5_000, 10**6])
 def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_mixtures):
     """DPMix on Dask draws the T x ell index sets on the client from the public n with the in-memory
@@ -228,6 +231,7 @@ def test_pairs_by_partition_groups_every_pair_once(offsets, table_max, monkeypat
         np.testing.assert_array_equal(rows[cuts[p]:cuts[p + 1]], idx[t, i] - a)
 
 
+@pytest.mark.slow
 def test_local_cluster_two_workers(table, labelled, tmp_path):
     """The same statistics on a distributed LocalCluster with two workers, unsupervised and with
     the per-class kernels (RON-Gauss Alg. 5); chunks spilled on the client's disk never run on
@@ -301,6 +305,7 @@ def test_bad_partition_same_error_nothing_written(tmp_path, fault, fmt, mechanis
     assert not out.exists() and not list(tmp_path.glob(".out.*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", ["lf", "crlf-bom-quoted"])
 def test_large_csv_file_is_read_in_blocks(tmp_path, style):
     """A CSV file larger than the block size is cut into blocks of lines (a file over the input
@@ -338,6 +343,7 @@ def test_large_csv_file_is_read_in_blocks(tmp_path, style):
         dask_engine.open_table(str(path), blocksize="100B", **options).frame.compute()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["plain", "blank-lines-around", "no-final-line-feed", "crlf"])
 def test_csv_blocks_of_every_size_read_each_row_once(tmp_path, layout):
     """Whatever the block size (shorter than a line, ending inside the last line, on a line feed,
@@ -532,6 +538,7 @@ class _Terminal:
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("flag", "terminal", "shown"), [
     ([], False, False), ([], True, True), (["--progress"], False, True), (["--no-progress"], True, False),
 ])
@@ -636,6 +643,7 @@ def test_bounds_from_data_are_the_whole_tables_with_a_warning(table):
     assert {facts[c]["lo_source"] for c in COLUMNS} == {"data"} and not rel.guarantee.holds
 
 
+@pytest.mark.slow
 def test_fused_batches_give_the_same_statistics_and_mixtures(table, monkeypatch):
     """Each partition task reads, checks, clips, maps and reduces its rows in batches of
     BATCH_BYTES: with batches of a few dozen rows (odd sizes, several per row group) the statistics
@@ -830,6 +838,7 @@ def test_labels_released_separately_on_dask(labelled, tmp_path, task, name):
         assert set(frame[memory.label_columns[0]]) <= {"a", "b", "c"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "task"), [(m, t) for m, tasks in sorted(dask_engine.SUPPORTED.items())
                                             for t in tasks if t != "unsupervised"])
 def test_no_labelled_release_collects_the_table(labelled, tmp_path, refuse_collect, name, task):
@@ -1118,6 +1127,7 @@ def test_the_mechanisms_class_list_is_checked_on_every_partition(tmp_path, name,
                                   task="classification", bounds=BOUNDS, classes=sorted(set(kind))))
 
 
+@pytest.mark.slow
 def test_dpmix_checks_every_partition_whatever_index_sets_are_drawn(tmp_path):
     """DPMix reads the partitions its index sets name; one its first chunk misses was never read,
     so a NaN there was refused or not depending on the secret index sets (here 20 mixtures of 2
@@ -1354,6 +1364,7 @@ def test_piece_partial_sums_read_the_partition_batch_by_batch(table, tmp_path, m
         np.testing.assert_allclose(dask_engine._spread((ids, sums), n_mixtures), expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_partition_noise_written_by_cluster_workers(table, tmp_path):
     """DPPro's per-row noise drawn in the partitions' tasks is computed and written by the workers
     of a distributed LocalCluster (its graph pickles: the plan travels without its bit source),
@@ -1451,6 +1462,7 @@ def test_text_beyond_the_first_rows_gives_the_file_error(tmp_path, fmt):
         load_dataset(numeric_text.to_parquet(), filename="t.parquet", bounds=BOUNDS)
 
 
+@pytest.mark.slow
 def test_dpmix_partition_sums_show_one_bar_and_bypass_dask_callbacks(table, tmp_path, capfd):
     """DPMix's partitions, summed on the client's pool, are shown by one bar reaching 100% (with
     progress) and run without Dask's global callbacks: one callback start per partition meant a

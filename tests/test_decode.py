@@ -172,6 +172,7 @@ def test_released_space_says_what_it_is():
     assert released.card()["columns"] == cols and released.card()["output_space"] == "released"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("space", "n_cols", "ok"), [(None, 5, True), ("released", 8, True),
                                                       ("original", 5, True)])
 def test_cli_output_space(tmp_path, space, n_cols, ok):
@@ -195,6 +196,7 @@ def test_cli_output_space(tmp_path, space, n_cols, ok):
     assert card["guarantee"]["epsilon"] == 1.0
 
 
+@pytest.mark.slow
 def test_cli_refuses_original_space_it_cannot_reach(tmp_path):
     out = tmp_path / "r.csv"
     res = subprocess.run([sys.executable, "-m", "dpcore.cli", "release", "ron-gauss", "digits", "-o",

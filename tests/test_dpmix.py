@@ -156,6 +156,7 @@ def test_thread_count_does_not_change_the_release(dtype, monkeypatch):
         draw_mixtures(Z, 17, 5, sigma, np.random.default_rng(0), n_jobs=0)
 
 
+@pytest.mark.slow
 def test_mixing_input_equals_scale_to_unit_next_to_the_labels():
     """Filled by threads over >= 8 row blocks; equal to the plain formula, labels in place."""
     rng = np.random.default_rng(12)

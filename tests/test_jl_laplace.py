@@ -278,6 +278,7 @@ def _kmeans_accuracy(Z: np.ndarray, y: np.ndarray) -> float:
     return max(acc, 1 - acc)
 
 
+@pytest.mark.slow
 def test_kmeans_utility_close_to_the_noiseless_projection():
     # JL paper Table 1 setting d = 3, k = 2, epsilon = 4, Delta = 1: the exact calibration loses
     # little against k-means on the same projection without noise, and on average adds less noise

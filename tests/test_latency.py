@@ -91,6 +91,7 @@ def test_split_sizes_on_the_data_page_are_those_of_the_split(dataset, test_size)
                for c in at.caption)
 
 
+@pytest.mark.slow
 def test_first_page_imports_no_scikit_learn():
     """A fresh process running the first page (Data) without the launcher (``streamlit run``)
     never imports scikit-learn: 4 s of the first run on a loaded machine for a row count."""
@@ -141,6 +142,7 @@ def test_launcher_preloads_modules_that_exist_and_skips_a_missing_one():
     assert "colorsys" in sys.modules
 
 
+@pytest.mark.slow
 def test_prepared_server_process_runs_the_first_page_without_new_imports_or_a_stack_walk():
     """After the launcher's :func:`app.launch.prepare_process`, the first visitor's run of the
     Data page imports no module and never calls ``inspect.stack`` (Streamlit's once-per-process

@@ -236,6 +236,7 @@ def test_api_refuses_complex_and_datetime_arrays(X, fragment):
         LocalGaussian(bounds=(0, 10)).release(X)
 
 
+@pytest.mark.slow
 def test_the_load_tests_hostile_uploads_are_refused_under_the_app_cap():
     """``benchmarks/load_test.py --hostile-uploads`` sends these; the app's per-session cap (its
     upload limit, counted after decompression) refuses each before the table is allocated."""

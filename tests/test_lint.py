@@ -18,6 +18,7 @@ def test_ruff_clean():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_dpcore_never_imports_streamlit():
     code = (
         "import importlib, pkgutil, sys, dpcore\n"

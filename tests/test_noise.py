@@ -288,6 +288,7 @@ def test_samplers_reject_bad_parameters():
         noise.discrete_gaussian(0.5, 3, bits)
 
 
+@pytest.mark.slow
 def test_same_law_as_opendp():
     dp = pytest.importorskip("opendp.prelude")
     dp.enable_features("contrib")

@@ -135,6 +135,7 @@ def test_alg1_noise_scale_and_no_transform(p, cal):
     assert np.isfinite(out["silhouette_release"]) and math.isnan(out["ari_real"])
 
 
+@pytest.mark.slow
 def test_alg1_eigenvalue_noise_spread_is_laplace():
     n, d, p, eps = 300, 12, 6, 0.5
     X = _data(n, d, seed=2)
@@ -194,6 +195,7 @@ def test_gmm_noise_scales_budget_parts_and_class_sizes():
     assert len(rel.labels) == 50 and np.all(np.abs(np.bincount(rel.labels) - 50 * sizes / n) < 1)
 
 
+@pytest.mark.slow
 def test_gmm_class_mean_noise_spread_is_laplace():
     X, y = _blobs(n=600, d=10, k=2, seed=3)
     p, eps = 5, 1.0

@@ -53,6 +53,7 @@ def test_the_plan_is_the_releases_noise(name, task, delta):
     assert plan.facts["n"] == ds.n_samples and plan.facts["task"] == ds.task
 
 
+@pytest.mark.slow
 def test_the_placeholder_keeps_the_public_facts_and_no_private_value():
     ds = load_dataset("adult")
     ph = placeholder_like(ds)

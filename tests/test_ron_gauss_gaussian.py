@@ -135,6 +135,7 @@ def test_protected_per_class_l2_sensitivities_hold_with_a_class_change():
 
 
 # ------------------------------------------------------------------------------ sigmas
+@pytest.mark.slow
 def test_gaussian_noise_spread_matches_the_stated_sigmas():
     """Mean and second-moment noise over 150 seeded releases on fixed data: zero mean, standard
     deviation = the record's sigma within 5% (a 1.5x error fails), Gaussian tails (kurtosis ~ 3),

@@ -147,6 +147,7 @@ def test_pca_gauss_gaussian_noise_scales_follow_the_zcdp_shares():
     assert savings["pca"] > 1 and savings["covariance"] > 1
 
 
+@pytest.mark.slow
 def test_pca_gauss_gaussian_alg1_eigenvalue_noise_statistics():
     """Alg. 1 Gaussian: the noisy eigenvalues minus the exact ones have the stated sd."""
     X = np.random.default_rng(3).uniform(0, 1, size=(400, 6))

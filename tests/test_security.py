@@ -373,6 +373,7 @@ def test_upload_is_never_written_to_disk(tmp_path):
 
 
 # ------------------------------------------------------------------------- sessions are isolated
+@pytest.mark.slow
 def test_two_sessions_do_not_see_each_others_upload():
     marker = f"othercol{uuid.uuid4().hex}"
     a = upload(new_app(), f"{marker}.csv", hostile_csv(marker))

@@ -29,6 +29,7 @@ def _mix(Xtr, ytr, **kw):
     return DPMix(bounds=(0, 16), classes=np.arange(10), **kw).release(Xtr, ytr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "opts"), [("softmax", {"epochs": 30}), ("linear", {"epochs": 30}),
                                              ("mlp", {"epochs": 60, "hidden": (64,)})])
 def test_nonprivate_release_reaches_the_nonprivate_accuracy(digits_split, model, opts):

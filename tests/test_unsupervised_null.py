@@ -169,6 +169,7 @@ def test_unsupervised_defaults_are_the_public_rule_and_given_values_win(delta):
 
 
 # ------------------------------------------------------------------------------------ the null
+@pytest.mark.slow
 def test_null_ari_is_an_average_with_less_spread_than_one_draw():
     # two far-apart blobs: almost any cut through the centre separates them, so one null draw
     # scores 1 or much less depending on its random direction

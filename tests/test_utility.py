@@ -60,6 +60,7 @@ def test_random_guess_rmse_matches_simulation():
     assert random_guess_rmse(y, (0, 100)) == pytest.approx(simulated, rel=0.01)
 
 
+@pytest.mark.slow
 def test_clustering_metrics_on_separated_blobs():
     X, _ = _blobs()
     k, sil, km = choose_k(X)

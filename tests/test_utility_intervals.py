@@ -49,6 +49,7 @@ def test_one_trial_accuracy_gets_the_wilson_interval():
     assert mean == 0.7 and (lo, hi) == pytest.approx((ci.low, ci.high))
 
 
+@pytest.mark.slow
 def test_accuracy_interval_covers_the_true_accuracy():
     """Three trials of a classifier whose accuracy is binomial(n_test, p): coverage >= 90%."""
     rng = np.random.default_rng(1)

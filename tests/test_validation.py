@@ -110,6 +110,7 @@ def test_the_library_and_the_app_word_the_data_bounds_warning_alike():
     assert library == app_state.data_bounds_warning(ds) == [validation.data_bounds_message(["b"])]
 
 
+@pytest.mark.slow
 def test_data_does_not_import_preprocessing():
     """The data <-> preprocessing cycle is gone: the data layer loads without the mechanism input
     layer (preprocessing imports data, never the other way round)."""
