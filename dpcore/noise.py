@@ -141,6 +141,8 @@ class SecureBits(_ChaCha20Stream):
         CSPRNG uses behind ``getrandom`` and it runs at memory speed (10^7 words in ~0.04 s here,
         against ~0.4 s for ``os.urandom``). ``"os"``: every word straight from ``os.urandom``.
 
+    Notes
+    -----
     The key lives only in this object; create one per release (:func:`noise_source` does).
     """
 

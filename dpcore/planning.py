@@ -163,6 +163,8 @@ def noise_plan(mechanism: str, parameters: dict[str, Any], *, n: int | None = No
         (:func:`placeholder_like`; its bounds and units matter to mechanisms that add noise in
         data units, such as local-gaussian).
 
+    Notes
+    -----
     Records whose scale depends on a public random matrix (the row-level calibration of
     JL-Laplace, DPPro, rp-gaussian on the drawn matrix) change from draw to draw: the plan is
     computed for two public seeds and those records are listed in ``varies``.

@@ -523,6 +523,8 @@ class DPMix(Mechanism):
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
+    Notes
+    -----
     Released table: ``T`` rows. Feature columns (the input's names) in ``[0, 1]``-scaled units plus
     noise; for classification the soft labels ``label=c`` (noisy mixed one-hot: what one trains
     on, :func:`dpcore.evaluation.train_on_release`) and ``label_argmax`` = their argmax class

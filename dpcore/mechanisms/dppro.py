@@ -118,6 +118,8 @@ class DPPro(Mechanism):
         Replace-one with labels: fractions for the features and the labels
         (:func:`~dpcore.mechanisms._labels.label_budget_share`).
 
+    Notes
+    -----
     Release: ``Y`` (``n x k``, columns ``z1..zk``), ``R`` and the public bounds in
     ``transform_arrays`` (``transform(X) = rescale(clip(X)) @ R``), ``details["noise_variance"] =
     sigma^2`` for distance recovery (``||y_i - y_j||^2 - 2 k sigma^2``, Alg. 2 / Thm 3). Labels of a

@@ -61,6 +61,8 @@ class IdentityLaplace(_IdentityLaplaceBase):
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
+    Notes
+    -----
     Released table: ``n`` rows ``z1..zk`` plus a privately released label column (supervised
     tasks). ``transform_arrays``: ``B``, ``center`` (zeros) and ``bounds``; ``Release.transform``
     maps real rows with ``x -> scale_to_box(clip(x)) @ B`` (train on the release, test on real rows).

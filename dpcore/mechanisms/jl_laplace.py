@@ -223,6 +223,8 @@ class JLLaplace(Mechanism):
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
+    Notes
+    -----
     Release: the ``n x k`` matrix ``Z`` (columns ``z1..zk``), plus privately released labels for
     supervised tasks (k-ary randomized response / Laplace, see :func:`release_labels`).
     ``details["noise_variance"] = 2 b^2`` is the per-coordinate noise variance that distance

@@ -229,6 +229,8 @@ class LocalGaussian(Mechanism):
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
+    Notes
+    -----
     Released table: ``n`` rows ``x_i + N(0, diag(sigma_j^2))`` in the input's feature space, plus
     the privately released labels (``"appended"``: the noisy one-hot decoded by argmax, or the noisy
     regression label). Noise is unbiased, so column means of the release estimate

@@ -168,6 +168,8 @@ class MODIPS(GaussianGenerator):
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
+    Notes
+    -----
     Released table: ``n_samples`` rows (default ``n``) in the input's feature columns and units
     (not clipped to the bounds), plus labels for supervised tasks. No transform is needed: the
     release lives in the feature space (``Release.transform`` is the identity).

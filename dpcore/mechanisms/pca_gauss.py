@@ -386,6 +386,8 @@ class PCAGauss(GaussianGenerator):
         See :class:`~dpcore.mechanisms.base.Mechanism`. Public feature bounds are required for the
         ``[-a, a]`` scaling; regression needs public ``label_bounds``.
 
+    Notes
+    -----
     Released table: ``pc1..pcp`` (PCA features ``x^``), ``n_samples`` rows (default: the number of
     private rows), labels for regression (label units) and classification (``n_c`` per class, or
     ``n_samples`` split in proportion). Alg. 2/3 releases carry ``W`` and the bounds in

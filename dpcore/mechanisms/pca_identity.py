@@ -65,6 +65,8 @@ class PCAIdentity(_IdentityLaplaceBase):
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
+    Notes
+    -----
     Released table: the ``n`` private rows, ``z1..zp``, plus their privately released
     labels. ``transform_arrays``: ``W``, ``center`` (``c``), ``bounds``;
     ``transform(x) = (scale_to_box(clip(x)) - c) @ W``.

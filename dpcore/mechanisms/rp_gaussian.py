@@ -113,6 +113,8 @@ class RPGaussian(Mechanism):
     bounds, label_bounds, classes, task, random_state
         See :class:`~dpcore.mechanisms.base.Mechanism`.
 
+    Notes
+    -----
     Released table: ``n`` rows ``z1..zk`` plus the decoded label column. ``transform_arrays``:
     ``R``, ``center`` (zeros), ``bounds``; ``transform(x) = scale_to_box(clip(x)) @ R``.
 
