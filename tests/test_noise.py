@@ -6,6 +6,7 @@ exact PMF (chi-square) or with OpenDP's exact samplers (two-sample chi-square).
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import math
 from fractions import Fraction
@@ -237,9 +238,10 @@ def test_discrete_laplace_large_scale_binned(t):
     assert abs(np.mean(np.abs(x)) / (2 * p / (1 - p**2)) - 1) < 0.02
 
 
-@pytest.mark.parametrize("sigma", [1.0, 2.5, 40.3])
-def test_discrete_gaussian_matches_exact_pmf(sigma):
-    x = noise.discrete_gaussian(sigma, 100_000, _seeded(int(sigma * 10)))
+@pytest.mark.parametrize("method", ["table", "cks"])
+@pytest.mark.parametrize("sigma", [1.0, 2.5, 40.3, 70.3])
+def test_discrete_gaussian_matches_exact_pmf(sigma, method):
+    x = noise.discrete_gaussian(sigma, 100_000, _seeded(int(sigma * 10)), method=method)
     assert x.dtype == np.int64
     assert _integer_gof(x, lambda k: -(k.astype(float) ** 2) / (2 * sigma**2), int(8 * sigma) + 1) > 1e-4
 
@@ -253,11 +255,13 @@ def _gaussian_bin_gof(x: np.ndarray, sigma: float) -> float:
     return _binned_gof(x, lambda e: np.diff(stats.norm.cdf(e / sigma)), edges)
 
 
-@pytest.mark.parametrize("sigma", [70.3, 3000.5, 1.3 * 2.0**24, 2.0**33 + 0.25])
-def test_discrete_gaussian_large_sigma_shape_scale_and_tails(sigma):
-    # the grids' sigmas (2^24 .. 2^46 grid units), the table sampler's three layouts (L = 0, L <= 16
-    # on a shared word, L > 16 on a word of its own) and the exact-PMF shape at each scale
-    x = noise.discrete_gaussian(sigma, 200_000, _seeded(int(sigma) % 1000))
+@pytest.mark.parametrize("method", ["table", "cks"])
+@pytest.mark.parametrize("sigma", [70.3, 3000.5, 1.3 * 2.0**24, 2.0**33 + 0.25, 2.0**46 + 3.5])
+def test_discrete_gaussian_large_sigma_shape_scale_and_tails(sigma, method):
+    # the grids' sigmas (2^24 .. 2^46 grid units); for "cks", the discrete Laplace table sampler's
+    # three layouts (L = 0, L <= 16 on a shared word, L > 16 on a word of its own); for "table",
+    # interval widths 1 to 2^40 (thresholds of 52 down to 13 bits); the exact-PMF shape at each scale
+    x = noise.discrete_gaussian(sigma, 200_000, _seeded(int(sigma) % 1000), method=method)
     assert _gaussian_bin_gof(x, sigma) > 1e-4
     # a 1.5x mis-scale in either direction is rejected outright
     assert _gaussian_bin_gof(x, 1.5 * sigma) < 1e-10 and _gaussian_bin_gof(x, sigma / 1.5) < 1e-10
@@ -266,6 +270,134 @@ def test_discrete_gaussian_large_sigma_shape_scale_and_tails(sigma):
     # tail mass beyond 3 sigma: 0.0027 (about 540 +- 23 of 200,000)
     tail = np.mean(np.abs(x) > 3 * sigma)
     assert abs(tail - 2 * stats.norm.sf(3)) < 5 * math.sqrt(2 * stats.norm.sf(3) / x.size)
+
+
+def _table_draws(tab, n: int, seed: int, **kwargs) -> np.ndarray:
+    bits = _seeded(seed)
+    return noise._fill(n, 0.5, lambda m: noise._table_trials(tab, m, bits, **kwargs), chunk=1 << 12)
+
+
+def _exact_f(y: int, sigma: float, prec: int = 60) -> decimal.Decimal:
+    e = Fraction(y * y) / (2 * Fraction(sigma) ** 2)
+    with decimal.localcontext(decimal.Context(prec=prec)):
+        return (-(decimal.Decimal(e.numerator) / decimal.Decimal(e.denominator))).exp()
+
+
+@pytest.mark.parametrize("sigma", [1.0, 40.3, 3000.5, 1.3 * 2.0**24, 2.0**46 + 3.5])
+def test_gaussian_table_is_an_exact_proposal_and_bounds_the_acceptance(sigma):
+    """The alias table draws item j with probability N_j / M exactly (integer bookkeeping); every
+    acceptance probability a = S f(y) / N_j is at most 1 (N_j >= S f(j w)) and the squeeze is below
+    a on its interval (checked at the interval's last point in decimal arithmetic)."""
+    tab = noise._gaussian_table(sigma)
+    cols, T = 1 << tab.col_bits, 1 << tab.thr_bits
+    mass = np.zeros(cols + 1, dtype=object)
+    for c in range(cols):
+        p = int(tab.prob[2 * c])
+        mass[int(tab.pair[2 * c])] += p
+        mass[int(tab.pair[2 * c + 1])] += T - p
+    M = cols * T
+    assert int(mass.sum()) == M and list(mass[: tab.n_bulk + 1]) == list(tab.weights)
+    assert mass[tab.n_bulk + 1] == M - sum(tab.weights) >= 0  # the rejection item
+    w = 1 << tab.b
+    for j in sorted({0, 1, 2, tab.n_bulk // 7, tab.n_bulk // 2, tab.n_bulk - 1}):
+        n_j = tab.weights[j]
+        assert tab.scale * _exact_f(j * w, sigma) <= n_j  # a <= 1 on the interval (f decreases)
+        last = (j + 1) * w - 1
+        assert int(tab.squeeze[j]) <= 2**32 * tab.scale * _exact_f(last, sigma) / n_j
+    assert tab.weights[0] == tab.scale  # a(0) = 1 exactly
+
+
+def test_numpy_exp_is_well_within_what_the_table_trusts():
+    """The table's float test assumes numpy.exp within 2^-36 relative on [-75, 0]; it is far better."""
+    x = np.random.default_rng(0).uniform(-75, 0, 3000)
+    worst = 0.0
+    with decimal.localcontext(decimal.Context(prec=40)):
+        for v, e in zip(x, np.exp(x), strict=True):
+            exact = decimal.Decimal(float(v)).exp()
+            worst = max(worst, abs(float((decimal.Decimal(float(e)) - exact) / exact)))
+    assert worst < 2.0**-48
+
+
+@pytest.mark.parametrize("sigma", [2.5, 40.3])
+def test_gaussian_table_tail_envelope_and_exact_path_give_the_exact_pmf(sigma):
+    """The table's rare paths at work on a large share of draws: a bulk of 1.5 sigma (the rest from
+    the geometric envelope, accepted in exact arithmetic: ~13 % of the draws) and, separately, no
+    squeeze and a band so wide that every proposal is decided in exact decimal arithmetic."""
+    log_pmf = lambda k: -(k.astype(float) ** 2) / (2 * sigma**2)  # noqa: E731
+    tail_tab = noise._gaussian_table(sigma, 1.5)
+    x = _table_draws(tail_tab, 40_000, 1)
+    assert np.mean(np.abs(x) >= tail_tab.n_bulk << tail_tab.b) > 0.1
+    assert _integer_gof(x, log_pmf, int(8 * sigma) + 1) > 1e-4
+    exact_tab = dataclasses.replace(noise._gaussian_table(sigma),
+                                    squeeze=np.zeros_like(noise._gaussian_table(sigma).squeeze))
+    x = _table_draws(exact_tab, 15_000, 2, band=2.0**33)
+    assert _integer_gof(x, log_pmf, int(8 * sigma) + 1) > 1e-4
+    # the same checks have the power to see a 1.5x mis-scale
+    assert _integer_gof(x, lambda k: -(k.astype(float) ** 2) / (2 * (1.5 * sigma) ** 2),
+                        int(8 * sigma) + 1) < 1e-6
+
+
+def test_gaussian_table_float_test_agrees_with_exact_arithmetic():
+    """Where the float test decides (outside its band), the exact decision agrees: proposals near
+    the squeeze's edge, their uniforms just outside the band of the float acceptance probability."""
+    sigma = 3000.5
+    tab = noise._gaussian_table(sigma)
+    rng = np.random.default_rng(3)
+    w = 1 << tab.b
+    bits = _seeded(4)
+    for _ in range(300):
+        j = int(rng.integers(0, tab.n_bulk))
+        y = j * w + int(rng.integers(0, w))
+        a = math.exp(float(tab.log_rho[j]) - (y - j * w) * (y + j * w) * (0.5 / sigma**2)) * 2.0**32
+        for u, expected in ((math.floor(a - 5.0), True), (math.ceil(a + 4.0), False)):
+            if 0 <= u < 2**32 and y:
+                assert (tab.decide(j, y, u, bits) is not None) == expected
+
+
+class RecordingBits:
+    """A seeded stream that keeps every block of words it hands out."""
+
+    secure = False
+    description = "recorded"
+
+    def __init__(self, seed: int) -> None:
+        self.inner, self.calls = _seeded(seed), []
+
+    def words(self, n: int) -> np.ndarray:
+        self.calls.append(self.inner.words(n))
+        return self.calls[-1].copy()
+
+
+@pytest.mark.parametrize("sigma", [40.3, 3000.5])
+def test_table_trials_decide_every_proposal_as_exact_arithmetic_does(sigma):
+    """Without the squeeze every proposal goes through the float test: its outputs are those of the
+    exact decision (decimal arithmetic) for each proposal, decoded here from the recorded words with
+    the documented layout (sign, alias column, threshold, offset; 32-bit acceptance uniforms)."""
+    tab = noise._gaussian_table(sigma)
+    flat = dataclasses.replace(tab, squeeze=np.zeros_like(tab.squeeze))
+    m = 2000
+    rec = RecordingBits(5)
+    out = noise._table_trials(flat, m, rec)
+    words, uniforms = rec.calls[0], rec.calls[1].view(np.uint32)[:m]
+    a, nb, b = tab.col_bits, tab.thr_bits, tab.b
+    expected = []
+    spare = _seeded(6)
+    for word, u in zip(words.tolist(), uniforms.tolist(), strict=True):
+        col = (word >> (63 - a)) & ((1 << a) - 1)
+        item = int(tab.pair[2 * col]) if (word >> b) & ((1 << nb) - 1) < int(tab.prob[2 * col]) \
+            else int(tab.pair[2 * col + 1])
+        value = tab.decide(item, (item << b) + (word & ((1 << b) - 1)), u, spare)
+        if value is not None and not (word >> 63 and value == 0):
+            expected.append(-value if word >> 63 else value)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_table_and_cks_samplers_agree_in_law():
+    sigma = 1000.25
+    a = noise.discrete_gaussian(sigma, 100_000, _seeded(21))
+    b = noise.discrete_gaussian(sigma, 100_000, _seeded(22), method="cks")
+    assert stats.ks_2samp(a, b).pvalue > 1e-4
+    assert stats.ks_2samp(a, 1.5 * b).pvalue < 1e-10
 
 
 def test_seeded_noise_is_reproducible_and_secure_noise_is_not():
