@@ -324,13 +324,15 @@ def _plan_pieces(paths: list[str], blocksize: int) -> list[_Piece]:
     footers' row counts and the schema only, as ``n`` (not the byte sizes, which depend on the
     values through their encoding); Parquet files of no rows left out."""
 
+    from dpcore.io import bom_encoding
+
     pieces: list[_Piece] = []
     for path in paths:
         if _kind(path) == "csv":
             size = os.path.getsize(path)
-            with open(path, "rb") as fh:
-                utf16 = fh.read(2) in (b"\xff\xfe", b"\xfe\xff")  # its line feeds are two bytes
-            if size <= blocksize or utf16:
+            with open(path, "rb") as fh:  # UTF-16/32 text: its line feeds are several bytes
+                wide = bom_encoding(fh.read(4)) is not None
+            if size <= blocksize or wide:
                 pieces.append(_Piece(path))
             else:
                 pieces.extend(_csv_blocks(path, size, blocksize))
@@ -466,6 +468,7 @@ def _csv_block(piece: _Piece, numbered: bool = False, text_columns: Any = ()) ->
     from fsspec.utils import read_block
 
     from dpcore.data import read_table
+    from dpcore.io import RaggedLineError
 
     assert piece.byte_range is not None
     start, length = piece.byte_range
@@ -484,6 +487,8 @@ def _csv_block(piece: _Piece, numbered: bool = False, text_columns: Any = ()) ->
             before -= header.count(b"\n") - 1  # blank lines before the header
     try:
         frame = read_table(header + block, filename=os.path.basename(piece.path), text_columns=text_columns)
+    except RaggedLineError as exc:  # the line's number in the file: count the lines before the block
+        raise DataValidationError(exc.message(_line_in_file(piece, header, exc.line), piece.path)) from None
     except DataValidationError as exc:
         raise DataValidationError(f"{piece.label()}: {exc} (line numbers count from the block's first line; "
                                   "a line break inside a quoted cell cuts its row at a block's edge: give "
@@ -491,6 +496,24 @@ def _csv_block(piece: _Piece, numbered: bool = False, text_columns: Any = ()) ->
     if numbered:
         frame.index = pd.RangeIndex(before, before + len(frame))
     return frame
+
+
+def _line_in_file(piece: _Piece, header: bytes, line: int) -> int:
+    """The line of ``piece``'s file that is line ``line`` of the text ``header + block`` the block
+    is parsed as (:func:`_csv_block`): the lines before the block's first byte, plus the line's
+    place in the block (read on the error path only)."""
+    start = piece.byte_range[0] if piece.byte_range else 0
+    before = 0
+    with open(piece.path, "rb") as fh:
+        if start:
+            while fh.tell() < start:
+                before += fh.read(min(8 << 20, start - fh.tell())).count(b"\n")
+            while (byte := fh.read(1)) and byte != b"\n":  # the block starts after the line crossing start
+                pass
+            before += bool(byte)
+        else:
+            before = header.count(b"\n")
+    return before + line - header.count(b"\n")
 
 
 def _first_row(handle: Any, piece: _Piece) -> int:

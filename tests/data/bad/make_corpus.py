@@ -206,6 +206,20 @@ def build() -> dict[str, bytes]:
     pd.DataFrame({"a": np.zeros(8_000_000, dtype=np.int64), "y": np.zeros(8_000_000, dtype=np.int64)}
                  ).to_parquet(buf, index=False, compression="zstd")
     f["parquet_bomb.parquet"] = buf.getvalue()
+    f.update(_round_three())
+    return f
+
+
+def _round_three() -> dict[str, bytes]:
+    """Hostile files of the third round: lines whose field count is not the header's (pandas took
+    a short header's first column as an index, and padded short lines with missing values),
+    UTF-16 / UTF-32 text."""
+    f: dict[str, bytes] = {}
+    f["header_fewer_fields.csv"] = _csv(["a", "b", "y"], [[str(i), *r] for i, r in enumerate(_rows(20, 2))]
+                                        ).encode()
+    text = _csv(["a", "b", "y"], _rows(20, 2))
+    f["utf16_no_bom.csv"] = text.encode("utf-16-le")
+    f["utf32.csv"] = text.encode("utf-32")
     return f
 
 
