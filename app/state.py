@@ -30,6 +30,7 @@ from dpcore.data import Dataset, bundled_datasets, load_dataset, parse_bounds, r
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
+from dpcore.threads import blas_threads
 from dpcore.validation import data_bounds_message
 
 __all__ = [
@@ -86,11 +87,12 @@ CONFIG_FILE = Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml"
 DEFAULT_UPLOAD_LIMIT_MB = 50.0
 
 
-#: BLAS threads per server process. The server runs many sessions' scripts at once, so parallelism
-#: comes from sessions; OpenBLAS threads that wait for a busy core spin instead of sleeping: on
-#: this 2-core machine with a browser on the other core, a 2-component PCA of 1,347 x 64 rows took
-#: 70 ms per slider move with two threads (py-spy) and 1 ms with one.
-BLAS_THREADS = 1
+#: BLAS threads per server process: dpcore's rule for every release (:func:`dpcore.threads.blas_threads`,
+#: one unless the environment says otherwise). The server runs many sessions' scripts at once, so
+#: parallelism comes from sessions; OpenBLAS threads that wait for a busy core spin instead of
+#: sleeping: on this 2-core machine with a browser on the other core, a 2-component PCA of
+#: 1,347 x 64 rows took 70 ms per slider move with two threads (py-spy) and 1 ms with one.
+BLAS_THREADS = blas_threads()
 _modules_at_tuning = 0
 
 

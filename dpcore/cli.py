@@ -60,6 +60,7 @@ from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction,
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.release import Release, output_lock, release_paths
 from dpcore.schema import Param
+from dpcore.threads import blas_limit
 from dpcore.validation import MISSING_POLICIES, TASKS
 
 __all__ = [
@@ -900,7 +901,8 @@ def _main(argv: list[str] | None) -> int:
     with warnings.catch_warnings(record=True) as caught, _interruptible():
         warnings.simplefilter("always")
         try:
-            _run(parser.parse_args(argv))
+            with blas_limit():  # every release's linear algebra at dpcore's thread rule
+                _run(parser.parse_args(argv))
         except KeyboardInterrupt as exc:
             signum = getattr(exc, "signum", signal.SIGINT)
             status = (getattr(exc, "__notes__", None) or ["nothing was written"])[0]

@@ -1814,7 +1814,8 @@ def connect(scheduler: str | None) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def one_blas_thread(client: Any) -> Iterator[None]:
-    """One BLAS thread per task while Dask's local threaded scheduler runs the tasks (``client``
+    """dpcore's BLAS rule (:func:`dpcore.threads.blas_limit`: one thread per task unless the
+    environment says otherwise) while Dask's local threaded scheduler runs the tasks (``client``
     ``None``): its worker threads already use every core, and OpenBLAS's own threads inside each
     task's products then spin against them (measured with ``benchmarks/bench_dask.py`` at 4 x 10^6
     rows: RON-Gauss's statistics phase took 11.5 CPU s with the default threads, 7.7 with one).
@@ -1823,9 +1824,9 @@ def one_blas_thread(client: Any) -> Iterator[None]:
     if client is not None:
         yield
         return
-    from threadpoolctl import threadpool_limits
+    from dpcore.threads import blas_limit
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_limit():
         yield
 
 

@@ -8,7 +8,6 @@ Data are clipped to the bounds before any sensitivity-based step.
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ import numpy as np
 
 from dpcore.data import Dataset, fill_imputed
 from dpcore.limits import check_n_classes
+from dpcore.threads import cpu_count
 from dpcore.validation import (  # TASKS and normalize_bounds: re-exported (their old home)
     TASKS,
     normalize_bounds,
@@ -274,15 +274,15 @@ def as_2d_float(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
 
 
 def n_threads(n_jobs: int | None) -> int:
-    """Threads for a parallel NumPy section, scikit-learn style: ``n_jobs`` (``-1``: all CPUs),
-    default (``None``) all CPUs up to 4.
+    """Threads for a parallel NumPy section, scikit-learn style: ``n_jobs`` (``-1``: all CPUs this
+    process may use, :func:`dpcore.threads.cpu_count`), default (``None``) all of them up to 4.
 
     Raises
     ------
     ValueError
         ``n_jobs`` is 0 or below -1.
     """
-    cpus = os.cpu_count() or 1
+    cpus = cpu_count()
     if n_jobs is None:
         return min(4, cpus)
     if n_jobs == -1:

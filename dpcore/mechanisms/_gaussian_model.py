@@ -38,6 +38,7 @@ from dpcore.noise import BitSource, NoiseDraw, noise_source
 from dpcore.preprocessing import PreparedInput, row_blocks
 from dpcore.release import Exploration, NoiseRecord, Release
 from dpcore.schema import Param
+from dpcore.threads import blas_limit
 from dpcore.validation import check_random_state
 
 __all__ = [
@@ -545,6 +546,7 @@ class GaussianGenerator(Mechanism):
         return dataclasses.replace(fitted, template=template)
 
     # ------------------------------------------------------------------ fit
+    @blas_limit()
     def fit(self, X: Any, y: Any = None) -> GaussianGenerator:
         """Fit the DP model: spends the whole privacy budget once.
 
@@ -580,6 +582,7 @@ class GaussianGenerator(Mechanism):
         return self
 
     # ------------------------------------------------------------------ release = fit + sample
+    @blas_limit()
     def explore(self, X: Any, y: Any = None, *, n_samples: int | None = None) -> Exploration:
         """:meth:`_fit` for one table of ``n_samples`` rows (default ``n``), the draw with the same
         generator, and the exploration facts beside it. Same parameters, errors and release as
@@ -609,6 +612,7 @@ class GaussianGenerator(Mechanism):
                      8.0 * m * (2 * self.model_.n_features + self.output_map_.n_features_out + 1))
         return m
 
+    @blas_limit()
     def sample(self, n_samples: int | None = None, random_state: Any = None
                ) -> tuple[np.ndarray, np.ndarray | None]:
         """Draw synthetic rows from the fitted model (free post-processing; never reads ``X``).
@@ -641,6 +645,7 @@ class GaussianGenerator(Mechanism):
         m = self._checked_size(n_samples)
         return self._fitted_model.draw(m, check_random_state(random_state))
 
+    @blas_limit()
     def sample_release(self, n_samples: int | None = None, random_state: Any = None) -> Release:
         """A savable :class:`Release` of rows drawn from the fitted model, with the fit's card.
 

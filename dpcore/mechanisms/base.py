@@ -23,6 +23,7 @@ from dpcore.noise import BitSource, noise_source
 from dpcore.preprocessing import PreparedInput, prepare_input
 from dpcore.release import Exploration, Guarantee, NoiseRecord, Release
 from dpcore.schema import Param, validate_params
+from dpcore.threads import blas_limit
 
 __all__ = [
     "COMMON_ARGS",
@@ -201,11 +202,13 @@ class Mechanism:
         """
         return self.explore(X, y, n_samples=n_samples).release
 
+    @blas_limit()
     def explore(self, X: Any, y: Any = None, *, n_samples: int | None = None,
                 rows: np.ndarray | None = None) -> Exploration:
         """Draw a release as :meth:`release` does, and return the exploration facts beside it.
 
-        Same parameters, errors and release as :meth:`release`. The diagnostics (clipping counts,
+        Same parameters, errors and release as :meth:`release` (both run their linear algebra with
+        :func:`dpcore.threads.blas_threads` BLAS threads). The diagnostics (clipping counts,
         the noisy statistics before sampling, DP class counts, ...) describe the PRIVATE rows and
         the mechanism's internals: they are for the custodian's exploration pages and tests, and
         cannot reach a saved file (:class:`~dpcore.release.Release` has no place for them).
