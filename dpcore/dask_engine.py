@@ -1388,7 +1388,7 @@ def draw_mixtures(Z: Any, ell: int, n_mixtures: int, rng: np.random.Generator, p
     else:
         blocks = [partial(dask_delayed(_partial_sums), block) for block in Z.to_delayed().ravel()]
     idx_rng, _ = rng.spawn(2)  # as dpmix.draw_mixtures: indices from the first child
-    streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start)) for sl, plan in plans]
+    streams = [(sl, plan, noise_rows(plan, sl.stop - sl.start, n_mixtures)) for sl, plan in plans]
     step = max(1, MIXTURE_CHUNK_BYTES // (8 * max(1, w)))
     spill, parts = _Spill(), []
     client = _cluster_client()

@@ -30,10 +30,12 @@ import decimal
 import functools
 import math
 import os
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -41,7 +43,9 @@ __all__ = [
     "BitSource",
     "DerivedBits",
     "GAUSSIAN_TAIL_K",
+    "NOISE_BLOCK",
     "NoiseDraw",
+    "NoiseStream",
     "SecureBits",
     "SeededBits",
     "combine_slack",
@@ -58,6 +62,7 @@ __all__ = [
     "tail_k",
     "laplace",
     "laplace_grid",
+    "noise_blocks",
     "noise_source",
     "record_fields",
     "reserve_slack",
@@ -224,20 +229,17 @@ class DerivedBits(_ChaCha20Stream):
 
 def stream_secret(bits: BitSource) -> tuple[bytes, bool]:
     """A fresh 256-bit secret for a family of :class:`DerivedBits` streams standing for ``bits``,
-    and whether it is secure: from ``os.urandom`` (the OS CSPRNG) when ``bits`` is secure, never
+    and whether it is secure: from ``os.urandom`` (the OS CSPRNG) for :class:`SecureBits`, never
     written anywhere; from the seeded generator of :class:`SeededBits` (a preview: the same seed
-    gives the same secret, hence the same streams).
-
-    Raises
-    ------
-    ValueError
-        A bit source that is neither secure nor a :class:`SeededBits`.
+    gives the same secret, hence the same streams); four words of any other source (a
+    :class:`DerivedBits` stream: a family derived from one stream of another family, secure when
+    that stream is).
     """
-    if bits.secure:
+    if isinstance(bits, SecureBits):
         return os.urandom(32), True
     if isinstance(bits, SeededBits):
         return bits._new_key(), False
-    raise ValueError(f"no stream secret for the bit source {bits.description!r}")
+    return np.asarray(bits.words(4), dtype="<u8").tobytes(), bool(bits.secure)
 
 
 def noise_source(random_state: None | int | np.random.Generator) -> BitSource:
@@ -660,13 +662,14 @@ def _discrete_laplace_table(t: int, m: int, bits: BitSource) -> np.ndarray:
     return np.delete(_signed(x, sign), invalid)
 
 
-def _fill(size: int, rate: float, draw, chunk: int = _CHUNK) -> np.ndarray:
+def _fill(size: int, rate: float, draw, chunk: int = _CHUNK, out: np.ndarray | None = None) -> np.ndarray:
     """Concatenate accepted values of i.i.d. trials until ``size`` are collected (chunks of at most
-    ``chunk`` trials).
+    ``chunk`` trials), into ``out`` if given (int64, ``size`` long).
 
     Accepted values of i.i.d. trials are i.i.d. with the target law, whatever chunk they come from.
     """
-    out = np.empty(size, dtype=np.int64)
+    if out is None:
+        out = np.empty(size, dtype=np.int64)
     filled = 0
     while filled < size:
         need = size - filled
@@ -724,7 +727,18 @@ def discrete_laplace(t: int, size: int | tuple[int, ...], bits: BitSource, *,
                      lambda m: _discrete_laplace_cks(t, m, bits)).reshape(shape)
     if method != "table":
         raise ValueError(f"method must be 'table' or 'cks', got {method!r}")
-    return _fill(math.prod(shape), rate, lambda m: _discrete_laplace_table(t, m, bits)).reshape(shape)
+    return _laplace_draws(t)(math.prod(shape), bits).reshape(shape)
+
+
+def _laplace_draws(t: int) -> Callable[..., np.ndarray]:
+    """``draw(count, bits, out=None)``: ``count`` i.i.d. discrete Laplace draws of scale ``t`` (the
+    table sampler), written into ``out`` if given."""
+    rate = 0.5 * (1 + math.exp(-1.0 / t))  # 1 - P(S = -1, |X| = 0)
+
+    def draw(count: int, bits: BitSource, out: np.ndarray | None = None) -> np.ndarray:
+        return _fill(int(count), rate, lambda m: _discrete_laplace_table(t, m, bits), out=out)
+
+    return draw
 
 
 #: acceptance exponents above this are evaluated exactly (rational arithmetic, CKS Alg. 1), so the
@@ -1131,15 +1145,155 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...], bits: BitSource
     return _gaussian_draws(sigma, method)(math.prod(shape), bits).reshape(shape)
 
 
-def _gaussian_draws(sigma: float, method: str = "table") -> Callable[[int, BitSource], np.ndarray]:
-    """``draw(count, bits)``: ``count`` i.i.d. discrete Gaussian draws (int64) by ``method``."""
+def _gaussian_draws(sigma: float, method: str = "table") -> Callable[..., np.ndarray]:
+    """``draw(count, bits, out=None)``: ``count`` i.i.d. discrete Gaussian draws (int64) by
+    ``method``, written into ``out`` if given."""
     if method == "cks":
-        return functools.partial(_discrete_gaussian_cks, sigma)
+        return lambda count, bits, out=None: _into(out, _discrete_gaussian_cks(sigma, count, bits))
     if method != "table":
         raise ValueError(f"method must be 'table' or 'cks', got {method!r}")
     tab = _gaussian_table(sigma)
-    return lambda count, bits: _fill(int(count), tab.rate, lambda m: _table_trials(tab, m, bits),
-                                     chunk=_TABLE_CHUNK)
+    return lambda count, bits, out=None: _fill(int(count), tab.rate, lambda m: _table_trials(tab, m, bits),
+                                               chunk=_TABLE_CHUNK, out=out)
+
+
+def _into(out: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+    if out is None:
+        return values
+    out[...] = values
+    return out
+
+
+# -------------------------------------------------------------------------- noise in parallel blocks
+#: draws per block of a :class:`NoiseStream`: block ``i`` of a stream of ``size`` draws holds the draws
+#: at positions ``[i B, min((i + 1) B, size))`` (:func:`noise_blocks`), from its own keyed stream
+NOISE_BLOCK = 1 << 16
+
+
+def noise_blocks(size: int) -> list[tuple[int, int]]:
+    """The block layout of ``size`` draws: ``[(start, stop), ...]`` in blocks of :data:`NOISE_BLOCK`.
+
+    A function of the number of draws only (the public shape of what is perturbed): never of the
+    values, the machine, the thread count or how the draws are taken.
+    """
+    return [(start, min(int(size), start + NOISE_BLOCK)) for start in range(0, int(size), NOISE_BLOCK)]
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_in_pool = threading.local()
+
+
+def _noise_pool() -> ThreadPoolExecutor:
+    """The process's pool of noise threads, one per CPU (:func:`dpcore.threads.cpu_count`), shared
+    by every stream (a server's sessions too): block draws are NumPy and ChaCha20 work that releases
+    the GIL, so the blocks of one draw run on every core."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from dpcore.threads import cpu_count
+
+            _pool = ThreadPoolExecutor(cpu_count(), thread_name_prefix="dpcore-noise",
+                                       initializer=lambda: setattr(_in_pool, "worker", True))
+        return _pool
+
+
+def _forget_pool() -> None:  # a forked child has none of the parent's threads
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _map_blocks(fn: Callable[[Any], Any], jobs: list[Any], workers: int | None) -> list[Any]:
+    """``[fn(job) for job in jobs]``, on the noise pool when there are several jobs (and this is
+    not already a noise thread, and ``workers`` is not 1)."""
+    if len(jobs) <= 1 or workers == 1 or getattr(_in_pool, "worker", False):
+        return [fn(job) for job in jobs]
+    return list(_noise_pool().map(fn, jobs))
+
+
+class NoiseStream:
+    """The integer noise of a grid mechanism as one stream of ``size`` i.i.d. draws, drawn in blocks
+    on every core.
+
+    Block ``i`` (:func:`noise_blocks`: the draws at ``[i B, (i + 1) B)``, ``B =`` :data:`NOISE_BLOCK`)
+    comes from ``draw(len, DerivedBits(secret, i))``: its own ChaCha20 stream, keyed by HMAC-SHA256
+    of one fresh 256-bit ``secret`` per stream (:func:`stream_secret` of the mechanism's bit source:
+    ``os.urandom`` for secure bits) and ``i``. HMAC-SHA256 is a pseudorandom function, so the blocks'
+    streams are independent uniform keystreams and each block holds i.i.d. draws of the exact
+    sampler: the stream has the law of ``size`` i.i.d. draws, the same as one sequential draw. A draw
+    is a function of ``(secret, position)`` only: taking the draws in any pieces, on any number of
+    threads, gives the same values (a seeded preview is reproducible on any machine), and the block
+    layout depends on ``size`` alone.
+
+    Parameters
+    ----------
+    draw : callable ``(count, bits, out=None) -> ndarray of int64``
+        The exact sampler (:meth:`GridNoise.exact_sampler`).
+    size : int
+        Number of draws the stream holds.
+    bits : BitSource or None
+        The mechanism's bit source; only its secret is taken (one call of :func:`stream_secret`).
+    workers : int, optional
+        1 draws the blocks on the calling thread; otherwise on the noise pool (one thread per CPU).
+    """
+
+    def __init__(self, draw: Callable[..., np.ndarray], size: int, bits: BitSource | None, *,
+                 workers: int | None = None) -> None:
+        self._draw, self.size, self.workers = draw, int(size), workers
+        # no bits: a mechanism that adds nothing (its sampler ignores them)
+        self._secret, self._secure = stream_secret(bits) if bits is not None else (bytes(32), False)
+        self._taken = 0
+        self._next_block = 0
+        self._left = np.empty(0, dtype=np.int64)
+
+    def _block_size(self, i: int) -> int:
+        return max(0, min(self.size, (i + 1) * NOISE_BLOCK) - i * NOISE_BLOCK)
+
+    def block(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The draws of block ``i`` (int64, as long as :func:`noise_blocks`' block ``i``), into ``out``
+        if given."""
+        count = self._block_size(i)
+        if count == 0:
+            raise IndexError(f"block {i} is beyond the stream's {self.size} draws")
+        return self._draw(count, DerivedBits(self._secret, i, secure=self._secure), out=out)
+
+    def take(self, count: int) -> np.ndarray:
+        """The next ``count`` draws (int64), the blocks they need drawn in parallel, each straight
+        into its place in the result.
+
+        Raises
+        ------
+        ValueError
+            More draws than the stream has left.
+        """
+        count = int(count)
+        if count < 0 or self._taken + count > self.size:
+            raise ValueError(f"{count} draws asked of a stream with {self.size - self._taken} left")
+        out = np.empty(count, dtype=np.int64)
+        pos = min(count, self._left.size)
+        out[:pos] = self._left[:pos]
+        self._left = self._left[pos:]
+        jobs, last = [], None
+        while pos < count:
+            i, n_i = self._next_block, self._block_size(self._next_block)
+            self._next_block += 1
+            if pos + n_i <= count:
+                jobs.append((i, out[pos:pos + n_i]))
+            else:  # the block that ends past this take: its rest is kept for the next one
+                last = (np.empty(n_i, dtype=np.int64), count - pos)
+                jobs.append((i, last[0]))
+            pos += n_i
+        _map_blocks(lambda job: self.block(*job), jobs, self.workers)
+        if last is not None:
+            block, used = last
+            out[count - used:] = block[:used]
+            self._left = block[used:]
+        self._taken += count
+        return out
 
 
 # ------------------------------------------------------------------------------------ mechanisms
@@ -1263,12 +1417,28 @@ class GridNoise:
     extra_epsilon: float = 0.0
     extra_delta: float = 0.0
 
-    def draw(self, shape: int | tuple[int, ...]) -> np.ndarray:
+    def exact_sampler(self) -> Callable[..., np.ndarray]:
+        """``draw(count, bits, out=None)``: ``count`` i.i.d. integers (int64) of this mechanism's exact
+        sampler, written into ``out`` if given."""
         if self.distribution == "discrete-laplace":
-            return discrete_laplace(self.t, shape, self.bits)
+            return _laplace_draws(self.t)
         if self.distribution == "discrete-gaussian":
-            return discrete_gaussian(self.sigma_grid, shape, self.bits)
-        return np.zeros(_shape(shape), dtype=np.int64)
+            return _gaussian_draws(self.sigma_grid)
+        return lambda count, bits, out=None: _into(out, np.zeros(int(count), dtype=np.int64))
+
+    def stream(self, size: int, *, workers: int | None = None) -> NoiseStream:
+        """A :class:`NoiseStream` of ``size`` integers of this mechanism, keyed from its bits."""
+        return NoiseStream(self.exact_sampler(), size, self.bits, workers=workers)
+
+    def draw(self, shape: int | tuple[int, ...], *, workers: int | None = None) -> np.ndarray:
+        """Integer noise (grid units, int64) of ``shape``: the ``prod(shape)`` draws of one
+        :class:`NoiseStream` in C order, its blocks drawn on every core (``workers=1``: on this
+        thread; the values are the same)."""
+        shape = _shape(shape)
+        if self.distribution == "none":
+            return np.zeros(shape, dtype=np.int64)
+        size = math.prod(shape)
+        return self.stream(size, workers=workers).take(size).reshape(shape)
 
     def apply(self, values: np.ndarray, integers: np.ndarray) -> np.ndarray:
         if self.distribution == "none":

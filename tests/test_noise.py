@@ -400,6 +400,63 @@ def test_table_and_cks_samplers_agree_in_law():
     assert stats.ks_2samp(a, 1.5 * b).pvalue < 1e-10
 
 
+# ------------------------------------------------------------------------------- parallel blocks
+def _plans(seed: int) -> list[noise.GridNoise]:
+    return [noise.laplace_plan(1.0, 2.0, n_changed=3, bits=noise.noise_source(seed)),
+            noise.gaussian_plan(0.7, grid=2.0**-30, l2_sensitivity=1.0, n_changed=3,
+                                bits=noise.noise_source(seed))]
+
+
+def test_noise_blocks_are_a_function_of_the_size_and_keyed_by_position():
+    """A draw is its blocks' draws, block i of noise_blocks(size) from DerivedBits(secret, i): the
+    same values on the noise pool, on one thread, taken in any pieces, and for any shape of that size."""
+    B = noise.NOISE_BLOCK
+    n = 3 * B + 1234
+    assert noise.noise_blocks(n) == [(0, B), (B, 2 * B), (2 * B, 3 * B), (3 * B, n)]
+    assert noise.noise_blocks(0) == [] and noise.noise_blocks(5) == [(0, 5)]
+    for i in range(2):
+        pooled = _plans(3)[i].draw(n)
+        assert np.array_equal(pooled, _plans(3)[i].draw(n, workers=1))
+        np.testing.assert_array_equal(pooled, _plans(3)[i].draw((n // 2, 2)).ravel())  # n is even
+        stream = _plans(3)[i].stream(n)
+        pieces = [stream.take(m) for m in (1, 5000, B, 7, n - B - 5008)]
+        np.testing.assert_array_equal(np.concatenate(pieces), pooled)
+        with pytest.raises(ValueError, match="left"):
+            stream.take(1)
+        plan = _plans(3)[i]
+        secret, secure = noise.stream_secret(noise.noise_source(3))
+        assert not secure
+        by_hand = [plan.exact_sampler()(hi - lo, noise.DerivedBits(secret, j, secure=False))
+                   for j, (lo, hi) in enumerate(noise.noise_blocks(n))]
+        np.testing.assert_array_equal(np.concatenate(by_hand), pooled)
+    # secure bits: a fresh secret per stream
+    secure_plan = noise.laplace_plan(1.0, 2.0, n_changed=3, bits=noise.SecureBits())
+    assert not np.array_equal(secure_plan.draw(1000), secure_plan.draw(1000))
+
+
+def test_noise_blocks_are_independent_with_the_exact_law():
+    """Pairs (block i, position p) and (block i + 1, position p) are independent (contingency
+    test) and the whole stream is discrete Laplace (exact pmf); blocks drawn from one key would
+    fail the independence test (its power)."""
+    t, B = 3, noise.NOISE_BLOCK
+    plan = noise.GridNoise(grid=1.0, scale=3.0, sensitivity_used=1.0, distribution="discrete-laplace",
+                           sampler="", bits=noise.noise_source(8), n_changed=1, t=t)
+    x = plan.draw((6, B))
+    assert _integer_gof(x.ravel(), _dlap_log_pmf(t), 12 * t) > 1e-4
+    cut = 6
+
+    def table(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        counts = np.zeros((2 * cut + 1, 2 * cut + 1))
+        np.add.at(counts, (np.clip(a, -cut, cut) + cut, np.clip(b, -cut, cut) + cut), 1)
+        return counts[:, counts.sum(axis=0) > 0][counts.sum(axis=1) > 0]
+
+    for i in range(5):
+        assert stats.chi2_contingency(table(x[i], x[i + 1])).pvalue > 1e-4
+    same_key = noise.discrete_laplace(t, B, noise.DerivedBits(bytes(32), 0, secure=False))
+    again = noise.discrete_laplace(t, B, noise.DerivedBits(bytes(32), 0, secure=False))
+    assert stats.chi2_contingency(table(same_key, again)).pvalue < 1e-10
+
+
 def test_seeded_noise_is_reproducible_and_secure_noise_is_not():
     sigma = 1.3 * 2.0**24
     a = noise.discrete_gaussian(sigma, 50_000, noise.noise_source(7))

@@ -106,11 +106,12 @@ class ProjectionInput:
         cancel, each block is rescaled explicitly in cache). No copy of ``X`` is made.
 
         ``noise`` (a grid mechanism of :mod:`dpcore.noise`), if given, perturbs each ``(rows, k)``
-        output block: ``noise.draw`` is called once per block, in row order, on one helper thread that
-        draws block ``i + 1`` while this thread computes the product of block ``i`` (BLAS and the
-        samplers' NumPy work release the GIL), and ``noise.apply`` rounds the block to the public grid
-        and adds the integers. The draws are sequential and in row order, so they are the same as
-        drawing the blocks one after the other on one thread, whatever the timing.
+        output block with the next ``rows * k`` integers of one :class:`~dpcore.noise.NoiseStream` of
+        the ``n * k`` entries (C order, the layout of :func:`~dpcore.noise.noise_blocks`), taken on
+        one helper thread for block ``i + 1`` while this thread computes the product of block ``i``;
+        the stream draws its blocks on every core (BLAS and the samplers' NumPy work release the
+        GIL), and ``noise.apply`` rounds the block to the public grid and adds the integers. The
+        integers are those of ``noise.draw((n, k))``, whatever the timing and the threads.
         """
         if dask_engine.is_lazy(self.raw):  # a table larger than memory: noise added on the client
             return dask_engine.noisy_projection(self, P, noise, ProjectionInput.project)
@@ -126,8 +127,13 @@ class ProjectionInput:
         blocks = list(row_blocks(n, d))
         buf = np.empty((blocks[0].stop, d)) if explicit else None
         pool = ThreadPoolExecutor(1) if noise is not None else None
+        stream = noise.stream(n * k) if noise is not None else None
+
+        def draw(rows: int) -> np.ndarray:
+            return stream.take(rows * k).reshape(rows, k)
+
         try:
-            pending = pool.submit(noise.draw, (blocks[0].stop, k)) if pool is not None else None
+            pending = pool.submit(draw, blocks[0].stop) if pool is not None else None
             for i, sl in enumerate(blocks):
                 T = self.raw[sl]
                 if buf is not None:
@@ -141,7 +147,7 @@ class ProjectionInput:
                     drawn = pending.result()
                     if i + 1 < len(blocks):
                         nxt = blocks[i + 1]
-                        pending = pool.submit(noise.draw, (nxt.stop - nxt.start, k))
+                        pending = pool.submit(draw, nxt.stop - nxt.start)
                     block[...] = noise.apply(block, drawn)
         finally:
             if pool is not None:

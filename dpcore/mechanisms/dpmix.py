@@ -278,7 +278,7 @@ def draw_mixtures(
     idx_rng, noise_rng = rng.spawn(2)
     if plans is None:
         plans = mixture_noise_plans(np.asarray(sigma, dtype=float), ell, dpnoise.SeededBits(noise_rng))
-    streams = [(sl, plan, _NoiseRows(plan, sl.stop - sl.start)) for sl, plan in plans]
+    streams = [(sl, plan, _NoiseRows(plan, sl.stop - sl.start, n_mixtures)) for sl, plan in plans]
     out_dtype = np.dtype(dtype) if dtype is not None else (Z.dtype if unit is None else np.float64)
     out = np.empty((n_mixtures, width), dtype=out_dtype)
     all_idx = np.empty((n_mixtures, ell), dtype=np.int64) if return_indices else None
@@ -336,24 +336,16 @@ def _denoise(block: np.ndarray, image_shape: tuple[int, int] | None, n_image_col
 
 
 class _NoiseRows:
-    """Integer noise rows of one column group, drawn in fixed units of rows, so that the values do
-    not depend on how the caller chunks the mixtures."""
+    """Integer noise rows of one column group: the ``(n_rows, width)`` matrix of one
+    :class:`~dpcore.noise.NoiseStream` (its blocks drawn on every core), taken row chunk by row
+    chunk, so that the values do not depend on how the caller chunks the mixtures."""
 
-    unit = 1024
-
-    def __init__(self, plan: GridNoise, width: int) -> None:
-        self.plan, self.width = plan, width
-        self.buf = np.empty((0, width), dtype=np.int64)
+    def __init__(self, plan: GridNoise, width: int, n_rows: int) -> None:
+        self.width = width
+        self.stream = plan.stream(n_rows * width)
 
     def take(self, m: int) -> np.ndarray:
-        parts = [self.buf]
-        have = len(self.buf)
-        while have < m:
-            parts.append(self.plan.draw((self.unit, self.width)))
-            have += self.unit
-        rows = np.concatenate(parts) if len(parts) > 1 else self.buf
-        out, self.buf = rows[:m], rows[m:]
-        return out
+        return self.stream.take(m * self.width).reshape(m, self.width)
 
 
 def mixture_noise_plans(sigma: np.ndarray, ell: int, bits: BitSource, *, boundaries: tuple[int, ...] = (),
