@@ -190,6 +190,7 @@ def test_a_shown_draw_is_charged_and_a_draw_past_the_budget_is_refused():
     assert at.session_state.ledger.total_epsilon == 2.0 and _pending(at)["csv"] != shown["csv"]
 
 
+@pytest.mark.slow
 def test_ledger_download_is_the_cli_file_and_an_upload_continues_it(tmp_path, media):
     from dpcore.cli import main
     from dpcore.ledger import Ledger
@@ -346,6 +347,7 @@ def test_tune_process_limits_blas_threads_and_freezes_only_after_new_imports(mon
         gc.unfreeze()
 
 
+@pytest.mark.slow
 def test_utility_page_reports_clustering_against_the_isotropic_null():
     from dataclasses import replace
 

@@ -81,6 +81,7 @@ class _Holder:
         self.data = np.zeros(1 << 20)
 
 
+@pytest.mark.slow
 def test_reclaim_memory_frees_cycles_frozen_while_a_session_lived():
     holder = _Holder()
     alive = weakref.ref(holder)

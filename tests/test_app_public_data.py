@@ -25,6 +25,7 @@ def _public_csv(n: int = 80) -> tuple[bytes, np.ndarray]:
     return frame.to_csv(index=False).encode(), X
 
 
+@pytest.mark.slow
 def test_pca_identity_needs_and_uses_the_uploaded_public_table():
     at = AppTest.from_file(ENTRY, default_timeout=120)
     at.run()

@@ -288,6 +288,7 @@ def _run_shown_command(at, served, tmp_path) -> dict:
     return json.loads((tmp_path / "cli.card.json").read_text())
 
 
+@pytest.mark.slow
 def test_release_page_shows_card_in_words_and_a_command_that_reproduces_the_settings(served, tmp_path):
     at = new_app()
     at.sidebar.selectbox(key="mechanism").select("ron-gauss").run()
@@ -309,6 +310,7 @@ def test_release_page_shows_card_in_words_and_a_command_that_reproduces_the_sett
     assert cli_card["guarantee"] == app_card["guarantee"]
 
 
+@pytest.mark.slow
 def test_upload_bulk_bounds_then_release_command_reproduces_it(served, tmp_path):
     csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
     at = new_app()
@@ -508,6 +510,7 @@ def test_automatic_delta_is_not_labelled_one_over_n():
     assert card["guarantee"]["delta"] == pytest.approx(min(1e-5, 1797 ** -1.5)) != pytest.approx(1 / 1797)
 
 
+@pytest.mark.slow
 def test_gaussian_noise_savings_are_said_on_explore_and_in_the_card_text():
     """Issue 13 item 2: the app shows how much noise the Gaussian variant saves. The card's
     ``laplace_over_gaussian_variance`` (per statistic) is said on the Explore page, in the card in

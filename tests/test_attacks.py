@@ -254,6 +254,7 @@ def metrics(at) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+@pytest.mark.slow
 def test_attack_page_runs_and_shows_auc_and_epsilon_beside_the_claim():
     at = attack_app()
     assert any("NOT differentially private" in w.value for w in at.warning)

@@ -751,6 +751,7 @@ def _use_table(at, entry: dict[str, Any]):
     return at
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", [e for e in TABLES if e.get("app", True)], ids=_ids)
 def test_app_upload_gives_a_clear_error_and_keeps_the_session(upload_app, entry, monkeypatch):
     _env(entry, monkeypatch)

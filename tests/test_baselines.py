@@ -448,6 +448,7 @@ def test_modips_protected_class_sum_sensitivities_hold_with_a_class_change():
     assert worst_mu >= 0.8 * 2 * k and worst_m >= 0.8 * k * (k + 1)
 
 
+@pytest.mark.slow
 def test_modips_protected_one_label_change_does_not_fix_the_released_class_sizes():
     """{100, 100} vs {99, 101}: within-class releases the true sizes (distinguishable with
     certainty); protected, both outcomes occur under both neighbours."""

@@ -113,6 +113,7 @@ def test_no_help_text_or_description_cites_spec(capsys):
         _no_spec(run(capsys, "describe", name, "--json")[1], f"describe {name}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_no_release_card_cites_spec(capsys, tmp_path, name):
     out = tmp_path / "o.csv"

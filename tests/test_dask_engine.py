@@ -1327,6 +1327,7 @@ def test_derived_bits_rekey_and_secret_checks():
         dpnoise.DerivedBits(bytes(16), 0, secure=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("csv", [False, True])
 def test_piece_partial_sums_read_the_partition_batch_by_batch(table, tmp_path, monkeypatch, csv):
     """A partition's partial sums, its rows read in many batches (Parquet row groups, or a CSV

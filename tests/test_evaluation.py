@@ -84,6 +84,7 @@ def spy(monkeypatch):
     return seen
 
 
+@pytest.mark.slow
 def test_sweep_and_train_on_release_train_a_dpmix_release_on_its_soft_labels(spy):
     # noise-free mixtures of ell = 16 rows: the argmax of a soft label is the mixture's majority
     # class, the minority for under 8% of them; a draw keeps the 25% rate
@@ -105,6 +106,7 @@ def test_sweep_and_train_on_release_train_a_dpmix_release_on_its_soft_labels(spy
     np.testing.assert_array_equal(training_set(rel).y, rel.labels[:, :2].astype(float))
 
 
+@pytest.mark.slow
 def test_sweep_and_train_on_release_train_a_local_gaussian_release_on_its_labels(spy):
     X, y = _minority_table(n=2000, seed=2)
     train, test = _dataset(X[:1500], y[:1500]), _dataset(X[1500:], y[1500:])

@@ -492,6 +492,7 @@ def _published(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("r*.csv")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("budget", "n_ok"), [("1", 1), ("2.5", 2)])
 def test_concurrent_processes_cannot_overrun_the_budget(tmp_path, budget, n_ok):
     ledger = tmp_path / "L.json"
@@ -783,6 +784,7 @@ def _contend(path: str, inside: str, rounds: int, counts) -> None:
         os._exit(code)
 
 
+@pytest.mark.slow
 def test_output_lock_never_admits_two_processes(tmp_path):
     """Four processes claim one path 150 times each while markers are created and removed; the
     re-check after locking keeps the claim exclusive."""

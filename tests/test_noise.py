@@ -318,6 +318,7 @@ def test_numpy_exp_is_well_within_what_the_table_trusts():
     assert worst < 2.0**-48
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma", [2.5, 40.3])
 def test_gaussian_table_tail_envelope_and_exact_path_give_the_exact_pmf(sigma):
     """The table's rare paths at work on a large share of draws: a bulk of 1.5 sigma (the rest from

@@ -133,6 +133,7 @@ def test_regression_noise_scale_uses_label_bound():
 
 
 # ------------------------------------------------------------------------------------ spread
+@pytest.mark.slow
 def test_empirical_noise_spread_matches_laplace_scale():
     """Mean and second-moment noise over 150 seeded releases on fixed data: mean |noise| = b
     and std/mean|noise| = sqrt(2) (Laplace), tolerance 6% (~3.5 standard errors)."""
@@ -429,6 +430,7 @@ def test_protected_second_moment_sums_are_over_unit_rows_and_their_sensitivity_h
     assert worst >= 0.8 * s1
 
 
+@pytest.mark.slow
 def test_protected_one_label_change_does_not_fix_the_released_class_sizes():
     """{100, 100} vs {99, 101} (one record's label changed): the paper's algorithm releases the
     true class sizes deterministically (distinguishable with certainty); with protected labels

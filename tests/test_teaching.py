@@ -44,6 +44,7 @@ def test_dpmix_sigma_falls_with_ell():
     assert np.allclose(res["sensitivity"], np.sqrt(794) / np.array([1, 16, 256]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["digits", "mnist-10k"])
 def test_dfm_projection_is_closer_to_normal_than_the_most_spread_feature(name):
     ds = load_dataset(name)

@@ -105,6 +105,7 @@ def test_evaluate_release_errors():
         EvalSettings(k_range=(1, 5))
 
 
+@pytest.mark.slow
 def test_utility_sweep_frame_progress_and_trend():
     ds = load_dataset("digits")
     calls = []

@@ -94,6 +94,7 @@ def small_digits():
     return load_dataset("digits")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_evaluation_problem_says_exactly_which_sweeps_fail(name, small_digits):
     """A mechanism left out of the default Compare selection fails a sweep; the others run."""
