@@ -51,8 +51,9 @@ def card_in_words(card: dict[str, Any]) -> str:
     details = card.get("details", {}) or {}
     lines = ["**Guarantee.** " + card.get("guarantee_text", "")]
     if not g.get("holds", True):
-        lines.append("**The guarantee does NOT hold**: some bounds were computed from the private "
-                     "data.")
+        lines.append("**NOT differentially private: the guarantee does NOT hold.** A fact that shapes "
+                     "the release (bounds, class list or the number of rows) was taken from the private "
+                     "data; the ledger books this release as unbounded (ε = ∞).")
     public = [f"the number of rows (n = {card.get('n_rows', '?'):,})",
               f"the bounds of every column (source: {card.get('bounds_source', '?')})"]
     task = params.get("task")
@@ -351,13 +352,15 @@ def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippe
     facts = card.get("public_facts", {}) or {}
     details = card.get("details", {}) or {}
     e = html_escape
-    parts = [f"<h1>Release report: {e(card.get('mechanism', '?'))} on {e(dataset)}</h1>",
+    not_dp = " (NOT differentially private)" if not g.get("holds", True) else ""
+    parts = [f"<h1>Release report: {e(card.get('mechanism', '?'))} on {e(dataset)}{not_dp}</h1>",
              f"<p class='small'>dpcore {e(card.get('dpcore_version', ''))}, created "
              f"{e(card.get('created_utc', ''))} UTC; SHA-256 of the CSV: <code>{e(card.get('sha256', ''))}"
              "</code></p>", "<h2>Guarantee</h2>"]
     if not g.get("holds", True):
-        parts.append("<p class='bad'>The guarantee does NOT hold: a public fact (bounds or class list) "
-                     "was taken from the private data.</p>")
+        parts.append("<p class='bad'><b>NOT differentially private.</b> The guarantee does NOT hold: a "
+                     "fact that shapes the release (bounds, class list or the number of rows) was taken "
+                     "from the private data. A ledger books this release as unbounded (epsilon = inf).</p>")
     parts.append(f"<p>{e(card.get('guarantee_text', ''))}</p>")
     parts.append(_table(["epsilon", "delta", "kind", "neighbouring relation"],
                         [[_num(g.get("epsilon")), g.get("delta"), g.get("kind"), g.get("neighbouring")]]))
@@ -415,7 +418,7 @@ def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippe
             parts.append(f"<p>Command line:</p><pre>{e(command)}</pre>")
         if snippet:
             parts.append(f"<p>Python:</p><pre>{e(snippet)}</pre>")
-    title = e(f"Release report: {card.get('mechanism', '')} on {dataset}")
+    title = e(f"Release report: {card.get('mechanism', '')} on {dataset}{not_dp}")
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width'><title>{title}</title>"
             f"<style>{_REPORT_CSS}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")

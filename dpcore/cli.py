@@ -3,6 +3,7 @@
 ::
 
     dpcore datasets
+    dpcore ledger show ledger.sqlite        # the persistent budgets per dataset (dpcore.ledger_cli)
     dpcore describe ron-gauss
     dpcore describe my.csv --label y      # check a data file: shape, task, bounds source
     dpcore release local-gaussian digits -o out.csv --epsilon 1 --delta 1e-6
@@ -56,7 +57,9 @@ from dpcore.data import (
 )
 from dpcore.decode import OUTPUT_SPACES, PublicSchema, with_output_space
 from dpcore.exceptions import DataValidationError, NotPrivateError
-from dpcore.ledger import Ledger, LedgerEntry, check_budget, ledger_transaction, lock_path
+from dpcore.ledger import Ledger, LedgerEntry, check_budget, lock_path
+from dpcore.ledger_cli import add_ledger_parser, run_ledger_command
+from dpcore.ledger_store import dataset_key, is_store_path, open_ledger_transaction, precheck_ledger
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.release import Release, output_lock, release_paths
 from dpcore.schema import Param
@@ -159,8 +162,8 @@ def _add_data_options(parser: argparse.ArgumentParser) -> None:
                         "comma-separated values (e.g. 0,1) or a JSON file holding a list")
     parser.add_argument("--missing", choices=list(MISSING_POLICIES), default=None,
                         help="rows with missing/infinite features: refuse (default), impute the "
-                        "midpoint of the public bounds (n stays public), or drop them (the "
-                        "guarantee then covers the cleaned table)")
+                        "midpoint of the public bounds (n stays public); 'drop' is refused by "
+                        "`release` (n would depend on the data: clean the file first)")
     parser.add_argument("--drop-nonfinite", action="store_true", help="same as --missing drop")
 
 
@@ -206,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("datasets", help="list the bundled datasets")
+    add_ledger_parser(sub)
 
     desc = sub.add_parser("describe", help="parameters and guarantee of a mechanism, or check a data file")
     desc.add_argument("mechanism", metavar="TARGET",
@@ -239,10 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="original space: do not clip values to the public bounds")
         mp.add_argument("--integer-columns", metavar="A,B", default="",
                         help="original space: columns the schema declares integer (rounded, written as ints)")
-        mp.add_argument("--ledger", help="ledger JSON file to check and append to (locked while in use)")
+        mp.add_argument("--ledger", help="ledger to check and append to: a JSON file (locked while in use), "
+                        "or a ledger store (.sqlite/.sqlite3/.db: one budget per dataset, shared with the "
+                        "app; see `dpcore ledger`)")
         mp.add_argument("--budget", type=_budget_type("epsilon budget"),
                         help="epsilon budget of the ledger, per neighbouring relation (default: the "
-                             "budget stored in the ledger)")
+                             "budget stored in the ledger; a store takes it once, to register the dataset)")
         mp.add_argument("--delta-budget", type=_budget_type("delta budget", allow_zero=True, upper=1.0),
                         help="delta budget of the ledger, per neighbouring relation (0: pure DP only)")
         _add_engine_options(mp.add_argument_group("large tables (Dask engine)"))
@@ -541,14 +547,40 @@ def _signals_deferred() -> Iterator[None]:
             raise
 
 
+def _opted_in_unbounded(args: argparse.Namespace) -> bool:
+    """The flags by which a user asks for a release with no finite row-level epsilon:
+    ``--data-bounds``, ``--data-classes``, ``--label-privacy within-class``."""
+    return bool(getattr(args, "data_bounds", False) or getattr(args, "data_classes", False)
+                or getattr(args, "label_privacy", "protected") == "within-class")
+
+
+def _ledger_key(args: argparse.Namespace) -> str:
+    """The dataset key of ``args.input`` in a ledger store (``""`` for a JSON ledger, which has one
+    ledger per file): :func:`dpcore.ledger_store.dataset_key`."""
+    return dataset_key(args.input) if args.ledger and is_store_path(args.ledger) else ""
+
+
+def _precheck_ledger(args: argparse.Namespace) -> str:
+    """Refuse a bad ``--ledger`` before any work; returns the input's dataset key (stores)."""
+    if not args.ledger:
+        if args.budget is not None or args.delta_budget is not None:
+            raise CLIError("--budget and --delta-budget need --ledger FILE")
+        return ""
+    key = _ledger_key(args)
+    precheck_ledger(args.ledger, key, budget=args.budget, delta_budget=args.delta_budget)
+    return key
+
+
 def _save_recorded(release: Release, output: str, ledger_file: str, dataset: str,
-                   budget: float | None, delta_budget: float | None) -> tuple[dict[str, Path], Ledger]:
+                   budget: float | None, delta_budget: float | None, *, key: str = "",
+                   allow_unbounded: bool = False) -> tuple[dict[str, Path], Ledger]:
     """Check, write, record and publish ``release`` under the ledger's lock (reserve, write the
     temporaries, commit, rename into place); on any failure nothing new is left and the ledger is
-    as before. Returns the files written and the ledger after the commit."""
-    g = release.row_guarantee() or release.guarantee  # the row-level unit, as LedgerEntry.from_card
-    with ledger_transaction(ledger_file, budget=budget, delta_budget=delta_budget) as tx:
-        tx.check(LedgerEntry(release.mechanism, g.epsilon, g.delta or 0.0, g.neighbouring, dataset))
+    as before. ``key``: the dataset's key in a ledger store. ``allow_unbounded``: the user opted in
+    to a release booked as epsilon = inf. Returns the files written and the ledger after the commit."""
+    with open_ledger_transaction(ledger_file, key, label=dataset, budget=budget,
+                                 delta_budget=delta_budget) as tx:
+        tx.check(LedgerEntry.from_release(release, dataset), allow_unbounded=allow_unbounded)
         with release.stage(output) as staged:  # temporaries, removed on any failure
             # the ledger records the card exactly as written (same sha256 and time)
             card = json.loads(staged.temps["card"].read_text(encoding="utf-8"))
@@ -600,9 +632,6 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
     """``dpcore release ... --engine dask``: the table is read partition by partition."""
     from dpcore import dask_engine
 
-    if args.missing == "drop" or args.drop_nonfinite:
-        raise CLIError("--missing drop is not available with --engine dask: n would depend on the data; use "
-                       "--missing impute (the midpoint of each column's public bounds) or clean the files")
     decoding = [flag for flag, given in (("--output-space original", args.output_space == "original"),
                                           ("--no-clip", args.no_clip),
                                           ("--integer-columns", bool(args.integer_columns.strip())))
@@ -611,10 +640,7 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
         raise CLIError(f"{', '.join(decoding)}: not available with --engine dask, whose parts are written in "
                        "the mechanism's released space (the card's output_space says so); release the "
                        "table in memory (--engine memory) for the original columns and units")
-    if args.ledger:
-        Ledger.load(args.ledger)  # a bad path or file is refused before any work
-    elif args.budget is not None or args.delta_budget is not None:
-        raise CLIError("--budget and --delta-budget need --ledger FILE")
+    key = _precheck_ledger(args)  # a bad path or file is refused before any work
     if os.path.exists(args.output) and not (os.path.isdir(args.output) and not os.listdir(args.output)):
         raise CLIError(f"--output {args.output}: with --engine dask the output is a new (or empty) folder")
     # the bars are drawn on the process's stderr (dask_engine._progress): by default only on a terminal
@@ -638,11 +664,11 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
         else:  # the row guarantee checked, the folder written, recorded, then renamed into place
             release, _ = dask_engine.release_table(cls(**params), table, None, n_samples=args.n_samples,
                                                    progress=progress)
-            row = release.row_guarantee() or release.guarantee
             dataset = Path(table.sources[0]).stem if len(table.sources) == 1 else args.input
-            with ledger_transaction(args.ledger, budget=args.budget, delta_budget=args.delta_budget) as tx:
-                tx.check(LedgerEntry(release.mechanism, row.epsilon, row.delta or 0.0, row.neighbouring,
-                                     dataset))
+            with open_ledger_transaction(args.ledger, key, label=dataset, budget=args.budget,
+                                         delta_budget=args.delta_budget) as tx:
+                tx.check(LedgerEntry.from_release(release, dataset),
+                         allow_unbounded=_opted_in_unbounded(args))
 
                 def record(card: dict[str, Any]) -> Any:
                     tx.commit(LedgerEntry.from_card(card, dataset))
@@ -693,12 +719,14 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
     if "epsilon" in params and math.isinf(params["epsilon"]):
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
+    if args.missing == "drop" or args.drop_nonfinite:
+        raise CLIError("--missing drop is refused: n (and the released row count) would depend on the "
+                       "data, so no guarantee would hold; use --missing impute (the midpoint of each "
+                       "column's public bounds) or remove those rows from the file first (its row count "
+                       "is then public)")
     if dask:
         return _release_dask(args, cls, params)
-    if args.ledger:
-        Ledger.load(args.ledger)  # a bad path or file is refused before any work
-    elif args.budget is not None or args.delta_budget is not None:
-        raise CLIError("--budget and --delta-budget need --ledger FILE")
+    key = _precheck_ledger(args)  # a bad path or file is refused before any work
     ds = _load_input(args, args.input)
     if args.n is not None and args.n != ds.n_samples:  # as open_table(n=...) on the Dask engine
         raise CLIError(f"--n {args.n:,} was given but the input holds {ds.n_samples:,} rows; a mismatch is "
@@ -715,14 +743,16 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     ledger = None
     if args.ledger:
         written, ledger = _save_recorded(release, args.output, args.ledger, ds.name, args.budget,
-                                         args.delta_budget)
+                                         args.delta_budget, key=key,
+                                         allow_unbounded=_opted_in_unbounded(args))
     else:
         written = release.save(args.output)  # all files or none
     g = release.guarantee
     print(f"wrote {', '.join(str(p) for p in written.values())}")
     print(f"guarantee: {g.kind} epsilon = {g.epsilon:.6g}, delta = {g.delta:.3g}, "
           f"neighbouring = {g.neighbouring}" + (f", beta = {g.beta:.3g}" if g.beta else "")
-          + ("" if g.holds else "  (does NOT hold: a public fact was taken from the data)"))
+          + ("" if g.holds else "  (does NOT hold: a public fact was taken from the data; the release "
+                               "is NOT differentially private)"))
     print(f"output: {release.output_note}")
     if ledger is not None:
         print(f"ledger: {ledger.summary()}")
@@ -844,6 +874,8 @@ def _run(args: argparse.Namespace) -> None:
         _cmd_datasets()
     elif args.command == "describe":
         _cmd_describe(args)
+    elif args.command == "ledger":
+        run_ledger_command(args)
     elif args.command == "release":
         if _use_dask(args):  # writes a folder of parts through a temporary folder (dpcore.dask_engine)
             _cmd_release(args, dask=True)

@@ -129,7 +129,7 @@ class Dataset:
         The bundled metadata (origin of each bound, source, licence), if any.
     n_dropped : int
         Rows dropped for NaN/inf with ``missing="drop"`` (private: exploration only; the
-        guarantee then covers the cleaned table, see :func:`load_dataset`).
+        guarantee then does NOT hold, see :func:`load_dataset`).
     label_bounds_source : {"user", "data"} or None
         Where ``label_bounds`` came from.
     column_bounds_source : tuple of str or None
@@ -419,8 +419,9 @@ def load_dataset(
         Rows with NaN/inf features: ``"error"`` refuses them; ``"impute"`` replaces each missing
         or infinite feature value by the midpoint of the column's public bounds, so ``n`` stays
         the public row count (missing labels are still an error); ``"drop"`` removes those rows:
-        ``n`` then depends on the data and the guarantee covers the *cleaned* table only (the
-        card says so).
+        ``n`` then depends on the data (one changed row changes it), so every release's card says
+        ``holds: false`` (NOT differentially private; the CLI and the app refuse it: clean the
+        file first, whose row count is then public).
     drop_nonfinite : bool
         Old spelling of ``missing="drop"``.
     part_of_table : bool, default False
@@ -641,8 +642,9 @@ def _handle_missing(
             f"{rows.size} {what} (by column: {dict(list(per_col.items())[:8])}; first rows: "
             f"{rows[:5].tolist()}). Clean them, impute features with a public value "
             "(missing='impute' / --missing impute: the midpoint of each column's public bounds, "
-            "which keeps n public), or drop those rows (missing='drop' / --missing drop: the "
-            "guarantee then covers the cleaned table)."
+            "which keeps n public), or remove those rows from the file before loading it (a "
+            "cleaned file's row count is public; rows dropped here would make n depend on the "
+            "data, and the guarantee would NOT hold)."
         )
     if missing == "impute":
         frame = frame.mask(~np.isfinite(values))
@@ -673,8 +675,9 @@ def _resolve_classes(
     Given (``"user"``) or from the bundled metadata (``"metadata"``); otherwise read from the
     data with a :class:`PrivacyLeakWarning` (``"data"``: the guarantee does not hold, since one
     record with a rare class would put that class into the release). Labels are converted to the
-    list's type where the list is numeric (a CSV label read as text stays text). At least
-    ``min_classes`` classes must be present."""
+    list's type where the list is numeric (a CSV label read as text stays text). With a list read
+    from the data at least ``min_classes`` classes must be present; with a public list none need
+    be (that check would make whether anything is released depend on one record)."""
     if classes is not None or meta_classes is not None:
         source = "user" if classes is not None else "metadata"
         cls = np.asarray(list(classes if classes is not None else meta_classes))
@@ -693,7 +696,10 @@ def _resolve_classes(
         warn_data_classes(label, stacklevel=3)
         source = "data"
         cls = np.unique(y)
-    if np.unique(y).size < min_classes:
+    # Presence is checked only for a class list read from the data: with a public list, whether
+    # a table is released must not depend on which classes occur (a table whose labels are all one
+    # class and its neighbour with one other label are released alike).
+    if source == "data" and np.unique(y).size < min_classes:
         only = y[0].item() if isinstance(y[0], np.generic) else y[0]
         raise DataValidationError(
             f"label {label!r} has a single class ({only!r}); classification needs at "

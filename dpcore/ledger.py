@@ -6,8 +6,14 @@ Totals use **basic (sequential) composition**: epsilons add up and deltas add up
 **One unit.** An entry made from a release card records its row-level guarantee (the card's
 ``row_level``: replace-one, label included), which every mechanism reports, also those released in
 the papers' element or row-l2 modes (whose row-level equivalent is computed for the drawn
-projection); only releases without one (the papers' per-class modes with public class sizes) keep
-their own relation.
+projection). A release with no finite row-level epsilon is booked as **unbounded**
+(``epsilon = inf``, replace-one): the papers' per-class modes with public class sizes
+(``replace-one-within-class``: one record's label is not protected at all) and every release whose
+guarantee does not hold (``holds: false``: bounds or a class list read from the private data, rows
+dropped for missing values). An unbounded entry is admitted only with an explicit opt-in
+(``allow_unbounded=True``: the CLI's ``--data-bounds`` / ``--data-classes`` / ``--label-privacy
+within-class``, the app's opt-in box) and only while the relation's budget is not yet spent; its
+total is then infinite, so nothing more is admitted under that budget.
 
 **Totals are kept per neighbouring relation** (``replace-one``, ``element``, ``row-l2``, ...) and
 each is checked against the budget on its own: an epsilon under one relation is not an epsilon
@@ -28,10 +34,17 @@ the old or the new ledger, never a mix. Callers publish a release only after its
 killed at any step leaves the ledger valid; if it dies between commit and publish the ledger holds an
 entry whose files never appeared, an over-count (the safe direction).
 
+**One file, one name.** A ledger file with a second name (a hard link) is refused: each name
+would lock its own ``.lock`` file, and the first atomic rename splits the link into two ledgers
+(two processes then admit releases against two copies of one budget). The persistent store
+(:mod:`dpcore.ledger_store`, SQLite) keeps a ledger per dataset and takes the same rule.
+
 The file is JSON (``Ledger.to_json``), the same for the CLI (``--ledger``) and the app (download
 and upload). Version 1 files (``composition``, ``total_epsilon``, ``total_delta``, ``entries``) are
 read as they are; version 2 adds keys (``format``, ``version``, ``totals_by_neighbouring``,
 ``budget``) and keeps every entry in the version 1 form, so a version 1 reader still reads it.
+An unbounded entry's epsilon (and an infinite total) is written as the string ``"inf"``, as on
+release cards (JSON has no infinity).
 """
 
 from __future__ import annotations
@@ -64,8 +77,11 @@ __all__ = [
     "check_budget",
     "check_budgets",
     "check_ledger_path",
+    "check_single_name",
+    "is_unbounded",
     "ledger_transaction",
     "lock_path",
+    "safe_sum",
 ]
 
 FORMAT = "dpcore-ledger"
@@ -79,6 +95,27 @@ MAX_LEDGER_BYTES = 64 * 2**20
 
 class BudgetExceededError(ValueError):
     """A release would bring a ledger total past its budget (nothing was written)."""
+
+
+def safe_sum(values: Any) -> float:
+    """``math.fsum`` of ``values``, ``inf`` where the exact sum is past the largest float (fsum
+    raises ``OverflowError`` for two entries of 1e308) or an entry is infinite."""
+    values = list(values)
+    if any(math.isinf(v) for v in values):
+        return math.inf
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return math.inf
+
+
+def is_unbounded(epsilon: float) -> bool:
+    """True for an entry or total with no finite epsilon (booked as ``inf``)."""
+    return math.isinf(epsilon)
+
+
+def _json_epsilon(value: float) -> float | str:
+    return "inf" if math.isinf(value) else value
 
 
 def check_budget(value: Any, name: str = "budget", *, allow_zero: bool = False,
@@ -124,30 +161,60 @@ class LedgerEntry:
     sha256: str = ""
 
     def __post_init__(self) -> None:
+        if self.epsilon == "inf":  # the file's spelling of an unbounded entry
+            object.__setattr__(self, "epsilon", math.inf)
         for name, hi in (("epsilon", math.inf), ("delta", 1.0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v <= hi) \
-                    or not math.isfinite(v):
-                raise TypeError(f"ledger entry {name} must be a finite number in [0, {hi}], got {v!r}")
+                    or (not math.isfinite(v) and not (name == "epsilon" and v == math.inf)):
+                what = "a number >= 0 or 'inf' (unbounded)" if name == "epsilon" else \
+                    f"a finite number in [0, {hi}]"
+                raise TypeError(f"ledger entry {name} must be {what}, got {v!r}")
         for name in ("mechanism", "neighbouring", "dataset", "created_utc", "sha256"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"ledger entry {name} must be a string, got {getattr(self, name)!r}")
 
+    @property
+    def unbounded(self) -> bool:
+        """No finite row-level epsilon (booked as ``inf``)."""
+        return is_unbounded(self.epsilon)
+
+    @classmethod
+    def from_release(cls, release: Any, dataset: str = "") -> LedgerEntry:
+        """The entry a :class:`~dpcore.release.Release` will have once its card is written (the
+        reservation made before the files exist): :meth:`from_card` on its guarantee and
+        ``row_level``, with no ``sha256`` yet."""
+        return cls.from_card({"mechanism": release.mechanism, "guarantee": release.guarantee.as_card(),
+                              "row_level": release.row_level_card(), "created_utc": release.created_utc,
+                              "sha256": ""}, dataset)
+
     @classmethod
     def from_card(cls, card: dict[str, Any], dataset: str = "") -> LedgerEntry:
         """The entry of a release card, at the card's row-level guarantee (``row_level``: replace-one,
-        label included) whenever it has a finite one, so that releases made in the papers'
-        element / row-l2 modes are counted in the same unit as every other release; otherwise
-        (cards without ``row_level``, or the papers' per-class modes, which have none) at the
-        card's own guarantee and relation."""
+        label included), so that every release is counted in one unit.
+
+        **Unbounded** (``epsilon = inf``, replace-one) when the card has no finite row-level
+        epsilon: its ``row_level`` epsilon is ``"inf"`` (the papers' per-class modes, whose class
+        sizes and labels are public), or its guarantee does not hold (``holds: false``: a public
+        fact read from the private data, or rows dropped for missing values), whatever epsilon
+        the calibration used. Cards without ``row_level`` (written before it existed) are booked
+        at their own guarantee and relation."""
         g = card["guarantee"]
         row = card.get("row_level")
-        if isinstance(row, dict) and isinstance(row.get("epsilon"), (int, float)) \
-                and not isinstance(row.get("epsilon"), bool):
-            g = row
+        holds = g.get("holds", True) is not False
+        epsilon = math.inf
+        delta = g.get("delta") or 0.0
+        if isinstance(row, dict):
+            holds = holds and row.get("holds", True) is not False
+            value = row.get("epsilon")
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                g, delta = row, row.get("delta") or 0.0
+        if holds and isinstance(g.get("epsilon"), (int, float)):
+            epsilon = float(g["epsilon"])
+        neighbouring = "replace-one" if math.isinf(epsilon) else g["neighbouring"]
         return cls(
-            mechanism=card["mechanism"], epsilon=float(g["epsilon"]), delta=float(g["delta"] or 0.0),
-            neighbouring=g["neighbouring"], dataset=dataset, created_utc=card["created_utc"],
+            mechanism=card["mechanism"], epsilon=epsilon, delta=float(delta),
+            neighbouring=neighbouring, dataset=dataset, created_utc=card["created_utc"],
             sha256=card["sha256"],
         )
 
@@ -184,19 +251,19 @@ class Ledger:
     @property
     def total_epsilon(self) -> float:
         """Sum of every entry's epsilon (a total only when all entries share one relation)."""
-        return math.fsum(e.epsilon for e in self.entries)
+        return safe_sum(e.epsilon for e in self.entries)
 
     @property
     def total_delta(self) -> float:
         """Sum of every entry's delta (a total only when all entries share one relation)."""
-        return math.fsum(e.delta for e in self.entries)
+        return safe_sum(e.delta for e in self.entries)
 
     def totals(self) -> dict[str, RelationTotal]:
         """``{neighbouring relation: RelationTotal}``, relations in order of first use."""
         by: dict[str, list[LedgerEntry]] = {}
         for e in self.entries:
             by.setdefault(e.neighbouring, []).append(e)
-        return {rel: RelationTotal(math.fsum(e.epsilon for e in es), math.fsum(e.delta for e in es),
+        return {rel: RelationTotal(safe_sum(e.epsilon for e in es), safe_sum(e.delta for e in es),
                                    len(es)) for rel, es in by.items()}
 
     def total(self, neighbouring: str) -> RelationTotal:
@@ -210,29 +277,48 @@ class Ledger:
                 self.delta_budget if delta_budget is None else delta_budget)
 
     def would_exceed(self, epsilon: float, budget: float | None = None, *, delta: float = 0.0,
-                     delta_budget: float | None = None, neighbouring: str = "replace-one") -> bool:
+                     delta_budget: float | None = None, neighbouring: str = "replace-one",
+                     allow_unbounded: bool = False) -> bool:
         """True if adding a release of ``(epsilon, delta)`` under ``neighbouring`` pushes that
         relation's total past its budget (``None``: the ledger's own budget, if any)."""
-        return self.refusal(LedgerEntry("?", epsilon, delta, neighbouring), budget, delta_budget) is not None
+        entry = LedgerEntry("?", epsilon, delta, neighbouring)
+        return self.refusal(entry, budget, delta_budget, allow_unbounded=allow_unbounded) is not None
+
+    def spent(self, neighbouring: str = "replace-one", budget: float | None = None) -> bool:
+        """True when the relation's epsilon total has reached its budget (nothing more fits)."""
+        budget, _ = self._budgets(budget, None)
+        return budget is not None and self.total(neighbouring).epsilon >= budget * (1 - BUDGET_RTOL)
 
     def refusal(self, entry: LedgerEntry, budget: float | None = None,
-                delta_budget: float | None = None) -> str | None:
-        """Why ``entry`` may not be added (one sentence), or ``None`` if it fits the budgets."""
+                delta_budget: float | None = None, *, allow_unbounded: bool = False) -> str | None:
+        """Why ``entry`` may not be added (one sentence), or ``None`` if it fits the budgets.
+
+        An unbounded entry (``epsilon = inf``) needs ``allow_unbounded`` (the explicit opt-in) and
+        a relation whose epsilon budget is not yet spent; it is never compared with the budget by
+        its epsilon (it cannot fit any finite one), and its delta is checked as any other."""
         budget, delta_budget = self._budgets(budget, delta_budget)
         t = self.total(entry.neighbouring)
         rel = entry.neighbouring
-        if budget is not None and t.epsilon + entry.epsilon > budget * (1 + BUDGET_RTOL):
+        if entry.unbounded:
+            if not allow_unbounded:
+                return ("this release has no finite row-level epsilon (its guarantee does not hold, or "
+                        "its relation leaves a record's label unprotected): it would be booked as "
+                        "epsilon = inf, which needs an explicit opt-in")
+            if budget is not None and self.spent(rel, budget):
+                return (f"the {rel} budget {budget:g} is already spent (total epsilon = "
+                        f"{_fmt_eps(t.epsilon)}): not even an opted-in unbounded release is admitted")
+        elif budget is not None and t.epsilon + entry.epsilon > budget * (1 + BUDGET_RTOL):
             return (f"this release (epsilon = {entry.epsilon:.4g}, {rel}) would bring the {rel} total to "
-                    f"epsilon = {t.epsilon + entry.epsilon:.4g}, over the budget {budget:g}")
+                    f"epsilon = {_fmt_eps(t.epsilon + entry.epsilon)}, over the budget {budget:g}")
         if delta_budget is not None and t.delta + entry.delta > delta_budget * (1 + BUDGET_RTOL):
             return (f"this release (delta = {entry.delta:.3g}, {rel}) would bring the {rel} total to "
                     f"delta = {t.delta + entry.delta:.3g}, over the delta budget {delta_budget:g}")
         return None
 
     def check(self, entry: LedgerEntry, budget: float | None = None,
-              delta_budget: float | None = None) -> None:
+              delta_budget: float | None = None, *, allow_unbounded: bool = False) -> None:
         """Raise :class:`BudgetExceededError` if ``entry`` does not fit (see :meth:`refusal`)."""
-        reason = self.refusal(entry, budget, delta_budget)
+        reason = self.refusal(entry, budget, delta_budget, allow_unbounded=allow_unbounded)
         if reason is not None:
             raise BudgetExceededError(f"refused: {reason}; nothing was written")
 
@@ -258,15 +344,19 @@ class Ledger:
         text = f"{len(self.entries)} release(s); "
         if len(totals) <= 1:
             rel = next(iter(totals), None)
-            text += (f"total epsilon = {self.total_epsilon:.4g}, total delta = {self.total_delta:.3g} "
+            text += (f"total epsilon = {_fmt_eps(self.total_epsilon)}, total delta = {self.total_delta:.3g} "
                      "(basic composition" + (f", neighbouring = {rel})" if rel else ")"))
         else:
             text += ("totals per neighbouring relation (basic composition): "
-                     + "; ".join(f"{rel}: epsilon = {t.epsilon:.4g}, delta = {t.delta:.3g}"
+                     + "; ".join(f"{rel}: epsilon = {_fmt_eps(t.epsilon)}, delta = {t.delta:.3g}"
                                  for rel, t in totals.items())
                      + ". Releases use different neighbouring relations; no conversion between "
                      "them is stated, so the totals are kept apart and each is checked against "
                      "the budget separately")
+        unbounded = sum(e.unbounded for e in self.entries)
+        if unbounded:
+            text += (f"; {unbounded} release(s) booked as unbounded (epsilon = inf: no finite "
+                     "row-level guarantee)")
         if self.budget is not None or self.delta_budget is not None:
             text += "; budget: " + ", ".join(
                 s for s in (f"epsilon {self.budget:g}" if self.budget is not None else "",
@@ -281,11 +371,12 @@ class Ledger:
             "format": FORMAT,
             "version": VERSION,
             "composition": "basic",
-            "total_epsilon": self.total_epsilon,
+            "total_epsilon": _json_epsilon(self.total_epsilon),
             "total_delta": self.total_delta,
-            "totals_by_neighbouring": {rel: asdict(t) for rel, t in self.totals().items()},
+            "totals_by_neighbouring": {rel: {**asdict(t), "epsilon": _json_epsilon(t.epsilon)}
+                                       for rel, t in self.totals().items()},
             "budget": {"epsilon": self.budget, "delta": self.delta_budget},
-            "entries": [asdict(e) for e in self.entries],
+            "entries": [{**asdict(e), "epsilon": _json_epsilon(e.epsilon)} for e in self.entries],
         }
 
     def to_json(self) -> str:
@@ -338,8 +429,10 @@ class Ledger:
         except OSError as exc:
             raise DataValidationError(f"cannot read the ledger {path}: {exc.strerror or exc}") from None
         with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 raise DataValidationError(f"the ledger {path} is not a regular file")
+            check_single_name(path, info)  # also under the lock (ledger_transaction re-reads here)
             data = fh.read(MAX_LEDGER_BYTES + 1)
         if len(data) > MAX_LEDGER_BYTES:
             raise DataValidationError(f"{path} is not a dpcore ledger file: larger than "
@@ -355,6 +448,10 @@ class Ledger:
         _atomic_write(check_ledger_path(path), self.to_json().encode())
 
 
+def _fmt_eps(value: float) -> str:
+    return "inf (unbounded)" if math.isinf(value) else f"{value:.4g}"
+
+
 def _smaller(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 
@@ -367,6 +464,25 @@ def lock_path(path: str | Path) -> Path:
     """The lock file of ledger ``path``: ``<path>.lock`` beside it."""
     path = Path(path)
     return path.with_name(path.name + ".lock")
+
+
+def check_single_name(path: Path, st: os.stat_result) -> None:
+    """Refuse a ledger file with more than one name (hard links: ``st_nlink > 1``).
+
+    Two names of one file would be two ledgers: each name has its own lock (``<name>.lock``, or
+    SQLite's journal ``<name>-journal``), and the first atomic rename of a JSON ledger gives one
+    name a new file while the other keeps the old one, so two processes could each admit a
+    release against the same budget.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the file and the number of names.
+    """
+    if st.st_nlink > 1:
+        raise DataValidationError(
+            f"the ledger {path} has {st.st_nlink} names (hard links): each name would be locked "
+            "separately and count its own copy of the budget; remove the other names and use one path")
 
 
 def check_ledger_path(path: str | Path) -> Path:
@@ -390,6 +506,8 @@ def check_ledger_path(path: str | Path) -> Path:
             raise DataValidationError(f"the {what} {p} is a symbolic link; give the real file's path")
         if not stat.S_ISREG(st.st_mode):
             raise DataValidationError(f"the {what} {p} is not a regular file")
+        if what == "ledger":
+            check_single_name(p, st)
     if not path.parent.is_dir():
         raise DataValidationError(f"the ledger's folder {path.parent} does not exist; create it first")
     return path
@@ -448,14 +566,15 @@ class LedgerTransaction:
     reserved: LedgerEntry | None = None
     committed: LedgerEntry | None = None
 
-    def check(self, entry: LedgerEntry) -> None:
-        """Reserve ``entry``: raise :class:`BudgetExceededError` if it does not fit the budgets.
+    def check(self, entry: LedgerEntry, *, allow_unbounded: bool = False) -> None:
+        """Reserve ``entry``: raise :class:`BudgetExceededError` if it does not fit the budgets
+        (an unbounded entry needs ``allow_unbounded``: :meth:`Ledger.refusal`).
 
         Nothing is written; the lock keeps the reservation valid until :meth:`commit`.
         """
         if self.committed is not None:
             raise RuntimeError("this transaction already committed an entry")
-        self.ledger.check(entry, self.budget, self.delta_budget)
+        self.ledger.check(entry, self.budget, self.delta_budget, allow_unbounded=allow_unbounded)
         self.reserved = entry
 
     def commit(self, entry: LedgerEntry | None = None) -> None:

@@ -94,6 +94,8 @@ class PreparedInput:
     classes_source: str | None = None
     public_facts: dict[str, Any] = field(default_factory=dict)
     onehot_groups: tuple[np.ndarray, ...] = ()
+    #: how rows with missing values were handled (``"drop"``: n depends on the data)
+    missing: str = "error"
 
     @property
     def row_norm_bound(self) -> RowNormBound:
@@ -103,8 +105,10 @@ class PreparedInput:
     @property
     def holds(self) -> bool:
         """False when a fact that shapes the release (bounds, label bounds, class list) came
-        from the private data: the calibration is then not a guarantee."""
-        return self.bounds_source != "data" and self.classes_source != "data"
+        from the private data, or rows with missing values were dropped (``n`` and the released
+        row count then depend on the data: one changed row changes them): the calibration is
+        then not a guarantee."""
+        return self.bounds_source != "data" and self.classes_source != "data" and self.missing != "drop"
 
     @property
     def n_samples(self) -> int:
@@ -497,7 +501,7 @@ def prepare_input(
         diagnostics["n_clipped_labels"] = int(np.count_nonzero(y_out != y_arr))
     if row_policy == "drop":
         notes.append("rows with missing values were dropped before the release: the number of rows "
-                     "depends on the data, and the guarantee covers the cleaned table only")
+                     "depends on the data (one changed row changes it), so the guarantee does NOT hold")
     facts = _public_facts(n, task, feature_names, b, side_sources, cls, classes_source, lb,
                           "data" if (label_from_data or (task == "regression" and label_bounds is None))
                           else "user", row_policy)
@@ -511,7 +515,7 @@ def prepare_input(
         bounds_source=source, feature_names=feature_names, label_name=label_name,
         image_shape=tuple(image_shape) if image_shape else None, warnings=notes,
         diagnostics=diagnostics, classes_source=classes_source, public_facts=facts,
-        onehot_groups=groups,
+        onehot_groups=groups, missing=row_policy,
     )
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "GuaranteeKind",
     "KIND_TEXT",
     "NEIGHBOURING_TEXT",
+    "NOT_DP_TEXT",
     "Neighbouring",
     "NoiseRecord",
     "OUTPUT_LOCK_SUFFIX",
@@ -85,6 +86,11 @@ KIND_TEXT = {
     "approx": "(epsilon, delta)-DP",
     "probabilistic": "DP for all but a fraction beta of the random projection draws",
 }
+
+#: The first warning of a card whose guarantee does not hold (``holds: false``).
+NOT_DP_TEXT = ("NOT differentially private: a fact that shapes this release (bounds, class list or the "
+               "number of rows) was taken from the private data, so the epsilon stated here describes "
+               "the noise calibration only; a ledger books this release as unbounded (epsilon = inf)")
 
 #: First characters that make Excel, LibreOffice Calc or Google Sheets read a CSV cell as a formula
 #: (OWASP "CSV injection"; line feed added as newer OWASP guidance does).
@@ -173,8 +179,9 @@ class Guarantee:
             + (" (up to probability delta)." if self.delta else ".")
         )
         if not self.holds:
-            text += (" WARNING: a public fact (bounds or class list) was taken from the private "
-                     "data, so this guarantee does NOT hold.")
+            text += (" WARNING: a public fact (bounds, class list or the number of rows) was taken "
+                     "from the private data, so this guarantee does NOT hold: the release is NOT "
+                     "differentially private.")
         return text
 
     def as_card(self) -> dict[str, Any]:
@@ -271,6 +278,12 @@ class Release:
         return self.guarantee.is_private and all(
             rec.scale > 0 for rec in self.noise if rec.distribution != "none"
         )
+
+    @property
+    def differentially_private(self) -> bool:
+        """Private (:attr:`is_private`) and its guarantee holds (card key ``differentially_private``):
+        False for a release built on a public fact taken from the private data."""
+        return self.is_private and self.guarantee.holds
 
     @property
     def downloadable(self) -> bool:
@@ -416,6 +429,8 @@ class Release:
         if self.public_facts.get("classes_source") == "data":
             warnings.insert(0, "the class list was read from the private data: the privacy "
                                "guarantee stated here does NOT hold")
+        if not self.guarantee.holds:
+            warnings.insert(0, NOT_DP_TEXT)
         return {
             "mechanism": self.mechanism,
             "parameters": {k: _jsonable(v) for k, v in self.parameters.items()},
@@ -423,6 +438,7 @@ class Release:
             "guarantee_text": self.guarantee.plain_language(),
             "row_level": self.row_level_card(),
             "private": self.is_private,
+            "differentially_private": self.differentially_private,
             "noise": [rec.as_card() for rec in self.noise],
             "calibration": self.calibration,
             "bounds_source": self.bounds_source,
@@ -591,6 +607,7 @@ def _claim(marker: Path, target: Path) -> int | None:
                 raise OutputBusyError(f"{marker} (the in-flight marker of {target}) is a symbolic "
                                       "link; remove it or choose another output path") from None
             raise
+        locked = False
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -611,9 +628,13 @@ def _claim(marker: Path, target: Path) -> int | None:
             if now is None or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
                 os.close(fd)  # the holder removed this marker as we locked it: claim a fresh one
                 continue
+            locked = True
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:
+            if locked:  # ours (locked, checked to be the file at that path): leave no marker behind
+                with contextlib.suppress(OSError):
+                    marker.unlink()
             os.close(fd)
             raise
         with _held_guard:

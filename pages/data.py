@@ -140,12 +140,12 @@ else:
                 text = st.text_input(f"Categories of {md_escape(c)} (comma-separated)", key=f"cats:{c}")
                 if text.strip():
                     categories[c] = [v.strip() for v in text.split(",") if v.strip()]
-        missing = st.radio(
+        missing = st.radio(  # no "drop": n would depend on the data (clean the file first)
             "Rows with missing or infinite values",
-            ["refuse", "impute", "drop"], key="upload_missing", horizontal=True,
-            format_func={"refuse": "refuse the table", "impute": "impute the midpoint of the public "
-                         "bounds (n stays public)", "drop": "drop those rows (the guarantee then "
-                         "covers the cleaned table)"}.get)
+            ["refuse", "impute"], key="upload_missing", horizontal=True,
+            format_func={"refuse": "refuse the table (remove those rows from the file first: its "
+                         "row count is then public)", "impute": "impute the midpoint of the public "
+                         "bounds (n stays public)"}.get)
         if st.button("Use this table", type="primary"):
             try:
                 with warnings.catch_warnings(record=True) as caught:
@@ -175,9 +175,6 @@ c1.metric("rows", f"{ds.n_samples:,}")
 c2.metric("features", ds.n_features)
 c3.metric("task", ds.task)
 c4.metric("label", md_escape(ds.label_name) if ds.label_name else "—")
-if ds.n_dropped:
-    st.info(f"{ds.n_dropped} rows with missing/infinite values were dropped: the guarantee covers "
-            "the cleaned table.")
 if ds.classes is not None:
     st.caption(f"Classes ({ds.classes_source}): "
                + md_escape(", ".join(str(c) for c in ds.classes.tolist()[:30]))

@@ -165,7 +165,8 @@ def test_imputation_keeps_n_public_and_dropping_says_so():
     assert dropped.n_samples == len(frame) - 3
     card = LocalGaussian(epsilon=1.0, delta=1e-6, random_state=0).release(dropped).card()
     assert "cleaned table" in card["public_facts"]["n_source"]
-    assert any("cleaned table" in w for w in card["warnings"])
+    assert card["guarantee"]["holds"] is False and card["differentially_private"] is False
+    assert any("does NOT hold" in w for w in card["warnings"])
     with pytest.raises(DataValidationError, match="missing='impute'"):
         load_dataset(frame, label="y", task="classification", bounds=BOUNDS, classes=[0, 1])
 

@@ -179,8 +179,8 @@ def test_within_class_mode_has_no_row_level_guarantee():
     assert rel.row_guarantee() is None
     assert card["row_level"]["epsilon"] == "inf" and card["row_level"]["holds"] is False
     assert "label" in card["row_level"]["text"]
-    entry = LedgerEntry.from_card(card)  # no row-level epsilon: kept under its own relation
-    assert entry.neighbouring == "replace-one-within-class"
+    entry = LedgerEntry.from_card(card)  # no row-level epsilon: booked as unbounded, row level
+    assert entry.neighbouring == "replace-one" and math.isinf(entry.epsilon)
 
 
 def test_utility_sweep_records_the_row_level_epsilon():

@@ -227,15 +227,58 @@ def divide_by_count(total: np.ndarray, noisy_count: float) -> np.ndarray:
     return total / max(1.0, float(noisy_count))
 
 
+#: Randomized response draws ``U`` uniform on ``{0, ..., 2^RR_BITS - 1}`` (an exact integer).
+RR_BITS = 63
+
+
+def keep_threshold(epsilon: float, n_classes: int) -> int:
+    """The integer ``T`` of k-ary randomized response: keep the label when ``U < T``, ``U`` uniform
+    on ``{0, ..., 2^63 - 1}``.
+
+    ``T = floor(2^63 p)`` for a lower bound ``p`` of ``e^eps / (e^eps + K - 1) = 1 / (1 + (K - 1)
+    e^-eps)`` computed in 80-digit decimal arithmetic with directed rounding (``Decimal.exp`` is
+    correctly rounded; the next decimal above it bounds ``e^-eps`` from above, the denominator is
+    rounded up and the quotient down), and at most ``2^63 - 1``. So the realised keep probability
+    ``q = T / 2^63`` satisfies ``q <= p`` exactly, and the likelihood ratio of the mechanism,
+    ``q (K - 1) / (1 - q)``, is at most ``e^eps``: the guarantee holds for ``epsilon`` (the float's
+    exact value) with no rounding, also where ``p`` rounds to 1.0 in float64 (from ``eps ~ 37``
+    with K = 2, where a float comparison never flipped a label). Above ``eps ~ 43.7 + ln(K - 1)``
+    the flip probability is ``2^-63`` (a guarantee of ``ln((2^63 - 1)(K - 1)) < eps``).
+
+    Raises
+    ------
+    ValueError
+        ``n_classes < 2`` or ``epsilon`` not a number > 0.
+    """
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
+
+    K = int(n_classes)
+    if K < 2 or not epsilon > 0 or math.isnan(epsilon):
+        raise ValueError(f"randomized response needs K >= 2 classes and epsilon > 0, got K = {K}, "
+                         f"epsilon = {epsilon!r}")
+    top = 2 ** RR_BITS
+    if math.isinf(epsilon):
+        return top
+    with localcontext() as ctx:
+        ctx.prec = 80
+        e_up = (-Decimal(epsilon)).exp().next_plus()  # >= e^-eps
+        ctx.rounding = ROUND_CEILING
+        denominator = 1 + (K - 1) * e_up  # rounded up
+        ctx.rounding = ROUND_FLOOR
+        threshold = int((top / denominator).to_integral_value(rounding=ROUND_FLOOR))
+    return min(threshold, top - 1)
+
+
 def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, bits: BitSource) -> np.ndarray:
     """k-ary randomized response on class indices ``0..n_classes-1`` (pure epsilon-DP per label).
 
     Keep the label with probability ``e^eps / (e^eps + K - 1)``, otherwise report one of the other
     ``K - 1`` classes uniformly (Warner 1965; Kairouz, Oh & Viswanath 2016, k-RR). The likelihood
     ratio between any two true labels is at most ``e^eps``. ``epsilon = inf`` returns ``y``.
-    The coins come from ``bits`` (:mod:`dpcore.noise`): ``U < keep_p`` with the full-precision uniform
-    is exactly Bernoulli(keep_p) for the float ``keep_p`` (whose rounding moves the likelihood ratio by
-    a relative 2^-53), the other class by exact uniform integers.
+    The coins come from ``bits`` (:mod:`dpcore.noise`) as exact integers: keep when a uniform
+    integer below ``2^63`` is below the exact threshold :func:`keep_threshold` (a float keep
+    probability rounds to 1.0 for large epsilon and would never flip a label), the other class by
+    exact uniform integers.
     """
     if dask_engine.is_lazy(y):  # the labels of a table larger than memory: coins drawn on the client
         return dask_engine.client_map(y, partial(randomized_response, n_classes=n_classes, epsilon=epsilon,
@@ -244,10 +287,18 @@ def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, bits: Bit
     if math.isinf(epsilon):
         return y.copy()
     K = int(n_classes)
-    keep_p = 1.0 / (1.0 + (K - 1) * math.exp(-epsilon))
-    keep = dpnoise.uniform_open01(y.size, bits) < keep_p
+    threshold = keep_threshold(epsilon, K)
+    keep = dpnoise.uniform_below(2 ** RR_BITS, y.size, bits) < threshold
     other = (y + 1 + dpnoise.uniform_below(K - 1, y.size, bits)) % K
     return np.where(keep, y, other)
+
+
+def flip_probability(epsilon: float, n_classes: int) -> float:
+    """The realised probability that randomized response reports another class,
+    ``1 - keep_threshold / 2^63`` (0 for ``epsilon = inf``)."""
+    if math.isinf(epsilon):
+        return 0.0
+    return (2 ** RR_BITS - keep_threshold(epsilon, n_classes)) / 2 ** RR_BITS
 
 
 @dataclass(frozen=True)
@@ -274,14 +325,13 @@ def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> Labe
         assert data.classes is not None
         K = int(data.classes.size)
         noisy = randomized_response(data.y, K, epsilon, bits)
-        # (K-1)/(e^eps + K-1) written with e^-eps so that a large label epsilon cannot overflow
-        tail = 0.0 if math.isinf(epsilon) else (K - 1) * math.exp(-epsilon)
-        flip = tail / (1 + tail)
+        flip = flip_probability(epsilon, K)  # the realised one (exact threshold, never 0)
         rec = NoiseRecord(
             statistic="class label of each row", sensitivity=1.0, scale=flip,
             distribution="randomized-response", norm="one label changes (any class)",  # type: ignore[arg-type]
             epsilon=epsilon, delta=0.0,
-            formula=f"keep the label with probability e^eps/(e^eps + K - 1), K = {K}; scale = "
+            formula=f"keep the label with probability T/2^63 <= e^eps/(e^eps + K - 1), K = {K} (T an "
+                    "exact integer threshold, a uniform integer below 2^63 compared with it); scale = "
                     "probability of reporting another class",
             source="Warner 1965; Kairouz, Oh & Viswanath 2016 (k-ary randomized response)",
         )
