@@ -255,7 +255,8 @@ def init_state() -> None:
         ss.dataset_label = f"bundled: {DEFAULT_DATASET}"
     ss.setdefault("p:test_size", 0.25)
     ss.setdefault("mechanism", DEFAULT_MECHANISM)
-    ss.setdefault("ledger", Ledger())
+    ss.setdefault("ledger", Ledger())  # the current dataset's ledger, read from the store (Release page)
+    ss.setdefault("dataset_key", f"bundled:{DEFAULT_DATASET}")  # its key in the ledger store
     ss.setdefault("_memo", OrderedDict())
     # Parameter widgets ("p:" keys) outlive page switches through Streamlit's own
     # persist_state="session" (app.controls.initial). The older idiom, re-assigning every key on
@@ -266,10 +267,14 @@ def dataset() -> Dataset:
     return st.session_state.dataset
 
 
-def set_dataset(ds: Dataset, label: str) -> None:
+def set_dataset(ds: Dataset, label: str, key: str | None = None) -> None:
+    """Use ``ds``; ``key``: its key in the ledger store (:func:`dpcore.ledger_store.dataset_key`),
+    given when the data change (a bundled choice, an upload), kept when only bounds change."""
     ss = st.session_state
     ss.dataset = ds
     ss.dataset_label = label
+    if key is not None:
+        ss.dataset_key = key
     ss._memo.clear()
     ss.pop("_memo_bytes", None)
     ss.pop("pending_release", None)

@@ -15,6 +15,7 @@ from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
 from dpcore.data import Dataset, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+from dpcore.ledger_store import dataset_key
 from dpcore.release import spreadsheet_safe
 from dpcore.validation import TASKS
 
@@ -72,7 +73,7 @@ if source == "Bundled real dataset":
                 "dataset.", icon=":material/info:")
     else:
         if choice != current:
-            state.set_dataset(state.load_bundled(choice), f"bundled: {choice}")
+            state.set_dataset(state.load_bundled(choice), f"bundled: {choice}", key=f"bundled:{choice}")
             st.rerun()
         meta = catalogue[choice]
         st.markdown(meta.get("description", ""))
@@ -158,7 +159,9 @@ else:
                                       categories=categories, classes=classes,
                                       missing="error" if missing == "refuse" else missing)
                 ds = dataclasses.replace(ds, name=upload.name)  # Dataset is frozen
-                state.set_dataset(ds, f"upload: {upload.name}")
+                state.set_dataset(ds, f"upload: {upload.name}",  # the ledger's key: the file's bytes
+                                  key=state.memo(("upload-key", upload.file_id),
+                                                 lambda: dataset_key(upload.getvalue())))
                 st.session_state.data_warnings = list(dict.fromkeys(str(w.message) for w in caught))
                 st.rerun()
             except ValueError as exc:  # DataValidationError and any other value problem

@@ -1,8 +1,14 @@
-"""Release page: draw a release from OS entropy, read its card, download it; the session ledger.
+"""Release page: draw a release from OS entropy, read its card, download it; the dataset's ledger.
 
-Every draw whose rows this page shows is charged to the session ledger at the moment it is shown
-(downloaded or not); a draw that would take a relation's total past the budget is refused unseen.
-The ledger is the CLI's JSON file: download it to keep it, upload one to continue its totals.
+Every draw whose rows this page shows is charged, at the moment it is shown (downloaded or not),
+to the dataset's ledger in the server's persistent ledger store (:mod:`app.ledger`): one budget per
+dataset, shared by every session and by the CLI, set once by whoever registers the dataset first
+and raised only by an explicit, logged action. A draw that would take a relation's total past the
+budget is refused unseen. A release whose guarantee does not hold (or that has no row-level
+guarantee) is drawn only after an explicit opt-in; it is then marked NOT differentially private
+and booked as unbounded (epsilon = inf). Every charged release stays in the session's history,
+downloadable, until the user discards it. The JSON ledger (the CLI's file) is the export/import
+format.
 """
 
 from __future__ import annotations
@@ -13,44 +19,80 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
+from app import ledger as app_ledger
 from app import state
 from app.card_text import card_in_words, equivalent_command, python_snippet, report_html
 from app.controls import initial, mechanism_controls
 from app.markdown import md_escape
 from app.runner import draw_release
 from dpcore.decode import PublicSchema, original_space_note, with_output_space
-from dpcore.ledger import LedgerEntry
+from dpcore.exceptions import DataValidationError
+from dpcore.ledger import BudgetExceededError, LedgerEntry
 from dpcore.mechanisms import get_mechanism
 from dpcore.release import Release
 
 ds = state.dataset()
 name = st.session_state.mechanism
 mech = get_mechanism(name)
-ledger = st.session_state.ledger
+key = st.session_state.dataset_key
+try:
+    store = app_ledger.store()
+    record = store.dataset(key)
+    ledger = store.ledger(key)
+except (ValueError, OSError) as exc:  # a bad $DP_EXPLORER_LEDGER, an unreadable store
+    st.error(f"The ledger store cannot be used: {md_escape(str(exc))}. No release can be drawn.",
+             icon=":material/block:")
+    st.stop()
+st.session_state.ledger = ledger  # this dataset's ledger as stored (every session, the CLI)
+history: list[app_ledger.HistoryItem] = st.session_state.setdefault("release_history", [])
 
 st.title("Release")
 st.markdown(
     f"Draw a release of **all {ds.n_samples:,} rows** of *{md_escape(st.session_state.dataset_label)}* with "
     f"**{mech.title}**. Releases are drawn from fresh OS entropy (no seed exists that could "
     "regenerate the noise). **Every release whose rows are shown here is charged** to this "
-    "session's ledger, downloaded or not; a release that would go past the budget is refused "
-    "before anyone sees it."
+    "dataset's ledger, downloaded or not, and stays in this session's history until you discard it; "
+    "a release that would go past the budget is refused before anyone sees it."
 )
 
 with st.expander("Parameters (shared with the Explore page)", expanded=False):
     params = mechanism_controls(mech, ds)
 
 c1, c2, c3 = st.columns([1, 1, 2])
-budget = c1.number_input(
-    "ε budget per neighbouring relation", min_value=0.01, step=0.5, key="p:budget",
-    help="Total epsilon this dataset may spend, per neighbouring relation (basic composition)",
-    **initial("p:budget", "value", 10.0))
-delta_budget = c2.number_input(
-    "δ budget (empty: none)", min_value=0.0, max_value=1.0, format="%.1e", key="p:delta_budget",
-    help="Total delta per neighbouring relation; 0 allows pure-DP releases only",
-    **initial("p:delta_budget", "value", None))
-ledger.set_budgets(budget, delta_budget)
+if record is None:
+    budget = c1.number_input(
+        "ε budget of this dataset (set once)", min_value=0.01, step=0.5, key="p:budget",
+        help="Total epsilon this dataset may spend, per neighbouring relation (basic composition). "
+             "The first release registers the dataset with it; afterwards it can only be raised, "
+             "by an explicit action that is logged.",
+        **initial("p:budget", "value", 10.0))
+    delta_budget = c2.number_input(
+        "δ budget (empty: none)", min_value=0.0, max_value=1.0, format="%.1e", key="p:delta_budget",
+        help="Total delta per neighbouring relation; 0 allows pure-DP releases only",
+        **initial("p:delta_budget", "value", None))
+    ledger.set_budgets(budget, delta_budget)
+else:
+    budget, delta_budget = record.budget, record.delta_budget
+    c1.metric("ε budget of this dataset", f"{budget:g}",
+              help=f"Set {record.registered_utc} by {record.registered_by}; raised only by the logged "
+                   "action below")
+    c2.metric("δ budget", "none" if delta_budget is None else f"{delta_budget:.2g}")
 spent = c3.container()  # filled below, once this run's draw is charged
+
+reasons = app_ledger.unbounded_reasons(ds, params)
+opted_in = False
+if reasons:
+    st.error("With these settings the release is **NOT differentially private**: "
+             + md_escape("; ".join(reasons)) + ". It is not drawn unless you opt in below; it is then "
+             "marked NOT differentially private (file name, card, report) and booked in the ledger as "
+             "unbounded (ε = ∞), which spends this dataset's whole budget.", icon=":material/report:")
+    opted_in = st.checkbox("I publish it anyway: mark it NOT differentially private and book it as ε = ∞",
+                           key="optin_unbounded")
+budget_spent = ledger.spent("replace-one")
+if budget_spent:
+    st.warning(f"This dataset's budget (ε = {budget:g}) is spent: no further release can be drawn. "
+               "Raise the budget below (an explicit, logged action) to continue.",
+               icon=":material/block:")
 
 
 def output_view(rel: Release, space: str | None, clip: bool, integers: list[str]) -> dict:
@@ -63,41 +105,107 @@ def output_view(rel: Release, space: str | None, clip: bool, integers: list[str]
     return state.memo(("release-view", id(rel), rel.created_utc, space, clip, tuple(integers)), build)
 
 
-if st.button("Draw release", type="primary"):
-    st.session_state.pop("pending_release", None)
+def _charge(rel: Release) -> None:
+    """Charge a drawn release to the dataset's ledger and add it to the history (or refuse it,
+    unseen, with nothing charged)."""
+    first = output_view(rel, None, True, [])  # the default file (original space where possible)
+    card = json.loads(first["card"])
+    entry = LedgerEntry.from_card(card, ds.name)
+    if entry.unbounded and not opted_in:
+        st.error("Refused: this release has no finite row-level ε (NOT differentially private); tick the "
+                 "opt-in above to draw it. It was discarded before anyone saw it; nothing was charged.",
+                 icon=":material/block:")
+        return
+    try:
+        store.charge(key, entry, allow_unbounded=opted_in, budget=None if record else budget,
+                     delta_budget=None if record else delta_budget,
+                     label=st.session_state.dataset_label, by=app_ledger.session_actor())
+    except BudgetExceededError as exc:
+        reason = str(exc).removeprefix("refused: ").removesuffix("; nothing was written")
+        st.error(f"Refused: {md_escape(reason)}. The release was discarded before anyone saw it; nothing "
+                 "was charged.", icon=":material/block:")
+        return
+    except (DataValidationError, ValueError, OSError) as exc:  # a budget set meanwhile, a busy store
+        st.error(f"Not charged, not shown: {md_escape(str(exc))}", icon=":material/block:")
+        return
+    number = max((h.number for h in history), default=0) + 1
+    stem = app_ledger.file_stem(ds.name, rel.mechanism, rel.differentially_private)
+    item = app_ledger.HistoryItem(
+        number=number, drawn=rel, dataset_key=key, dataset_label=st.session_state.dataset_label,
+        fingerprint=ds.fingerprint, stem=stem, csv=first["csv"], card=first["card"],
+        report=report_html(card, dataset=ds.name), epsilon=entry.epsilon,
+        npz=rel.transform_npz_bytes() if rel.transform_arrays else None)
+    item.extra = {"release": rel, "drawn": rel, "csv": first["csv"], "card": first["card"], "npz": item.npz}
+    history.append(item)
+    st.session_state.selected_release = number
+
+
+draw_disabled = bool(reasons and not opted_in) or budget_spent
+if st.button("Draw release", type="primary", disabled=draw_disabled):
     with st.spinner("Drawing the release..."):
         result = draw_release(name, params, ds, seed=None)
     if result.error:
         st.error(md_escape(result.error))
     elif not result.release.downloadable:
-        st.session_state.pending_release = {"release": result.release}
+        st.session_state.not_private_release = result.release
     else:
-        rel = result.release
-        first = output_view(rel, None, True, [])  # the default file (original space where possible)
-        entry = LedgerEntry.from_card(json.loads(first["card"]), ds.name)
-        refusal = ledger.refusal(entry)
-        if refusal:
-            st.error(f"Refused: {md_escape(refusal)}. The release was discarded before anyone saw it; "
-                     "nothing was charged.", icon=":material/block:")
-        else:
-            ledger.add(entry)  # charged now: its rows are shown below
-            st.session_state.pending_release = {
-                "release": rel, "drawn": rel, "csv": first["csv"], "card": first["card"],
-                "npz": rel.transform_npz_bytes() if rel.transform_arrays else None,
-            }
+        st.session_state.pop("not_private_release", None)
+        _charge(result.release)
+    ledger = store.ledger(key)
+    st.session_state.ledger = ledger
+    record = store.dataset(key) or record
 
 for relation, t in (ledger.totals() or {mech.neighbouring: None}).items():
+    shown_budget = budget if record is None else record.budget
     spent.metric(f"Spent so far, {relation} (basic composition)",
-                 f"ε = {t.epsilon if t else 0:.4g} of {budget:g}")
+                 f"ε = {'∞' if t and t.epsilon == float('inf') else f'{t.epsilon if t else 0:.4g}'} "
+                 f"of {shown_budget:g}")
     spent.caption(f"δ = {t.delta if t else 0:.2g}"
                   + (f" of {delta_budget:.2g}" if delta_budget is not None else " (no δ budget)"))
 
 over = [rel for rel in ledger.totals() if ledger.refusal(LedgerEntry("", 0.0, 0.0, rel))]
-if over:
-    st.warning(f"The ledger is already past its budget for {md_escape(', '.join(over))} (an uploaded "
-               "ledger added its releases): no further release under that relation can be drawn.",
+if over and not budget_spent:
+    st.warning(f"The ledger is already past its budget for {md_escape(', '.join(over))} (imported "
+               "releases): no further release under that relation can be drawn.",
                icon=":material/warning:")
 
+
+def _discard(number: int) -> None:
+    kept = [h for h in history if h.number != number]
+    history[:] = kept
+    if st.session_state.get("selected_release") == number:
+        st.session_state.selected_release = kept[-1].number if kept else None
+
+
+if history:
+    st.subheader("Releases of this session")
+    st.caption("Each stays here, downloadable as first drawn, until you discard it (discarding does not "
+               "refund its budget: it was charged when shown).")
+    for item in reversed(history):
+        with st.container(border=True):
+            st.markdown(("**▶ shown below:** " if st.session_state.get("selected_release") == item.number
+                         else "") + md_escape(item.title))
+            h1, h2, h3, h4 = st.columns(4)
+            h1.download_button(f"CSV of release {item.number}", item.csv, f"{item.stem}.csv", "text/csv",
+                               key=f"hist_csv_{item.number}", width="stretch")
+            h2.download_button(f"Card of release {item.number}", item.card, f"{item.stem}.card.json",
+                               "application/json", key=f"hist_card_{item.number}", width="stretch")
+            h3.button(f"Show release {item.number}", key=f"hist_show_{item.number}", width="stretch",
+                      disabled=item.fingerprint != ds.fingerprint,
+                      on_click=lambda n=item.number: st.session_state.update(selected_release=n),
+                      help="Its card and output-space choices (with the dataset and bounds in use now)")
+            h4.button(f"Discard release {item.number}", key=f"hist_discard_{item.number}",
+                      on_click=_discard, args=(item.number,), width="stretch")
+
+if st.session_state.get("not_private_release") is not None:
+    st.error("This release is **NOT PRIVATE** (epsilon = ∞ or zero noise) and cannot be "
+             "downloaded. Choose a finite ε.", icon=":material/block:")
+selected = next((h for h in history if h.number == st.session_state.get("selected_release")
+                 and h.fingerprint == ds.fingerprint), None)
+if selected is not None:
+    st.session_state.pending_release = selected.extra
+else:
+    st.session_state.pop("pending_release", None)
 pending = st.session_state.get("pending_release")
 if pending:
     rel = pending["release"]
@@ -107,16 +215,21 @@ if pending:
                  "downloaded. Choose a finite ε.", icon=":material/block:")
     else:
         if not g.holds:
-            st.error("Bounds come from the private data: the card records that the guarantee "
-                     "does NOT hold.", icon=":material/report:")
-        st.success(g.plain_language(), icon=":material/verified_user:")
+            st.error("**NOT differentially private**: a public fact was taken from the private data, so "
+                     "the guarantee does NOT hold. The file name, the card and the report say so; the "
+                     "ledger booked it as unbounded (ε = ∞).", icon=":material/report:")
+        else:
+            st.success(g.plain_language(), icon=":material/verified_user:")
         row = rel.row_level_card()  # the one unit releases are compared in (card key row_level)
         if not row["same_as_guarantee"]:
             show = st.warning if row["epsilon"] == "inf" else st.info
             show("**Row level** (one row, label included, replaced by any row of the public domain): "
                  + md_escape(row["text"]), icon=":material/rule:")
-        st.caption(f"Charged to the session ledger when shown: ε = {g.epsilon:.4g}, δ = {g.delta:.2g} "
-                   f"({g.neighbouring}). Downloading it, in either output space, costs nothing more.")
+        booked = LedgerEntry.from_release(rel)
+        cost = ("ε = ∞ (unbounded)" if booked.unbounded
+                else f"ε = {booked.epsilon:.4g}, δ = {booked.delta:.2g}")
+        st.caption(f"Charged to the dataset's ledger when shown, at the row level: {cost}. Downloading it, "
+                   "in either output space, costs nothing more.")
         drawn = pending["drawn"]
         st.subheader("The file")
         why_not = original_space_note(drawn)
@@ -143,10 +256,8 @@ if pending:
         view = output_view(drawn, space, clip, integers)
         pending.update(release=view["release"], csv=view["csv"], card=view["card"])
         rel = view["release"]
-        base = ds.name  # an uploaded file's name without its extension: people.csv -> people-...
-        for suffix in (".gz", ".csv", ".tsv", ".txt", ".parquet", ".pq", ".npz"):
-            base = base.removesuffix(suffix)
-        stem = f"{base or 'release'}-{rel.mechanism}"
+        # an uploaded file's name without its extension: people.csv -> people-local-gaussian
+        stem = app_ledger.file_stem(ds.name, rel.mechanism, rel.differentially_private)
         card = pending["card"]
         card_dict = json.loads(card)
         bundled = st.session_state.dataset_label.startswith("bundled:")
@@ -199,38 +310,64 @@ if pending:
         st.dataframe(rel.to_csv_frame().head(20), height=240)
 
 
-
-def _continue_ledger() -> None:
-    """Merge an uploaded ledger (the CLI's ``--ledger`` file or an earlier session's download)."""
+def _import_ledger() -> None:
+    """Add an uploaded JSON ledger's releases (the CLI's ``--ledger`` file, an export) to this
+    dataset's ledger. The dataset keeps its registered budget; an unregistered one takes the
+    file's (or the budget box's when the file has none)."""
     upload = st.session_state.get("ledger_upload")
     if upload is None:
         return
     try:
         other = state.read_ledger_upload(upload.getvalue(), upload.name)
-    except ValueError as exc:
+        if record is None and other.budget is None:
+            other.set_budgets(budget, delta_budget)
+        added = store.import_ledger(key, other, label=st.session_state.dataset_label,
+                                    by=app_ledger.session_actor())
+    except (ValueError, OSError) as exc:
         st.session_state.ledger_message = ("error", str(exc))
         return
-    added = ledger.merge(other)
-    if other.budget is not None:  # the file's budget (a merge never loosens it)
-        st.session_state["p:budget"] = ledger.budget
-    if other.delta_budget is not None:
-        st.session_state["p:delta_budget"] = ledger.delta_budget
-    st.session_state.ledger_message = ("success", f"Continued the ledger {upload.name}: {added} "
-                                       f"release(s) added. {ledger.summary()}")
+    st.session_state.ledger_message = ("success", f"Imported the ledger {upload.name}: {added} "
+                                       f"release(s) added. {store.ledger(key).summary()}")
 
 
-st.subheader("Ledger of this session")
+def _raise_budget() -> None:
+    ss = st.session_state
+    try:
+        store.raise_budget(key, ss.get("raise_eps"), ss.get("raise_delta"), reason=ss.get("raise_reason", ""),
+                           by=app_ledger.session_actor())
+    except (ValueError, OSError) as exc:
+        ss.ledger_message = ("error", str(exc))
+        return
+    ss.ledger_message = ("success", "Budget raised (logged).")
+
+
+st.subheader("Ledger of this dataset")
 if ledger.entries:
     st.caption(md_escape(ledger.summary()))
-    st.dataframe(pd.DataFrame([asdict(e) for e in ledger.entries]), hide_index=True)
+    st.dataframe(pd.DataFrame([{**asdict(e), "epsilon": "inf" if e.unbounded else e.epsilon}
+                               for e in ledger.entries]), hide_index=True)
 else:
     st.caption("Nothing released yet.")
-st.caption("The ledger lives only in this session: download it to keep it, and upload it (or the "
-           "file of the CLI's `--ledger`, the same format) to continue its totals.")
+st.caption(f"The ledger is kept on the server (`{md_escape(str(store.path))}`; key `{md_escape(key[:24])}`), "
+           "shared by every session and by the command line (`dpcore release ... --ledger` with this "
+           "file). It survives reloads, new tabs and server restarts. Download it as a JSON ledger "
+           "(the CLI's format), or add the releases of one.")
 l1, l2 = st.columns(2)
-l1.download_button("Download ledger (JSON)", ledger.to_json(), "dp-ledger.json", "application/json",
-                   key="dl_ledger")
-l2.file_uploader("Continue a ledger (JSON)", type=["json"], key="ledger_upload",
-                 on_change=_continue_ledger)
+l1.download_button("Download ledger (JSON)", json.dumps(store.export_dict(key), indent=2, allow_nan=False),
+                   "dp-ledger.json", "application/json", key="dl_ledger")
+l2.file_uploader("Add the releases of a ledger (JSON)", type=["json"], key="ledger_upload",
+                 on_change=_import_ledger)
+if record is not None:
+    with st.expander("Raise the budget (explicit, logged)"):
+        r1, r2 = st.columns(2)
+        r1.number_input("New ε budget", min_value=float(record.budget), value=float(record.budget),
+                        key="raise_eps")
+        if record.delta_budget is not None:
+            r2.number_input("New δ budget", min_value=float(record.delta_budget), max_value=1.0,
+                            value=float(record.delta_budget), format="%.1e", key="raise_delta")
+        st.text_input("Reason (kept in the budget log)", key="raise_reason")
+        st.button("Raise the budget", key="raise_budget", on_click=_raise_budget)
+        log = store.budget_log(key)
+        st.dataframe(pd.DataFrame([asdict(c) for c in log]), hide_index=True)
 if message := st.session_state.pop("ledger_message", None):
     (st.error if message[0] == "error" else st.success)(md_escape(message[1]))

@@ -24,3 +24,11 @@ def narrow_digits(small_digits: Dataset) -> Dataset:
     return replace(small_digits, X=small_digits.X[:, cols], bounds=small_digits.bounds[cols],
                    feature_names=[small_digits.feature_names[c] for c in cols], image_shape=None,
                    column_bounds_source=None)
+
+
+@pytest.fixture(autouse=True)
+def _private_ledger_store(tmp_path_factory, monkeypatch):
+    """Every test's app sessions charge a ledger store of their own (app.ledger reads
+    ``$DP_EXPLORER_LEDGER``), never the user's ``~/.local/share/dp-explorer/ledger.sqlite``."""
+    folder = tmp_path_factory.mktemp("ledger-store")
+    monkeypatch.setenv("DP_EXPLORER_LEDGER", str(folder / "ledger.sqlite"))

@@ -171,27 +171,39 @@ def test_a_shown_draw_is_charged_and_a_draw_past_the_budget_is_refused():
     at = new_app()
     goto(at, "release")
     at.number_input(key="p:budget").set_value(1.5).run()
-    _draw(at)  # epsilon 1 (the default): shown, so charged without any download
+    _draw(at)  # epsilon 1 (the default): shown, so charged without any download; registers the budget
     ledger = at.session_state.ledger
     shown = _pending(at)
     assert [e.sha256 for e in ledger.entries] == [json.loads(shown["card"])["sha256"]]
-    assert ledger.total_epsilon == 1.0 and at.dataframe  # its rows are on the page
-    n_tables = len(at.dataframe)
+    assert ledger.total_epsilon == 1.0 and ledger.budget == 1.5 and at.dataframe  # its rows are shown
+    at.run()
+    assert not [n for n in at.number_input if n.key == "p:budget"]  # set once: no longer an input
     # a second epsilon-1 draw would make 2 > 1.5: refused before anyone sees it, nothing charged
     _draw(at)
     assert any("Refused" in e.value and "over the budget 1.5" in _plain(e.value) for e in at.error)
-    assert "pending_release" not in at.session_state
-    assert not [b for b in at.get("download_button") if b.proto.label == "Download CSV"]
-    assert len(at.dataframe) == n_tables - 1  # the release preview is gone, the ledger table stays
+    assert _pending(at)["csv"] == shown["csv"]  # the first release is still shown and downloadable
+    assert len(at.session_state.release_history) == 1
     assert len(at.session_state.ledger.entries) == 1 and at.session_state.ledger.total_epsilon == 1.0
-    # with room in the budget, the next draw is shown and charged
-    at.number_input(key="p:budget").set_value(2.0).run()
+    # the budget can be raised only by the explicit, logged action (a reason is required)
+    at.number_input(key="raise_eps").set_value(2.0).run()
+    next(b for b in at.button if b.label == "Raise the budget").click().run()
+    assert any("reason" in _plain(e.value) for e in at.error)
+    at.text_input(key="raise_reason").input("second release approved").run()
+    next(b for b in at.button if b.label == "Raise the budget").click().run()
+    assert any("Budget raised" in m.value for m in at.success)
     _draw(at)
     assert at.session_state.ledger.total_epsilon == 2.0 and _pending(at)["csv"] != shown["csv"]
+    # both releases stay listed and downloadable until discarded
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "CSV of release 1" in labels and "CSV of release 2" in labels
+    next(b for b in at.button if b.label == "Discard release 1").click().run()
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "CSV of release 1" not in labels and "CSV of release 2" in labels
+    assert at.session_state.ledger.total_epsilon == 2.0  # discarding refunds nothing
 
 
 @pytest.mark.slow
-def test_ledger_download_is_the_cli_file_and_an_upload_continues_it(tmp_path, media):
+def test_ledger_download_is_the_cli_file_and_an_upload_adds_its_releases(tmp_path, media):
     from dpcore.cli import main
     from dpcore.ledger import Ledger
 
@@ -200,35 +212,35 @@ def test_ledger_download_is_the_cli_file_and_an_upload_continues_it(tmp_path, me
                  str(tmp_path / "r.csv"), "--ledger", str(cli_ledger), "--budget", "4"]) == 0
     at = new_app()
     goto(at, "release")
+    at.number_input(key="p:budget").set_value(4.0).run()
     _draw(at)  # epsilon 1
     session_file = download(at, media, "Download ledger (JSON)")
     raw = json.loads(session_file)
     cli_raw = json.loads(cli_ledger.read_text())
-    assert raw.keys() == cli_raw.keys()  # the CLI's format
+    assert set(cli_raw) <= set(raw)  # the CLI's format (plus dataset_key and the budget log)
     assert [e.keys() for e in raw["entries"]] == [e.keys() for e in cli_raw["entries"]]
     assert Ledger.from_json(session_file).entries == at.session_state.ledger.entries
-    assert raw["total_epsilon"] == 1.0 and raw["budget"]["epsilon"] == 10.0
-    # upload the CLI's ledger: its entries and its budget (4) continue in this session
+    assert raw["total_epsilon"] == 1.0 and raw["budget"]["epsilon"] == 4.0
+    assert raw["dataset_key"] == "bundled:digits"
+    # upload the CLI's ledger: its releases are added to this dataset's ledger
     at.get("file_uploader")[0].set_value(("L.json", cli_ledger.read_bytes(), "application/json")).run()
     assert not at.exception, [e.value for e in at.exception]
     ledger = at.session_state.ledger
     assert ledger.total_epsilon == 3.0 and len(ledger.entries) == 2 and ledger.budget == 4.0
-    assert at.number_input(key="p:budget").value == 4.0
-    assert any("Continued the ledger" in m.value for m in at.success)
-    # the round trip: the downloaded file is the session ledger, and the CLI continues it
+    assert any("Imported the ledger" in m.value for m in at.success)
+    # the round trip: the downloaded file is the dataset's ledger, and the CLI continues it
     merged = tmp_path / "merged.json"
     merged.write_bytes(download(at, media, "Download ledger (JSON)"))
     assert Ledger.load(merged).entries == ledger.entries
     assert main(["release", "local-gaussian", "digits", "--epsilon", "1.5", "-o", str(tmp_path / "s.csv"),
-                 "--ledger", str(merged)]) == 2  # 3 + 1.5 > 4, the uploaded budget
+                 "--ledger", str(merged)]) == 2  # 3 + 1.5 > 4
     _draw(at)  # 3 + 1 meets the budget exactly: allowed
     assert at.session_state.ledger.total_epsilon == 4.0 and not at.error
-    _draw(at)  # the app enforces the uploaded budget too
-    assert any("over the budget 4" in _plain(e.value) for e in at.error)
-    ledger = at.session_state.ledger
-    at.number_input(key="p:budget").set_value(3.5).run()  # below what was spent: said so
-    assert any("already past its budget for replace" in _plain(w.value) for w in at.warning)
+    at.run()
+    assert next(b for b in at.button if b.label == "Draw release").proto.disabled  # the budget is spent
+    assert any("budget (ε = 4) is spent" in _plain(w.value) for w in at.warning)
     # a file that is not a ledger is refused with a message, the ledger unchanged
+    ledger = at.session_state.ledger
     at.get("file_uploader")[0].set_value(("bad.json", b'{"entries": [{"epsilon": NaN}]}',
                                           "application/json")).run()
     assert any("not a dpcore ledger" in _plain(e.value) for e in at.error)

@@ -156,6 +156,9 @@ def test_release_page_states_the_row_level_guarantee_when_the_unit_differs(mecha
     at.session_state[f"{WIDGET_PREFIX}{mechanism}:{param}"] = value
     at.session_state[f"{WIDGET_PREFIX}{mechanism}:epsilon"] = 0.2  # row level stays within the budget
     at.run()
+    if value == "within-class":  # no row-level epsilon: drawn only with the explicit opt-in
+        assert next(b for b in at.button if b.label == "Draw release").proto.disabled
+        at.checkbox(key="optin_unbounded").check().run()
     next(b for b in at.button if b.label == "Draw release").click().run()
     card = json.loads(at.session_state.pending_release["card"])
     assert card["row_level"]["same_as_guarantee"] is False

@@ -863,7 +863,17 @@ def _edit_bounds(at, rows: dict[int, tuple[float, float]]):
 
 
 def _draw_release_card(at) -> dict[str, Any]:
+    """Draw on the Release page and return the card; each draw charges a fresh ledger store (an
+    opted-in release on data bounds is booked as unbounded and spends a dataset's whole budget)."""
+    import tempfile
+
+    os.environ["DP_EXPLORER_LEDGER"] = str(Path(tempfile.mkdtemp()) / "ledger.sqlite")
     at.switch_page("../pages/release.py").run()
+    optin = [c for c in at.checkbox if c.key == "optin_unbounded"]
+    draw = next(b for b in at.button if b.label == "Draw release")
+    assert draw.proto.disabled == bool(optin)  # data bounds: not drawn without the opt-in
+    if optin:
+        optin[0].check().run()
     next(b for b in at.button if b.label == "Draw release").click().run()
     _no_exception(at)
     card = json.loads(at.session_state.pending_release["card"])

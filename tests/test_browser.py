@@ -60,14 +60,22 @@ CANVAS_SIGNATURE_JS = f"""() => ({CANVAS_HASH_JS})(
 
 # ------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
-def server() -> Iterator[str]:
-    """The app on a free loopback port for the whole session (``benchmarks.browser_harness.serve``)."""
+def server(tmp_path_factory) -> Iterator[str]:
+    """The app on a free loopback port for the whole session (``benchmarks.browser_harness.serve``),
+    with a ledger store of its own (``$DP_EXPLORER_LEDGER``, read by the server process)."""
     log = ARTIFACTS / f"streamlit-browser-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
+    before = os.environ.get("DP_EXPLORER_LEDGER")
+    os.environ["DP_EXPLORER_LEDGER"] = str(tmp_path_factory.mktemp("browser-ledger") / "ledger.sqlite")
     try:
         with serve(log, timeout=90.0) as srv:
             yield srv.url
     except ServerStartError as exc:
         pytest.fail(str(exc))
+    finally:
+        if before is None:
+            os.environ.pop("DP_EXPLORER_LEDGER", None)
+        else:
+            os.environ["DP_EXPLORER_LEDGER"] = before
 
 
 @pytest.fixture(scope="session")
