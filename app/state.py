@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from dpcore.bounds import resolve_bound_rules
 from dpcore.data import Dataset, bundled_datasets, load_dataset, parse_bounds, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
@@ -424,14 +425,13 @@ def apply_bounds_file(ds: Dataset, data: bytes, filename: str) -> tuple[Dataset 
         bounds = parse_bounds(text, filename)
     except ValueError as exc:
         return None, str(exc)
-    if not bounds:
-        return None, f"{filename} holds no bounds"
-    unknown = [c for c in bounds if c not in ds.feature_names]
-    if unknown:
-        return None, (f"{filename} names {len(unknown)} column(s) this table does not have: "
-                      f"{', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}")
-    return set_column_bounds(ds, {c: bounds[c] for c in ds.feature_names if c in bounds},
-                             what=f"from {filename}")
+    try:
+        resolved = resolve_bound_rules(bounds, list(ds.feature_names))  # patterns such as "f*", nulls
+    except ValueError as exc:
+        return None, f"{filename}: {exc}"
+    if not resolved:
+        return None, f"{filename} holds no bounds (every value is empty)"
+    return set_column_bounds(ds, resolved, what=f"from {filename}")
 
 
 def set_column_bounds(ds: Dataset, bounds: dict[str, tuple[float, float]], *,

@@ -54,9 +54,11 @@ from dpcore.data import (
     load_dataset,
     read_regular_file,
     read_table,
+    sample_data_dir,
 )
 from dpcore.decode import OUTPUT_SPACES, PublicSchema, with_output_space
-from dpcore.exceptions import DataValidationError, NotPrivateError
+from dpcore.dp_bounds import compose_release
+from dpcore.exceptions import DataValidationError, NotPrivateError, PrivacyLeakWarning
 from dpcore.ledger import Ledger, LedgerEntry, check_budget, lock_path
 from dpcore.ledger_cli import add_ledger_parser, run_ledger_command
 from dpcore.ledger_store import dataset_key, is_store_path, open_ledger_transaction, precheck_ledger
@@ -210,6 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("datasets", help="list the bundled datasets")
     add_ledger_parser(sub)
+    tpl = sub.add_parser("bounds-template", help="write a bounds file of a table's columns with empty "
+                         "values, to fill in from documentation (never the data's min/max)")
+    tpl.add_argument("input", metavar="INPUT", help="CSV/Parquet/.npz file or bundled dataset")
+    tpl.add_argument("-o", "--output", required=True, help="bounds file to write: .json (null values) or "
+                     ".csv (column,lo,hi with empty cells); must not exist")
+    tpl.add_argument("--label", default=None, help="label column, left out ('' for none)")
+    tpl.add_argument("--categories", help="JSON file {column: [categories]}: those columns are left out "
+                     "(one-hot columns get [0, 1])")
 
     desc = sub.add_parser("describe", help="parameters and guarantee of a mechanism, or check a data file")
     desc.add_argument("mechanism", metavar="TARGET",
@@ -236,6 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
                             help="a separate table of PUBLIC rows with the input's columns (read with "
                                  "the same options; never a part of the private input)")
         mp.add_argument("--n-samples", type=int, default=None, help="number of released rows")
+        mp.add_argument("--dp-bounds", type=_budget_type("--dp-bounds epsilon"), metavar="EPS", default=None,
+                        help="spend EPS (part of --epsilon) on DP estimates of the low and high bound of "
+                             "every column without public bounds (exponential mechanism over public "
+                             "candidates, dpcore.dp_bounds); the release gets --epsilon minus EPS")
+        mp.add_argument("--dp-bounds-range", type=float, nargs=2, metavar=("LO", "HI"), default=None,
+                        help="the PUBLIC range the DP bounds are searched in (default -1e6 1e6; a narrower "
+                             "public range gives tighter bounds at the same cost)")
         mp.add_argument("--output-space", choices=OUTPUT_SPACES, default=None,
                         help="original: your columns, categories and units (post-processing; default "
                              "where the mechanism allows it); released: the mechanism's own space")
@@ -405,16 +422,27 @@ def _describe_data(args: argparse.Namespace) -> None:
                        "dataset or an existing file")
     ds = _load_input(args, target)
     groups = _category_groups(ds.feature_names)
+    public = [(c, (float(lo), float(hi)), src) for c, (lo, hi), src
+              in zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True) if src != "data"]
+    data_cols = ds.data_bound_columns()
     info = {
         "name": ds.name, "n_rows": ds.n_samples, "n_features": ds.n_features, "task": ds.task,
         "label": ds.label_name, "n_classes": None if ds.classes is None else int(len(ds.classes)),
         "classes": None if ds.classes is None else [_plain(c) for c in ds.classes],
-        "bounds_source": ds.bounds_source, "data_bound_columns": ds.data_bound_columns(),
+        "bounds_source": ds.bounds_source, "data_bound_columns": data_cols,
         "n_dropped": ds.n_dropped, "features": ds.feature_names,
-        "bounds": {c: [float(lo), float(hi)] for c, (lo, hi) in zip(ds.feature_names, ds.bounds,
-                                                                    strict=True)},
-        "bounds_sources": dict(zip(ds.feature_names, ds.bounds_sources, strict=True)),
-        "label_bounds": None if ds.label_bounds is None else [float(v) for v in ds.label_bounds],
+        # only public bounds can be passed to --bounds; the data's range is kept apart, in a form
+        # no bounds file takes (it is not a public fact: issue "private bounds laundered")
+        "public_bounds": {c: list(b) for c, b, _ in public},
+        "public_bounds_sources": {c: src for c, _, src in public},
+        "columns_without_public_bounds": data_cols,
+        "private_data_range": {
+            "note": "the private data's minimum and maximum: NOT public bounds, never a --bounds file",
+            "columns": {c: {"min": float(lo), "max": float(hi)} for c, (lo, hi), src
+                        in zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True)
+                        if src == "data"}},
+        "label_bounds": None if ds.label_bounds is None or ds.label_bounds_source == "data"
+        else [float(v) for v in ds.label_bounds],
         "categories": groups,
     }
     if args.json:
@@ -429,22 +457,61 @@ def _describe_data(args: argparse.Namespace) -> None:
     if ds.classes is not None:
         shown = ", ".join(str(_plain(c)) for c in ds.classes[:20])
         print(f"  classes: {shown}{', ...' if len(ds.classes) > 20 else ''}")
-    n_data = len(info["data_bound_columns"])
+    n_data = len(data_cols)
     print(f"  bounds source: {ds.bounds_source}"
-          + (f" ({n_data} column(s) from the data: the guarantee would NOT hold)" if n_data else ""))
-    print("  bounds (lo, hi, source):")
+          + (f" ({n_data} column(s) have no public bounds: a release would need --bounds, --dp-bounds "
+             "EPS or --data-bounds)" if n_data else ""))
+    print("  public bounds (lo, hi, source):" if len(public) else "  public bounds: none")
     for first, last, count, (lo, hi), source in _bound_runs(ds):
+        if source == "data":
+            continue
         cols = first if count == 1 else f"{first} .. {last} ({count} columns)"
         print(f"    {cols}: [{lo:.10g}, {hi:.10g}]  {source}")
-    if ds.label_bounds is not None:
+    if ds.label_bounds is not None and ds.label_bounds_source != "data":
         print(f"    {ds.label_name} (label): [{ds.label_bounds[0]:.10g}, {ds.label_bounds[1]:.10g}]  "
               f"{ds.label_bounds_source or ds.bounds_source}")
+    if n_data or ds.label_bounds_source == "data":
+        print("  no public bounds (the private data's range, shown for checking only: NOT a bound to "
+              "pass to --bounds):")
+        for first, last, count, (lo, hi), source in _bound_runs(ds):
+            if source == "data":
+                cols = first if count == 1 else f"{first} .. {last} ({count} columns)"
+                print(f"    {cols}: data min {lo:.10g}, data max {hi:.10g}")
+        if ds.label_bounds is not None and ds.label_bounds_source == "data":
+            print(f"    {ds.label_name} (label): data min {ds.label_bounds[0]:.10g}, "
+                  f"data max {ds.label_bounds[1]:.10g}")
+        print(f"  write the columns' public bounds from documentation: {PROG} bounds-template "
+              f"{esc(target)} -o bounds.json (empty values to fill in)")
     if groups:
         print("  categories (one-hot encoded columns):")
         for column, cats in groups.items():
             print(f"    {column}: {', '.join(cats)}")
     if ds.n_dropped:
         print(f"  rows dropped for missing/infinite values: {ds.n_dropped}")
+
+
+def _cmd_bounds_template(args: argparse.Namespace) -> None:
+    """``dpcore bounds-template INPUT -o bounds.json``: the table's columns (less the label and the
+    categorical ones) with empty values; only the header is used, never a value."""
+    from dpcore.bounds import template
+
+    out = Path(args.output)
+    suffix = out.suffix.lower()
+    fmt = {".json": "json", ".csv": "csv"}.get(suffix)
+    if fmt is None:
+        raise CLIError(f"--output {out}: a bounds file ends in .json or .csv")
+    if out.exists() or out.is_symlink():
+        raise CLIError(f"--output {out} exists; choose a new file (a template never overwrites)")
+    if not out.parent.is_dir():
+        raise CLIError(f"the output folder {out.parent} does not exist; create it first")
+    meta = bundled_datasets().get(args.input)
+    frame = read_table(sample_data_dir() / meta["file"]) if meta else read_table(args.input)
+    label = (meta or {}).get("label") if args.label is None else (args.label or None)
+    skip = {label} | set(_load_categories(args.categories) or {})
+    columns = [str(c) for c in frame.columns if c not in skip]
+    out.write_text(template(columns, fmt), encoding="utf-8")
+    print(f"wrote {out}: {len(columns)} column(s) with empty bounds; fill in each [lo, hi] from public "
+          "documentation (a pattern such as \"f*\": [0, 640] covers many columns; null = none)")
 
 
 def _plain(value: Any) -> Any:
@@ -632,6 +699,9 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
     """``dpcore release ... --engine dask``: the table is read partition by partition."""
     from dpcore import dask_engine
 
+    if args.dp_bounds is not None:
+        raise CLIError("--dp-bounds is not available with --engine dask: estimate the bounds on the table in "
+                       "memory, or write them in a --bounds file")
     decoding = [flag for flag, given in (("--output-space original", args.output_space == "original"),
                                           ("--no-clip", args.no_clip),
                                           ("--integer-columns", bool(args.integer_columns.strip())))
@@ -727,15 +797,23 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     if dask:
         return _release_dask(args, cls, params)
     key = _precheck_ledger(args)  # a bad path or file is refused before any work
-    ds = _load_input(args, args.input)
+    with warnings.catch_warnings():
+        if args.dp_bounds is not None:  # the data's range is replaced by DP estimates before any use
+            warnings.filterwarnings("ignore", message=".*[Bb]ounds.*", category=PrivacyLeakWarning)
+        ds = _load_input(args, args.input)
     if args.n is not None and args.n != ds.n_samples:  # as open_table(n=...) on the Dask engine
         raise CLIError(f"--n {args.n:,} was given but the input holds {ds.n_samples:,} rows; a mismatch is "
                        "refused, never a silent change of n")
+    estimate = None
+    if args.dp_bounds is not None:
+        ds, estimate = _estimate_dp_bounds(args, cls, params, ds)
     _require_public_facts(args, ds)
     if getattr(args, "public_data", None):
         params["public_data"] = _public_rows(args, ds)
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
+    if estimate is not None:  # the bounds' epsilon composed into the card's guarantee
+        release = compose_release(release, estimate)
     release.check_downloadable()
     ints = [c.strip() for c in args.integer_columns.split(",") if c.strip()]
     release = with_output_space(release, PublicSchema.from_dataset(ds, ints), args.output_space,
@@ -756,6 +834,27 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     print(f"output: {release.output_note}")
     if ledger is not None:
         print(f"ledger: {ledger.summary()}")
+
+
+def _estimate_dp_bounds(args: argparse.Namespace, cls: type, params: dict[str, Any], ds: Dataset
+                        ) -> tuple[Dataset, Any]:
+    """``--dp-bounds EPS``: DP estimates of the bound sides that have no public value
+    (:mod:`dpcore.dp_bounds`); ``params["epsilon"]`` becomes the rest of the total (``--epsilon``)."""
+    from dpcore.dp_bounds import apply_estimate, estimate_bounds
+
+    total = params.get("epsilon", next((p.default for p in cls.params if p.name == "epsilon"), None))
+    if total is None:
+        raise CLIError(f"--dp-bounds: {cls.name} has no --epsilon to take the bounds' share from")
+    if args.dp_bounds >= total:
+        raise CLIError(f"--dp-bounds {args.dp_bounds:g} must be less than --epsilon {total:g} (the total: "
+                       "the release gets what remains)")
+    estimate = estimate_bounds(ds, args.dp_bounds, candidate_range=args.dp_bounds_range)
+    params["epsilon"] = total - args.dp_bounds
+    print(f"dp bounds: epsilon {args.dp_bounds:g} for {estimate.n_sides} bound side(s) of "
+          f"{len(estimate.bounds) + (estimate.label_bounds is not None)} column(s) "
+          f"({estimate.epsilon_per_side:.4g} each); the {cls.name} release gets epsilon "
+          f"{total - args.dp_bounds:g}; total {total:g}")
+    return apply_estimate(ds, estimate), estimate
 
 
 def _print_plan(plan: Any) -> None:
@@ -876,6 +975,8 @@ def _run(args: argparse.Namespace) -> None:
         _cmd_describe(args)
     elif args.command == "ledger":
         run_ledger_command(args)
+    elif args.command == "bounds-template":
+        _cmd_bounds_template(args)
     elif args.command == "release":
         if _use_dask(args):  # writes a folder of parts through a temporary folder (dpcore.dask_engine)
             _cmd_release(args, dask=True)

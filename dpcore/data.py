@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore import limits
+from dpcore.bounds import resolve_bound_rules
 from dpcore.exceptions import DataValidationError
 from dpcore.io import (  # re-exported: their old home was this module
     NPZ_LABEL,
@@ -310,10 +311,12 @@ class Dataset:
 
 
 def _overall_source(sources: list[str]) -> str:
-    """The dataset-level bounds source: ``data`` if any column's bounds came from the data."""
-    if "data" in sources:
-        return "data"
-    return "user" if "user" in sources else "metadata"
+    """The dataset-level bounds source: ``data`` if any column's bounds came from the data, else
+    ``dp`` if any was estimated with DP (:mod:`dpcore.dp_bounds`), ``user``, ``metadata``."""
+    for source in ("data", "dp", "user"):
+        if source in sources:
+            return source
+    return "metadata"
 
 
 
@@ -336,13 +339,7 @@ def _resolve_bounds(
             raise DataValidationError(str(exc)) from None
         check_bound_magnitude(arr, cols)
         return arr, "user", ("user",) * d
-    user = dict(bounds or {})
-    unknown = sorted(set(user) - set(cols))
-    if unknown:
-        raise DataValidationError(
-            f"bounds given for unknown column(s) {unknown[:10]}; the columns are {cols[:10]}"
-            f"{' ...' if d > 10 else ''}"
-        )
+    user = resolve_bound_rules(dict(bounds or {}), cols)  # patterns ("f*"), nulls, unknown names
     given: dict[str, Any] = {c: (0.0, 1.0) for c in (onehot or set())}
     given.update(meta_bounds or {})
     given.update(user)
@@ -407,7 +404,9 @@ def load_dataset(
         It is never guessed from the labels: the guess would depend on the private values (a
         51st distinct value would flip it), so one record could change the release's format.
     bounds : dict {column: (lo, hi)}, (lo, hi) or array (n_features, 2), optional
-        Public feature bounds. Columns without one get data bounds plus a PrivacyLeakWarning.
+        Public feature bounds. A dict's keys may be glob patterns (``"f*"``) and its values
+        ``None`` (no public bound): :func:`dpcore.bounds.resolve_bound_rules`. Columns without
+        one get data bounds plus a PrivacyLeakWarning.
     label_bounds : (lo, hi), optional
         Public bounds of a regression label.
     categories : dict {column: list of categories}, optional

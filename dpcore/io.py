@@ -746,11 +746,13 @@ def load_bounds_file(path: str | Path) -> dict[str, tuple[float, float]]:
     return parse_bounds(text, str(path))
 
 
-def parse_bounds(text: str, filename: str = "bounds.csv") -> dict[str, tuple[float, float]]:
+def parse_bounds(text: str, filename: str = "bounds.csv") -> dict[str, tuple[float, float] | None]:
     """The text of a bounds file (formats of :func:`load_bounds_file`; JSON when ``filename``
     ends in ``.json``, else CSV rows ``column,lo,hi`` with an optional header) as
     ``{column: (lo, hi)}``, strictly parsed (:func:`bound_pair`). Used for files uploaded to the
-    app too, which are never written to disk.
+    app too, which are never written to disk. Keys may be patterns and values ``None`` (JSON
+    ``null``, CSV ``column,,``: no public bound), resolved against a table's columns by
+    :func:`dpcore.bounds.resolve_bound_rules`.
 
     Raises
     ------
@@ -770,7 +772,9 @@ def parse_bounds(text: str, filename: str = "bounds.csv") -> dict[str, tuple[flo
                 f"bounds file {filename} must map each column to [lo, hi] (JSON object), got a "
                 f"{type(data).__name__}"
             )
-        return {str(k): bound_pair(k, v, f"bounds file {filename}") for k, v in data.items()}
+        # null: "no public bound here" (a template's empty value; dpcore.bounds)
+        return {str(k): None if v is None else bound_pair(k, v, f"bounds file {filename}")
+                for k, v in data.items()}
     rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     if rows and rows[0] and rows[0][0].strip().lower() in {"column", "name", "feature"}:
         rows = rows[1:]
@@ -783,6 +787,9 @@ def parse_bounds(text: str, filename: str = "bounds.csv") -> dict[str, tuple[flo
         name = r[0].strip()
         if name in out:
             raise DataValidationError(f"bounds file {filename} lists column {name!r} twice")
+        if not any(v.strip() for v in r[1:]):  # "column,,": no public bound here (a template's row)
+            out[name] = None
+            continue
         out[name] = bound_pair(name, [_csv_number(v) for v in r[1:]], f"bounds file {filename}")
     return out
 

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import warnings
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app import ledger as app_ledger
 from app import state
 from app.controls import initial
 from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
 from dpcore.data import Dataset, load_dataset, read_table
+from dpcore.dp_bounds import apply_estimate, estimate_bounds
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+from dpcore.ledger import LedgerEntry
 from dpcore.ledger_store import dataset_key
 from dpcore.release import spreadsheet_safe
 from dpcore.validation import TASKS
@@ -285,7 +290,63 @@ def bounds_tools(ds: Dataset) -> None:
             use_bounds(new_ds, message)
 
 
+def dp_bounds_tools(ds: Dataset) -> None:
+    """Spend a stated epsilon on DP estimates of the missing bounds (:mod:`dpcore.dp_bounds`),
+    charged to the dataset's ledger before they are shown."""
+    label_side = ds.task == "regression" and ds.label_bounds_source == "data"
+    sides = int(ds.data_side_mask().sum()) + 2 * label_side
+    st.markdown(
+        f"{sides} bound side(s) have no public value. Instead of the private minimum and maximum, spend "
+        "part of this dataset's budget on **differentially private estimates** of a low (5 %) and a high "
+        "(95 %) quantile of each: the exponential mechanism over public candidates in the range below "
+        "(a narrower public range gives tighter bounds). The ε is split evenly over the sides and "
+        "charged now, as its own release in the dataset's ledger; each release afterwards spends its own ε "
+        "on top (basic composition), and its card records the bounds' source and cost.")
+    e1, e2, e3 = st.columns(3)
+    eps = e1.number_input("ε for the bounds", min_value=0.001, value=0.5, step=0.1, format="%g",
+                          key="dpb_eps")
+    lo = e2.number_input("public candidate range: lo", value=-1e6, format="%g", key="dpb_lo")
+    hi = e3.number_input("public candidate range: hi", value=1e6, format="%g", key="dpb_hi")
+    try:
+        store = app_ledger.store()
+        record = store.dataset(st.session_state.dataset_key)
+    except (ValueError, OSError) as exc:
+        st.error(f"The ledger store cannot be used: {md_escape(str(exc))}")
+        return
+    if record is None:
+        budget = st.number_input("ε budget of this dataset (set once: this charge registers it)",
+                                 min_value=0.01, step=0.5, key="p:budget",
+                                 **initial("p:budget", "value", 10.0))
+    else:
+        budget = None
+        st.caption(f"Charged to the dataset's ledger: budget ε = {record.budget:g}, spent "
+                   f"{store.ledger(st.session_state.dataset_key).total('replace-one').epsilon:.4g}.")
+    if st.button(f"Estimate the bounds with DP (ε = {eps:g})", key="dpb_go"):
+        try:
+            est = estimate_bounds(ds, float(eps), candidate_range=(float(lo), float(hi)))
+            new = apply_estimate(ds, est)
+            details = {**est.details(), "charged": "as its own release in the dataset's ledger"}
+            digest = hashlib.sha256(json.dumps(details, sort_keys=True).encode()).hexdigest()
+            entry = LedgerEntry("dp-bounds", est.epsilon, 0.0, "replace-one", ds.name, sha256=digest)
+            store.charge(st.session_state.dataset_key, entry, budget=budget,
+                         label=st.session_state.dataset_label, by=app_ledger.session_actor())
+        except (ValueError, OSError) as exc:  # BudgetExceededError, DataValidationError, a busy store
+            st.error(f"Not estimated, nothing charged: {md_escape(str(exc))}", icon=":material/block:")
+            return
+        use_bounds(dataclasses.replace(new, meta={**new.meta, "dp_bounds": details}),
+                   f"DP bounds estimated for {est.n_sides} side(s) with ε = {est.epsilon:g} "
+                   f"({est.epsilon_per_side:.3g} each), charged to the dataset's ledger.")
+
+
 # lazy (on_change="rerun"): its widgets are built only while it is open, not on every first page
+if ds.bounds_source == "data":
+    with st.expander("Estimate the missing bounds with differential privacy (spends budget)"):
+        dp_bounds_tools(ds)
+if ds.meta.get("dp_bounds"):
+    info = ds.meta["dp_bounds"]
+    st.info(f"Bounds of {len(info['columns'])} column(s) are DP estimates (ε = {info['epsilon']:g}, "
+            f"{info['sides_estimated']} side(s), charged to the dataset's ledger); the card of every release "
+            "records them with their source and cost.", icon=":material/insights:")
 tools = st.expander("Import a bounds file, or set many columns at once",
                     expanded=ds.bounds_source == "data", key=f"bounds_tools:{ds.fingerprint[:12]}",
                     on_change="rerun")

@@ -14,7 +14,7 @@ format.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pandas as pd
 import streamlit as st
@@ -79,6 +79,12 @@ else:
     c2.metric("δ budget", "none" if delta_budget is None else f"{delta_budget:.2g}")
 spent = c3.container()  # filled below, once this run's draw is charged
 
+if ds.meta.get("dp_bounds"):
+    dpb = ds.meta["dp_bounds"]
+    st.info(f"The bounds of {len(dpb['columns'])} column(s) are DP estimates: ε = {dpb['epsilon']:g} "
+            f"({dpb['sides_estimated']} quantiles of {dpb['epsilon_per_side']:.3g}), already charged to this "
+            "dataset's ledger as its own entry. A release now spends its own ε on top (basic composition: "
+            "the ledger's total is the sum).", icon=":material/insights:")
 reasons = app_ledger.unbounded_reasons(ds, params)
 opted_in = False
 if reasons:
@@ -108,6 +114,8 @@ def output_view(rel: Release, space: str | None, clip: bool, integers: list[str]
 def _charge(rel: Release) -> None:
     """Charge a drawn release to the dataset's ledger and add it to the history (or refuse it,
     unseen, with nothing charged)."""
+    if ds.meta.get("dp_bounds"):  # the card records the DP bounds' source and cost (charged before)
+        rel = replace(rel, details={**rel.details, "dp_bounds": ds.meta["dp_bounds"]})
     first = output_view(rel, None, True, [])  # the default file (original space where possible)
     card = json.loads(first["card"])
     entry = LedgerEntry.from_card(card, ds.name)

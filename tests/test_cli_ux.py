@@ -73,7 +73,7 @@ def test_describe_file_prints_bounds_and_categories(capsys, tmp_path):
     code, out, _ = run(capsys, "describe", str(csv), "--label", "y", "--task", "classification",
                        "--categories", str(cats), "--bounds", str(bounds), "--json")
     info = json.loads(out)
-    assert info["bounds"]["age"] == [18.0, 99.0] and info["bounds_sources"]["age"] == "user"
+    assert info["public_bounds"]["age"] == [18.0, 99.0] and info["public_bounds_sources"]["age"] == "user"
     assert info["categories"] == {"city": ["Oslo", "Rome", "Paris"]}
 
 
