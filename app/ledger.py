@@ -34,6 +34,7 @@ __all__ = [
     "file_stem",
     "session_actor",
     "store",
+    "store_label",
     "unbounded_reasons",
 ]
 
@@ -62,6 +63,13 @@ def store() -> LedgerStore:
     if not path.parent.exists():
         path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
     return LedgerStore(path, timeout=APP_TIMEOUT)
+
+
+def store_label(key: str, dataset_label: str) -> str:
+    """The name the store keeps for a dataset and its releases: a bundled dataset's label, and for
+    an upload only its key's prefix (``upload sha256:1a2b3c4d5e6f``): an uploaded file's name can
+    say what the data are about, and nothing of an upload is written to the server's disk."""
+    return dataset_label if key.startswith("bundled:") else f"upload {key[:19]}"
 
 
 def session_actor() -> str:

@@ -11,16 +11,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import ledger as app_ledger
 from app import state
 from app.controls import initial
 from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
 from dpcore.data import Dataset, load_dataset, read_table
-from dpcore.dp_bounds import apply_estimate, estimate_bounds
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
-from dpcore.ledger import LedgerEntry
-from dpcore.ledger_store import dataset_key
 from dpcore.release import spreadsheet_safe
 from dpcore.validation import TASKS
 
@@ -164,6 +160,8 @@ else:
                                       categories=categories, classes=classes,
                                       missing="error" if missing == "refuse" else missing)
                 ds = dataclasses.replace(ds, name=upload.name)  # Dataset is frozen
+                from dpcore.ledger_store import dataset_key
+
                 state.set_dataset(ds, f"upload: {upload.name}",  # the ledger's key: the file's bytes
                                   key=state.memo(("upload-key", upload.file_id),
                                                  lambda: dataset_key(upload.getvalue())))
@@ -293,6 +291,10 @@ def bounds_tools(ds: Dataset) -> None:
 def dp_bounds_tools(ds: Dataset) -> None:
     """Spend a stated epsilon on DP estimates of the missing bounds (:mod:`dpcore.dp_bounds`),
     charged to the dataset's ledger before they are shown."""
+    from app import ledger as app_ledger  # here: the first page imports neither module (latency)
+    from dpcore.dp_bounds import apply_estimate, estimate_bounds
+    from dpcore.ledger import LedgerEntry
+
     label_side = ds.task == "regression" and ds.label_bounds_source == "data"
     sides = int(ds.data_side_mask().sum()) + 2 * label_side
     st.markdown(
@@ -327,9 +329,11 @@ def dp_bounds_tools(ds: Dataset) -> None:
             new = apply_estimate(ds, est)
             details = {**est.details(), "charged": "as its own release in the dataset's ledger"}
             digest = hashlib.sha256(json.dumps(details, sort_keys=True).encode()).hexdigest()
-            entry = LedgerEntry("dp-bounds", est.epsilon, 0.0, "replace-one", ds.name, sha256=digest)
-            store.charge(st.session_state.dataset_key, entry, budget=budget,
-                         label=st.session_state.dataset_label, by=app_ledger.session_actor())
+            key = st.session_state.dataset_key
+            entry = LedgerEntry("dp-bounds", est.epsilon, 0.0, "replace-one",
+                                app_ledger.store_label(key, ds.name), sha256=digest)
+            store.charge(key, entry, budget=budget, by=app_ledger.session_actor(),
+                         label=app_ledger.store_label(key, st.session_state.dataset_label))
         except (ValueError, OSError) as exc:  # BudgetExceededError, DataValidationError, a busy store
             st.error(f"Not estimated, nothing charged: {md_escape(str(exc))}", icon=":material/block:")
             return
@@ -339,9 +343,12 @@ def dp_bounds_tools(ds: Dataset) -> None:
 
 
 # lazy (on_change="rerun"): its widgets are built only while it is open, not on every first page
-if ds.bounds_source == "data":
-    with st.expander("Estimate the missing bounds with differential privacy (spends budget)"):
-        dp_bounds_tools(ds)
+if ds.bounds_source == "data":  # lazy, as the bounds tools below
+    dp_tools = st.expander("Estimate the missing bounds with differential privacy (spends budget)",
+                           key=f"dp_bounds:{ds.fingerprint[:12]}", on_change="rerun")
+    if dp_tools.open:
+        with dp_tools:
+            dp_bounds_tools(ds)
 if ds.meta.get("dp_bounds"):
     info = ds.meta["dp_bounds"]
     st.info(f"Bounds of {len(info['columns'])} column(s) are DP estimates (ε = {info['epsilon']:g}, "

@@ -118,7 +118,7 @@ def _charge(rel: Release) -> None:
         rel = replace(rel, details={**rel.details, "dp_bounds": ds.meta["dp_bounds"]})
     first = output_view(rel, None, True, [])  # the default file (original space where possible)
     card = json.loads(first["card"])
-    entry = LedgerEntry.from_card(card, ds.name)
+    entry = LedgerEntry.from_card(card, app_ledger.store_label(key, ds.name))
     if entry.unbounded and not opted_in:
         st.error("Refused: this release has no finite row-level ε (NOT differentially private); tick the "
                  "opt-in above to draw it. It was discarded before anyone saw it; nothing was charged.",
@@ -127,7 +127,8 @@ def _charge(rel: Release) -> None:
     try:
         store.charge(key, entry, allow_unbounded=opted_in, budget=None if record else budget,
                      delta_budget=None if record else delta_budget,
-                     label=st.session_state.dataset_label, by=app_ledger.session_actor())
+                     label=app_ledger.store_label(key, st.session_state.dataset_label),
+                     by=app_ledger.session_actor())
     except BudgetExceededError as exc:
         reason = str(exc).removeprefix("refused: ").removesuffix("; nothing was written")
         st.error(f"Refused: {md_escape(reason)}. The release was discarded before anyone saw it; nothing "
@@ -329,8 +330,8 @@ def _import_ledger() -> None:
         other = state.read_ledger_upload(upload.getvalue(), upload.name)
         if record is None and other.budget is None:
             other.set_budgets(budget, delta_budget)
-        added = store.import_ledger(key, other, label=st.session_state.dataset_label,
-                                    by=app_ledger.session_actor())
+        added = store.import_ledger(key, other, by=app_ledger.session_actor(),
+                                    label=app_ledger.store_label(key, st.session_state.dataset_label))
     except (ValueError, OSError) as exc:
         st.session_state.ledger_message = ("error", str(exc))
         return

@@ -238,6 +238,7 @@ def test_app_download_is_the_escaped_csv(serialiser_spy):
     assert at.session_state.dataset.feature_names == HOSTILE_COLUMNS
     at.sidebar.selectbox(key="mechanism").select("local-gaussian").run()
     at.switch_page("../pages/release.py").run()
+    at.checkbox(key="optin_unbounded").check().run()  # the class list is read from the data: opt in
     at.button[0].click().run()
     assert not at.exception, [e.value for e in at.exception]
     pending = at.session_state.pending_release

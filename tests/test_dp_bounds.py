@@ -244,6 +244,8 @@ def test_app_estimates_dp_bounds_charges_them_and_records_them_on_the_card(tmp_p
     at.text_input(key="upload_classes").input("0,1").run()
     next(b for b in at.button if b.label == "Use this table").click().run()
     assert at.session_state.dataset.bounds_source == "data"
+    at.session_state[f"dp_bounds:{at.session_state.dataset.fingerprint[:12]}"] = True  # the user opens it
+    at.run()
     at.number_input(key="dpb_eps").set_value(1.2).run()
     at.number_input(key="dpb_lo").set_value(0.0).run()
     at.number_input(key="dpb_hi").set_value(1000.0).run()

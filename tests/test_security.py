@@ -186,6 +186,8 @@ def test_uploaded_names_are_rendered_as_text_on_every_page():
         assert not _html_sinks(at), (page, _html_sinks(at))
     # the sidebar and the Release page echo the file name: as markdown that allows no HTML
     goto(at, "release")
+    for box in [c for c in at.checkbox if c.key == "optin_unbounded"]:  # data bounds / class list: opt in
+        box.check().run()
     button(at, "Draw release").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert not _html_sinks(at), _html_sinks(at)
@@ -356,6 +358,8 @@ def test_upload_is_never_written_to_disk(tmp_path):
         assert at.session_state.dataset.name == f"{marker}.csv"
         for page in ("explore", "release"):
             goto(at, page)
+        for box in [c for c in at.checkbox if c.key == "optin_unbounded"]:  # data bounds / class list: opt in
+            box.check().run()
         button(at, "Draw release").click().run()
         assert not at.exception, [e.value for e in at.exception]
         assert at.session_state.pending_release["csv"]  # the release exists, in memory
