@@ -226,6 +226,7 @@ def test_cli_template_and_describe_keep_the_data_range_apart(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ the app's button
+@pytest.mark.slow
 def test_app_estimates_dp_bounds_charges_them_and_records_them_on_the_card(tmp_path):
     testing = pytest.importorskip("streamlit.testing.v1")
     from pathlib import Path

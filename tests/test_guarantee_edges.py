@@ -230,6 +230,7 @@ def test_a_hard_linked_ledger_is_refused_by_every_name(tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_four_concurrent_releases_on_a_hard_linked_ledger_never_overrun_its_budget(tmp_path):
     ledger = tmp_path / "L.json"
     Ledger(budget=1.0).save(ledger)

@@ -179,6 +179,7 @@ def test_cli_release_with_a_store_and_the_ledger_commands(tmp_path, capsys):
     assert code == 2 and "only be raised" in text
 
 
+@pytest.mark.slow
 def test_four_cli_processes_racing_on_a_store_never_overrun_its_budget(tmp_path):
     store = tmp_path / "s.sqlite"
     LedgerStore(store).register(dataset_key("breast-cancer"), 2.5)
