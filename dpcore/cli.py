@@ -59,8 +59,8 @@ from dpcore.data import (
 from dpcore.decode import OUTPUT_SPACES, PublicSchema, with_output_space
 from dpcore.dp_bounds import compose_release
 from dpcore.exceptions import DataValidationError, NotPrivateError, PrivacyLeakWarning
-from dpcore.ledger import Ledger, LedgerEntry, check_budget, lock_path
-from dpcore.ledger_cli import add_ledger_parser, run_ledger_command
+from dpcore.ledger import Ledger, LedgerEntry, lock_path
+from dpcore.ledger_cli import add_ledger_parser, budget_type, run_ledger_command
 from dpcore.ledger_store import dataset_key, is_store_path, open_ledger_transaction, precheck_ledger
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.release import Release, output_lock, release_paths
@@ -143,14 +143,7 @@ def _add_param_option(parser: argparse.ArgumentParser, p: Param) -> None:
     parser.add_argument(p.cli_flag, **kwargs)
 
 
-def _budget_type(name: str, **limits: Any):
-    """An argparse ``type`` for a budget: :func:`dpcore.ledger.check_budget` on the number."""
-    def parse(text: str) -> float:
-        try:
-            return check_budget(float(text), name, **limits)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return parse
+_budget_type = budget_type  # an argparse type for budgets (dpcore.ledger_cli)
 
 
 def _add_data_options(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +187,8 @@ def _release_epilog() -> str:
              "  --label-bounds LO HI, --categories FILE, --missing {error,impute,drop}, --data-bounds,",
              "  --data-classes, --public-data FILE (pca-gauss, pca-identity), --n-samples N,",
              "  --drop-nonfinite (= --missing drop), --ledger FILE, --budget EPS, --delta-budget DELTA,",
-             "  --output-space {original,released}, --no-clip, --integer-columns A,B",
+             "  --output-space {original,released}, --no-clip, --integer-columns A,B,",
+             "  --dp-bounds EPS, --dp-bounds-range LO HI",
              "  large tables: --engine {memory,dask}, --scheduler ADDRESS, --blocksize BYTES, --n N,",
              "  --format {parquet,csv}, --progress, --no-progress", "", "mechanism options [default]:"]
     for name, cls in MECHANISMS.items():

@@ -78,6 +78,7 @@ __all__ = [
     "check_budgets",
     "check_ledger_path",
     "check_single_name",
+    "committable",
     "is_unbounded",
     "ledger_transaction",
     "lock_path",
@@ -551,6 +552,24 @@ def _remove_stale_temporaries(path: Path) -> None:
             tmp.unlink(missing_ok=True)
 
 
+def committable(reserved: LedgerEntry | None, entry: LedgerEntry | None) -> LedgerEntry:
+    """The entry a transaction's ``commit(entry)`` records: ``entry`` (or the reservation itself),
+    which must cost what was reserved.
+
+    Raises
+    ------
+    RuntimeError
+        No reservation, or ``entry`` differs from it in epsilon, delta or relation.
+    """
+    entry = entry or reserved
+    if reserved is None or entry is None:
+        raise RuntimeError("commit() needs a reservation: call check(entry) first")
+    if (entry.epsilon, entry.delta, entry.neighbouring) != (reserved.epsilon, reserved.delta,
+                                                            reserved.neighbouring):
+        raise RuntimeError("the committed entry must have the reserved epsilon, delta and relation")
+    return entry
+
+
 @dataclass
 class LedgerTransaction:
     """The state inside :func:`ledger_transaction`: the ledger as re-read under the lock.
@@ -587,12 +606,7 @@ class LedgerTransaction:
         OSError
             The ledger could not be written: the old ledger is intact and nothing is recorded.
         """
-        res = self.reserved
-        entry = entry or res
-        if res is None or entry is None:
-            raise RuntimeError("commit() needs a reservation: call check(entry) first")
-        if (entry.epsilon, entry.delta, entry.neighbouring) != (res.epsilon, res.delta, res.neighbouring):
-            raise RuntimeError("the committed entry must have the reserved epsilon, delta and relation")
+        entry = committable(self.reserved, entry)
         new = Ledger([*self.ledger.entries, entry], self.budget, self.delta_budget)
         new.save(self.path)
         self.ledger, self.committed, self.reserved = new, entry, None

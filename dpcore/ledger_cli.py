@@ -23,10 +23,11 @@ from typing import Any
 from dpcore.ledger import Ledger, check_budget
 from dpcore.ledger_store import LedgerStore, dataset_key, is_store_path
 
-__all__ = ["add_ledger_parser", "run_ledger_command"]
+__all__ = ["add_ledger_parser", "budget_type", "run_ledger_command"]
 
 
-def _budget(name: str, **limits: Any):
+def budget_type(name: str, **limits: Any):
+    """An argparse ``type`` for a budget: :func:`dpcore.ledger.check_budget` on the number."""
     def parse(text: str) -> float:
         try:
             return check_budget(float(text), name, **limits)
@@ -55,9 +56,9 @@ def add_ledger_parser(sub: Any) -> None:
     for p in (reg, raise_):
         p.add_argument("store", metavar="STORE")
         p.add_argument("dataset", metavar="DATASET", help=dataset_help)
-        p.add_argument("--budget", type=_budget("epsilon budget"), required=p is reg,
+        p.add_argument("--budget", type=budget_type("epsilon budget"), required=p is reg,
                        help="epsilon budget per neighbouring relation")
-        p.add_argument("--delta-budget", type=_budget("delta budget", allow_zero=True, upper=1.0),
+        p.add_argument("--delta-budget", type=budget_type("delta budget", allow_zero=True, upper=1.0),
                        help="delta budget per neighbouring relation (default: none)")
     reg.add_argument("--label", default="", help="a name for people (default: DATASET)")
     raise_.add_argument("--reason", required=True, help="why (kept in the budget log)")

@@ -55,6 +55,7 @@ from dpcore.ledger import (
     LedgerEntry,
     check_budgets,
     check_single_name,
+    committable,
     ledger_transaction,
 )
 
@@ -252,12 +253,7 @@ class StoreTransaction:
 
     def commit(self, entry: LedgerEntry | None = None) -> None:
         """Record the reserved entry (or ``entry``, of the reserved cost) and commit."""
-        res = self.reserved
-        entry = entry or res
-        if res is None or entry is None:
-            raise RuntimeError("commit() needs a reservation: call check(entry) first")
-        if (entry.epsilon, entry.delta, entry.neighbouring) != (res.epsilon, res.delta, res.neighbouring):
-            raise RuntimeError("the committed entry must have the reserved epsilon, delta and relation")
+        entry = committable(self.reserved, entry)
         self._committed_id = _insert_entry(self.connection, self.key, entry, self.actor)
         self.connection.execute("COMMIT")
         self.ledger = Ledger([*self.ledger.entries, entry], self.ledger.budget, self.ledger.delta_budget)

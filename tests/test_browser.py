@@ -96,21 +96,26 @@ def browser() -> Iterator:
 def open_app(browser, server):
     """Open the app in a fresh browser context (= a new Streamlit session) at ``path``; a URL
     path starts the session on that page, as a bookmark would."""
-    contexts = []
+    contexts: list = []
+    yield lambda path="/": _new_session(browser, contexts, server + path)
+    _close_sessions(contexts)
 
-    def _open(path: str = "/"):
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-        context.set_default_timeout(30_000)
-        contexts.append(context)
-        pg = context.new_page()
-        TRACKERS[pg] = RunTracker(pg)
-        pg.goto(server + path)
-        expect(pg.locator("h1").first).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        settle(pg)
-        assert_no_exception(pg)
-        return pg
 
-    yield _open
+def _new_session(browser, contexts: list, url: str):
+    """A new browser context (= a new Streamlit session) at ``url``, its page settled."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    context.set_default_timeout(30_000)
+    contexts.append(context)
+    pg = context.new_page()
+    TRACKERS[pg] = RunTracker(pg)
+    pg.goto(url)
+    expect(pg.locator("h1").first).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    settle(pg)
+    assert_no_exception(pg)
+    return pg
+
+
+def _close_sessions(contexts: list) -> None:
     for context in contexts:
         for pg in context.pages:
             TRACKERS.pop(pg, None)
@@ -625,25 +630,9 @@ def _serve(tag: str):
 @pytest.fixture
 def open_session(browser):
     """``open_session(url, path)``: a new browser context (= a new Streamlit session) at ``path``."""
-    contexts = []
-
-    def _open(url: str, path: str = "/"):
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-        context.set_default_timeout(30_000)
-        contexts.append(context)
-        pg = context.new_page()
-        TRACKERS[pg] = RunTracker(pg)
-        pg.goto(url + path)
-        expect(pg.locator("h1").first).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        settle(pg)
-        assert_no_exception(pg)
-        return pg
-
-    yield _open
-    for context in contexts:
-        for pg in context.pages:
-            TRACKERS.pop(pg, None)
-        context.close()
+    contexts: list = []
+    yield lambda url, path="/": _new_session(browser, contexts, url + path)
+    _close_sessions(contexts)
 
 
 def _download(page, label: str) -> tuple[str, bytes]:
