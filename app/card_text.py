@@ -65,6 +65,8 @@ def card_in_words(card: dict[str, Any]) -> str:
     elif task:
         public.append(f"the task ({task})")
     lines.append("**Assumed public** (not protected by the noise): " + "; ".join(public) + ".")
+    if text := _dp_bounds_text(details):
+        lines.append("**DP bounds.** " + md_escape(text))
     per_column = details.get("noise_per_column")
     lines.append("**Noise added** (" + _noise_summary(card.get("noise", []))
                  + ("; the standard deviation of a column with noise share 1, each column's below"
@@ -88,6 +90,19 @@ def card_in_words(card: dict[str, Any]) -> str:
         lines.append("**Noise per column** (standard deviation): " + shown
                      + (f", ... ({len(per_column)} columns)" if len(per_column) > 8 else "") + ".")
     return "\n\n".join(lines)
+
+
+def _dp_bounds_text(details: dict[str, Any]) -> str | None:
+    """How the DP bounds were paid for (``details.epsilon_split`` / ``details.dp_bounds``), or None."""
+    split = details.get("epsilon_split")
+    if isinstance(split, dict) and split.get("text"):
+        return f"Bounds without a public value were estimated with DP: {split['text']}."
+    dpb = details.get("dp_bounds")
+    if isinstance(dpb, dict) and "epsilon" in dpb:
+        return (f"The bounds of {len(dpb.get('columns', {}))} column(s) are DP estimates that cost epsilon = "
+                f"{dpb['epsilon']:g}, charged to the dataset's ledger as their own release (not included in "
+                "this card's epsilon).")
+    return None
 
 
 def _setting_text(value: Any) -> str:
@@ -364,6 +379,8 @@ def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippe
     parts.append(f"<p>{e(card.get('guarantee_text', ''))}</p>")
     parts.append(_table(["epsilon", "delta", "kind", "neighbouring relation"],
                         [[_num(g.get("epsilon")), g.get("delta"), g.get("kind"), g.get("neighbouring")]]))
+    if text := _dp_bounds_text(details):
+        parts.append(f"<p><b>DP bounds.</b> {e(text)}</p>")
     parts.append("<h2>What is assumed public</h2><p>These facts shape the release and are not "
                  "protected by the noise: they must come from documentation or the data's definition, "
                  "never from the private rows.</p>")

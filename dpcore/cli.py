@@ -474,8 +474,9 @@ def _describe_data(args: argparse.Namespace) -> None:
         if ds.label_bounds is not None and ds.label_bounds_source == "data":
             print(f"    {ds.label_name} (label): data min {ds.label_bounds[0]:.10g}, "
                   f"data max {ds.label_bounds[1]:.10g}")
+        label = f" --label {esc(args.label)}" if args.label else ""
         print(f"  write the columns' public bounds from documentation: {PROG} bounds-template "
-              f"{esc(target)} -o bounds.json (empty values to fill in)")
+              f"{esc(target)}{label} -o bounds.json (empty values to fill in)")
     if groups:
         print("  categories (one-hot encoded columns):")
         for column, cats in groups.items():

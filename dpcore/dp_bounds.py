@@ -275,8 +275,9 @@ def estimate_bounds(ds: Dataset, epsilon: float, *, candidate_range: Any = None,
         for side, a in ((0, a_lo), (1, a_hi)):
             if want[side]:
                 records.append(NoiseRecord(
-                    statistic=f"{'low' if side == 0 else 'high'} bound of {name} (quantile {a:g})",
-                    sensitivity=1.0, scale=2.0 / eps_q, distribution="none", norm="quantile score",
+                    statistic=f"DP bound ({'low' if side == 0 else 'high'}, quantile {a:g}) of {name}",
+                    sensitivity=1.0, scale=2.0 / eps_q, distribution="exponential-mechanism",
+                    norm="quantile score",
                     epsilon=eps_q, delta=0.0,
                     formula="P(c) ~ exp(-eps_q |(1-a) #{x<c} - a #{x>c}| / 2) over public candidates in "
                             f"[{L:g}, {U:g}]; score sensitivity 1 (replace-one); scale = 2/eps_q",

@@ -117,7 +117,7 @@ class NoiseRecord:
     statistic: str
     sensitivity: float
     scale: float
-    distribution: Literal["laplace", "gaussian", "randomized-response", "none"]
+    distribution: Literal["laplace", "gaussian", "randomized-response", "exponential-mechanism", "none"]
     norm: str = "L1"
     epsilon: float | None = None
     delta: float | None = None

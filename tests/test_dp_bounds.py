@@ -131,10 +131,15 @@ def test_every_column_gets_bounds_and_the_card_their_cost():
     assert card["guarantee"]["epsilon"] == pytest.approx(3.2) and card["guarantee"]["holds"] is True
     assert card["details"]["epsilon_split"]["dp_bounds"] == 2.2
     assert card["details"]["dp_bounds"]["sides_estimated"] == 22
-    assert sum("bound of f" in r["statistic"] for r in card["noise"]) == 22
+    assert sum(r["statistic"].startswith("DP bound") and r["distribution"] == "exponential-mechanism"
+               for r in card["noise"]) == 22
     assert card["public_facts"]["bounds"]["f3"]["lo_source"] == "dp"
     assert card["public_facts"]["bounds"]["f0"]["lo_source"] == "user"
     assert LedgerEntry.from_card(card).epsilon == pytest.approx(3.2)  # composed in the ledger
+    from app.card_text import card_in_words, report_html
+
+    assert "2.2 for the DP bounds (22 quantile(s)" in card_in_words(card).replace("\\", "")
+    assert "2.2 for the DP bounds" in report_html(card, dataset="wide.csv")
 
 
 def test_only_missing_sides_are_estimated_and_nothing_to_estimate_is_said():
@@ -265,4 +270,7 @@ def test_app_estimates_dp_bounds_charges_them_and_records_them_on_the_card(tmp_p
     card = json.loads(at.session_state.pending_release["card"])
     assert card["guarantee"]["holds"] is True and card["bounds_source"] == "dp"
     assert card["details"]["dp_bounds"]["epsilon"] == 1.2
+    # the card in words says what the bounds cost and that it was charged on its own
+    words = [m.value.replace("\\", "") for m in at.markdown]
+    assert any("DP bounds" in w and "cost epsilon = 1.2" in w for w in words)
     assert app_store().ledger(key).total_epsilon == pytest.approx(2.2)
