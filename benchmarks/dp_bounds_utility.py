@@ -7,7 +7,7 @@ Protocol (the downloaded-file protocol of SPEC section 11, in memory). A table i
 - **public**: hand-written public bounds (a rule such as ``{"f*": [0, 640]}``, or the bundled
   metadata's documented bounds), the whole epsilon for the release; or
 - **DP bounds**: no bounds at all; ``--dp-bounds EPS_B`` spends ``EPS_B`` of the same total on
-  DP quantile estimates (5 % and 95 %, candidates in a public range) of every column, the release
+  DP quantile estimates (automatic levels, candidates in a public range) of every column, the release
   gets the rest (:mod:`dpcore.dp_bounds`, :func:`dpcore.dp_bounds.compose_release`).
 
 The released CSV (original space, clipped to the bounds the release used) trains a

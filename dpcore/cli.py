@@ -847,7 +847,8 @@ def _estimate_dp_bounds(args: argparse.Namespace, cls: type, params: dict[str, A
     params["epsilon"] = total - args.dp_bounds
     print(f"dp bounds: epsilon {args.dp_bounds:g} for {estimate.n_sides} bound side(s) of "
           f"{len(estimate.bounds) + (estimate.label_bounds is not None)} column(s) "
-          f"({estimate.epsilon_per_side:.4g} each); the {cls.name} release gets epsilon "
+          f"({estimate.epsilon_per_side:.4g} each, quantiles {estimate.quantiles[0]:.3g} and "
+          f"{estimate.quantiles[1]:.3g}); the {cls.name} release gets epsilon "
           f"{total - args.dp_bounds:g}; total {total:g}")
     return apply_estimate(ds, estimate), estimate
 

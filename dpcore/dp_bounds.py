@@ -26,10 +26,14 @@ quantile score of Smith (2011), as OpenDP's ``make_quantile_score_candidates`` /
   ``max(|L|, |U|)`` (so a column in [0, 16] within a range of [0, 10^6] still gets candidates 12 %
   apart), plus ``L``, ``U`` and 0 when inside. A column's estimate is always a candidate: the range
   must contain the data's likely values, and a narrower public range gives better estimates.
-- *Levels*: ``quantiles = (a_lo, a_hi)`` (default 0.05, 0.95): the estimated bounds clip about
-  ``a_lo n`` and ``(1 - a_hi) n`` rows (plus the estimate's error); levels nearer 0 and 1 leave more
-  candidates below the data's minimum with nearly the best score, so a low epsilon then picks far
-  too wide bounds. Missing values (``missing="impute"``) are left out of the counts.
+- *Levels*: ``quantiles = (a_lo, a_hi)``, by default ``"auto"``: ``a_lo = 1 - a_hi =
+  clip(2 (ln m + 3) / (n eps_q), 0.05, 0.25)``, from public numbers only (``n``, ``eps_q``, ``m``
+  candidates). Why: every candidate outside the data's range scores ``a n`` (a low candidate below
+  the minimum has ``#{x > c} = n``), the best about 0, so together they weigh at most
+  ``m exp(-eps_q a n / 2)`` against the best one; the rule keeps that below ``e^-3`` (about 5 %),
+  so the estimate lands near the quantile instead of anywhere in the range. The bounds then clip
+  about ``a_lo n`` and ``(1 - a_hi) n`` rows: 5 % each side when the budget allows it, more when it
+  does not. Missing values (``missing="impute"``) are left out of the counts.
 - *Composition*: every side of every column is one quantile at ``eps_q = epsilon / k`` for ``k``
   sides estimated; basic composition over the ``k`` sides (one row touches every column) gives
   ``epsilon``. The release that uses the bounds then runs at ``epsilon_total - epsilon`` and its
@@ -61,6 +65,7 @@ __all__ = [
     "DEFAULT_QUANTILES",
     "BoundsEstimate",
     "apply_estimate",
+    "auto_level",
     "candidates",
     "compose_release",
     "estimate_bounds",
@@ -71,7 +76,9 @@ __all__ = [
 #: The candidate range used where none is given: wide, data-independent, and so expensive (a
 #: narrower public range gives tighter estimates at the same epsilon).
 DEFAULT_CANDIDATE_RANGE = (-1e6, 1e6)
-DEFAULT_QUANTILES = (0.05, 0.95)
+DEFAULT_QUANTILES = "auto"
+#: The range of the automatic low level (the high one is 1 minus it).
+AUTO_LEVELS = (0.05, 0.25)
 LINEAR_POINTS = 201
 PER_DECADE = 20
 DECADES = 8
@@ -95,6 +102,13 @@ def candidates(lo: float, hi: float) -> np.ndarray:
     mags = 10.0 ** (np.arange(-DECADES * PER_DECADE, 1) / PER_DECADE) * top
     pts = np.concatenate([np.linspace(lo, hi, LINEAR_POINTS), mags, -mags, [lo, hi, 0.0]])
     return np.unique(pts[(pts >= lo) & (pts <= hi)])
+
+
+def auto_level(n: int, epsilon_per_side: float, n_candidates: int) -> float:
+    """The automatic low quantile level (module docstring): ``clip(2 (ln m + 3) / (n eps_q),
+    0.05, 0.25)``; public numbers only."""
+    need = 2 * (math.log(max(n_candidates, 2)) + 3) / (max(n, 1) * epsilon_per_side)
+    return float(min(max(need, AUTO_LEVELS[0]), AUTO_LEVELS[1]))
 
 
 def quantile_scores(x: np.ndarray, cands: np.ndarray, alpha: Fraction) -> list[Fraction]:
@@ -187,7 +201,7 @@ def _range_for(column: str, ranges: dict[str, tuple[float, float]] | None,
 
 
 def estimate_bounds(ds: Dataset, epsilon: float, *, candidate_range: Any = None,
-                    quantiles: tuple[float, float] = DEFAULT_QUANTILES, random_state: Any = None
+                    quantiles: Any = DEFAULT_QUANTILES, random_state: Any = None
                     ) -> BoundsEstimate:
     """DP estimates of every bound side of ``ds`` that came from the private data (and of a
     regression label's range read from the data), spending ``epsilon`` in total.
@@ -202,8 +216,9 @@ def estimate_bounds(ds: Dataset, epsilon: float, *, candidate_range: Any = None,
     candidate_range : (L, U), dict {column or pattern: (L, U)}, or None
         The public range the candidates span (patterns as in bounds files: ``"f*"``); default
         :data:`DEFAULT_CANDIDATE_RANGE`. ``"(label)"`` names the label.
-    quantiles : (a_lo, a_hi)
-        Quantile levels of the low and high bounds, ``0 < a_lo < a_hi < 1``.
+    quantiles : (a_lo, a_hi) or "auto"
+        Quantile levels of the low and high bounds, ``0 < a_lo < a_hi < 1``; ``"auto"`` (default):
+        :func:`auto_level` of ``n``, the epsilon per side and the number of candidates.
     random_state : None, int or Generator
         ``None`` (a release): OS entropy. A seed makes a reproducible preview only.
 
@@ -218,9 +233,11 @@ def estimate_bounds(ds: Dataset, epsilon: float, *, candidate_range: Any = None,
     """
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise DataValidationError(f"the DP bounds' epsilon must be a finite number > 0, got {epsilon!r}")
-    a_lo, a_hi = (float(q) for q in quantiles)
-    if not 0 < a_lo < a_hi < 1:
-        raise DataValidationError(f"quantile levels must satisfy 0 < lo < hi < 1, got {quantiles}")
+    auto = isinstance(quantiles, str) and quantiles == "auto"
+    if not auto:
+        a_lo, a_hi = (float(q) for q in quantiles)
+        if not 0 < a_lo < a_hi < 1:
+            raise DataValidationError(f"quantile levels must satisfy 0 < lo < hi < 1, got {quantiles}")
     sides = ds.data_side_mask()
     label = ds.task == "regression" and ds.label_bounds_source == "data"
     k = int(sides.sum()) + (2 if label else 0)
@@ -238,6 +255,10 @@ def estimate_bounds(ds: Dataset, epsilon: float, *, candidate_range: Any = None,
         default = tuple(float(v) for v in candidate_range)
         ranges = {}
     eps_q = float(epsilon) / k
+    if auto:  # public: n, the epsilon per side, the number of candidates of the widest range asked
+        widest = max([len(candidates(*default))] + [len(candidates(*r)) for r in ranges.values()])
+        a_lo = auto_level(ds.n_samples, eps_q, widest)
+        a_hi = 1.0 - a_lo
     bits = dpnoise.noise_source(random_state)
     out: dict[str, tuple[float, float]] = {}
     est_sides: dict[str, tuple[bool, bool]] = {}

@@ -299,8 +299,9 @@ def dp_bounds_tools(ds: Dataset) -> None:
     sides = int(ds.data_side_mask().sum()) + 2 * label_side
     st.markdown(
         f"{sides} bound side(s) have no public value. Instead of the private minimum and maximum, spend "
-        "part of this dataset's budget on **differentially private estimates** of a low (5 %) and a high "
-        "(95 %) quantile of each: the exponential mechanism over public candidates in the range below "
+        "part of this dataset's budget on **differentially private estimates** of a low and a high "
+        "quantile of each (5 % and 95 %, further in when the ε per side is small): the exponential "
+        "mechanism over public candidates in the range below "
         "(a narrower public range gives tighter bounds). The ε is split evenly over the sides and "
         "charged now, as its own release in the dataset's ledger; each release afterwards spends its own ε "
         "on top (basic composition), and its card records the bounds' source and cost.")

@@ -104,6 +104,23 @@ def test_candidates_cover_linear_and_log_scales():
         candidates(3, 3)
 
 
+def test_automatic_levels_keep_the_estimate_near_the_data():
+    """With little epsilon per side, fixed 5 % / 95 % levels leave the many candidates outside the
+    data nearly as likely as the right one; the automatic level (public: n, eps_q, m) does not."""
+    from dpcore.dp_bounds import auto_level
+
+    x = np.clip(np.random.default_rng(5).normal(200, 40, 3000), 0, 640)
+    cands = candidates(0, 1000)
+    eps = 0.5 / 12
+    a = auto_level(x.size, eps, cands.size)
+    assert 0.05 < a < 0.25 and auto_level(10**7, eps, cands.size) == 0.05 and auto_level(50, eps, 10) == 0.25
+    bits = SeededBits(np.random.default_rng(6))
+    auto = [exponential_quantile(x, cands, 1 - a, eps, bits) for _ in range(100)]
+    fixed = [exponential_quantile(x, cands, 0.95, eps, bits) for _ in range(100)]
+    assert np.quantile(auto, 0.9) < 1.2 * np.quantile(x, 1 - a)
+    assert np.median(fixed) > 1.5 * np.quantile(x, 0.95)
+
+
 # ------------------------------------------------------------------ estimates on a table
 def _wide(n: int = 4000, d: int = 12, seed: int = 4) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
