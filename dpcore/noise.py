@@ -1368,29 +1368,51 @@ def laplace_grid(sensitivity: float, epsilon: float | Fraction, n_changed: int) 
     return g, max(t, 1), used if used >= s1_used else math.nextafter(used, math.inf)
 
 
-def _on_grid(values: np.ndarray, grid: float, integers: np.ndarray) -> np.ndarray:
+#: entries of one piece of :func:`_on_grid` (256 KiB of float64: its temporaries stay in cache)
+_GRID_PIECE = 1 << 15
+
+
+def _on_grid(values: np.ndarray, grid: float, integers: np.ndarray, out: np.ndarray | None = None
+             ) -> np.ndarray:
     """``grid * (rint(values / grid) + integers)`` as floats: a function of the exact integer sum only.
 
-    ``rint(values / grid)`` is an integer-valued float (exact: ``grid`` is a power of two) and every
-    ``|integer| < 2^53`` is a float, so ``a + integer`` is ONE correctly rounded IEEE addition of two
-    exact integers: the result depends on their exact sum alone (exact below 2^53; rounded, as any
-    post-processing may, above), and multiplying by a power of two is exact. Noise integers of 2^53
-    or more (probability < e^-64 per entry at t <= 2^47) are added in Python integers.
+    ``rint(values / grid)`` is an integer-valued float (exact: ``grid`` is a power of two; ``values``
+    are taken as float64) and every ``|integer| < 2^53`` is a float, so ``a + integer`` is ONE
+    correctly rounded IEEE addition of two exact integers: the result depends on their exact sum
+    alone (exact below 2^53; rounded, as any post-processing may, above), and multiplying by a power
+    of two is exact. Noise integers of 2^53 or more (probability < e^-64 per entry at t <= 2^47) are
+    added in Python integers. Computed in pieces of rows of :data:`_GRID_PIECE` entries, written
+    into ``out`` (same shape; cast to its dtype, e.g. a float32 release: a function of the float64
+    result) or a new float64 array; ``out`` may be ``values`` itself.
     """
-    values = np.asarray(values, dtype=np.float64)
-    a = values / grid
-    np.rint(a, out=a)
-    # a finite sum means every entry is finite (NaN and infinities propagate); else check each
-    if not math.isfinite(float(a.sum())) and not np.all(np.isfinite(a)):
-        raise ValueError("the statistic to perturb contains NaN or infinity (or overflows the grid)")
-    out = integers.astype(np.float64)
-    out += a  # one correctly rounded addition per entry, the same as a + integer
-    if integers.size and (integers.max() >= 2**53 or integers.min() <= -(2**53)):
-        big = np.flatnonzero(np.abs(integers.ravel()) >= 2**53)
-        flat_out, flat_a, flat_i = out.reshape(-1), a.reshape(-1), integers.reshape(-1)
-        for i in big:
-            flat_out[i] = float(int(flat_a[i]) + int(flat_i[i]))
-    out *= grid
+    values = np.asarray(values)
+    if np.shape(integers) != values.shape:
+        raise ValueError(f"noise of shape {np.shape(integers)} for values of shape {values.shape}")
+    if out is None:
+        out = np.empty(values.shape, dtype=np.float64)
+    if values.ndim == 0:
+        out[...] = _on_grid(values.reshape(1), grid, np.reshape(integers, 1))[0]
+        return out
+    per_row = math.prod(values.shape[1:])
+    step = max(1, _GRID_PIECE // max(1, per_row))
+    buf = np.empty((min(step, values.shape[0]), *values.shape[1:]))
+    for start in range(0, values.shape[0], step):
+        rows = slice(start, min(values.shape[0], start + step))
+        a = buf[: rows.stop - rows.start]
+        np.divide(values[rows], grid, out=a, dtype=np.float64)
+        np.rint(a, out=a)
+        # a finite sum means every entry is finite (NaN and infinities propagate); else check each
+        if not math.isfinite(float(a.sum())) and not np.all(np.isfinite(a)):
+            raise ValueError("the statistic to perturb contains NaN or infinity (or overflows the grid)")
+        piece = integers[rows]
+        if piece.size and (piece.max() >= 2**53 or piece.min() <= -(2**53)):
+            flat_a, flat_i = a.reshape(-1), np.asarray(piece).reshape(-1)
+            exact = [float(int(x) + int(i)) for x, i in zip(flat_a.tolist(), flat_i.tolist(), strict=True)]
+            a[...] = np.reshape(exact, a.shape)
+        else:
+            a += piece  # one correctly rounded addition per entry, the same as a + integer
+        a *= grid
+        out[rows] = a
     return out
 
 
@@ -1440,10 +1462,14 @@ class GridNoise:
         size = math.prod(shape)
         return self.stream(size, workers=workers).take(size).reshape(shape)
 
-    def apply(self, values: np.ndarray, integers: np.ndarray) -> np.ndarray:
+    def apply(self, values: np.ndarray, integers: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``grid * (rint(values / grid) + integers)`` (:func:`_on_grid`), into ``out`` if given."""
         if self.distribution == "none":
-            return np.array(values, dtype=np.float64)
-        return _on_grid(values, self.grid, integers)
+            if out is None:
+                return np.array(values, dtype=np.float64)
+            out[...] = values
+            return out
+        return _on_grid(values, self.grid, integers, out=out)
 
     def add(self, values: np.ndarray) -> NoiseDraw:
         from dpcore import dask_engine

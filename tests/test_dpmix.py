@@ -121,6 +121,31 @@ def test_zero_noise_mixture_is_mean_of_its_rows():
     np.testing.assert_allclose(mixture_means(Z, idx[:3]), Z[idx[:3]].mean(axis=1), atol=1e-14)
 
 
+@pytest.mark.parametrize("ell", [1, 3, 64, 300])  # 300: counts summed in uint32
+def test_compiled_mixing_gives_the_bits_of_the_numpy_path(ell, monkeypatch):
+    """The numba kernels (rows added straight into one accumulator) return the NumPy gather-and-sum's
+    values bit for bit: float32 and float64 rows, uint8 counts into float32 and float64."""
+    pytest.importorskip("numba")
+    from dpcore.mechanisms import _mixing_kernels
+
+    rng = np.random.default_rng(ell)
+    counts = rng.integers(0, 256, (400, 37), dtype=np.uint8)
+    unit = rng.uniform(0.001, 0.01, 37)
+    idx = sample_mixture_indices(400, ell, 150, rng)
+    cases = [(counts.astype(np.float32) / 255, None, np.float32), (counts / 255.0, None, np.float64),
+             (counts, unit, np.float32), (counts, unit, np.float64)]
+    for Z, u, dtype in cases:
+        assert _mixing_kernels.kernels() is not None
+        compiled = mixture_means(Z, idx, out=np.empty((150, 37), dtype=dtype), unit=u)
+        with monkeypatch.context() as m:
+            m.setenv("DPCORE_NO_NUMBA", "1")
+            assert _mixing_kernels.kernels() is None
+            plain = mixture_means(Z, idx, out=np.empty((150, 37), dtype=dtype), unit=u)
+        assert np.array_equal(compiled, plain)
+        reference = (Z[idx].astype(float) * (1.0 if u is None else u)).mean(axis=1)
+        np.testing.assert_allclose(compiled, reference, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("ell", [3, 40])  # 40 of 50 rows uses the uniform-keys sampler
 def test_chunked_equals_unchunked(dtype, ell):

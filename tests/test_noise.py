@@ -508,6 +508,31 @@ def test_same_law_as_opendp():
 
 
 # ------------------------------------------------------------------------------------- mechanisms
+def test_on_grid_is_the_exact_integer_sum_in_pieces_and_in_place():
+    """grid * (rint(v / grid) + integer) against Python integers, for shapes that take one and many
+    pieces, a transposed (non-contiguous) noise, noise beyond 2^53, float32 output written in place."""
+    rng = np.random.default_rng(0)
+    grid = 2.0**-20
+    for shape in [(7,), (3, 5), (noise._GRID_PIECE // 10 + 3, 23), (2 * noise._GRID_PIECE + 5,)]:
+        values = rng.normal(0, 100, shape)
+        ints = rng.integers(-(2**40), 2**40, shape)
+        ints.reshape(-1)[[0, -1]] = [2**60 + 1, -(2**55) - 3]
+        expected = np.array([float(round(v / grid) + int(i)) * grid
+                             for v, i in zip(values.ravel(), ints.ravel(), strict=True)]).reshape(shape)
+        np.testing.assert_array_equal(noise._on_grid(values, grid, ints), expected)
+        if len(shape) == 2:
+            column_major = np.ascontiguousarray(ints.T).T
+            np.testing.assert_array_equal(noise._on_grid(values, grid, column_major), expected)
+        single = values.astype(np.float32)
+        ref = noise._on_grid(single, grid, ints).astype(np.float32)
+        np.testing.assert_array_equal(noise._on_grid(single, grid, ints, out=single), ref)
+        np.testing.assert_array_equal(single, ref)
+    with pytest.raises(ValueError, match="NaN"):
+        noise._on_grid(np.array([1.0, np.nan]), grid, np.zeros(2, dtype=np.int64))
+    with pytest.raises(ValueError, match="shape"):
+        noise._on_grid(np.zeros(3), grid, np.zeros(4, dtype=np.int64))
+
+
 def test_laplace_mechanism_grid_scale_and_exact_epsilon():
     values = np.linspace(-3.3, 7.1, 30_000)
     draw = noise.laplace(values, 2.0, 0.5, n_changed=4, bits=_seeded(5))

@@ -148,7 +148,7 @@ class ProjectionInput:
                     if i + 1 < len(blocks):
                         nxt = blocks[i + 1]
                         pending = pool.submit(draw, nxt.stop - nxt.start)
-                    block[...] = noise.apply(block, drawn)
+                    noise.apply(block, drawn, out=block)
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
