@@ -135,15 +135,18 @@ def _page(at: Any, page: str) -> None:
     _check(at)
 
 
-def run_apptest(repeats: int, log: Callable[[str], None]) -> tuple[list[Row], dict[str, Any]]:
+CASES = [("digits", "ron-gauss", "explore", 0.3), ("mnist-10k", "ron-gauss", "explore", 1.0),
+         ("digits", "dpmix", "privacy", 0.5)]
+
+
+def run_apptest(repeats: int, log: Callable[[str], None], cases: list[tuple[str, str, str, float]] = CASES
+                ) -> tuple[list[Row], dict[str, Any]]:
     try:
         import streamlit.testing.v1  # noqa: F401
     except ImportError as exc:
         return [Row("app", "app latency", note=f"skipped: {exc}")], {}
     rows: list[Row] = []
     profiles: dict[str, Any] = {}
-    cases = [("digits", "ron-gauss", "explore", 0.3), ("mnist-10k", "ron-gauss", "explore", 1.0),
-             ("digits", "dpmix", "privacy", 0.5)]
     for dataset, mech, page, goal in cases:
         label = f"app: {page.title()} page, {mech} on {dataset}, epsilon slider -> rerun"
         log(f"  {label} ...")
@@ -224,8 +227,9 @@ def run_server_start(repeats: int, log: Callable[[str], None]) -> list[Row]:
     return rows
 
 
-def run(repeats: int, log: Callable[[str], None], server_starts: int = 3
+def run(repeats: int, log: Callable[[str], None], server_starts: int = 3, quick: bool = False
         ) -> tuple[list[Row], dict[str, Any]]:
-    rows, profiles = run_apptest(repeats, log)
+    """The AppTest cases (``quick``: the first only) and ``server_starts`` server starts."""
+    rows, profiles = run_apptest(repeats, log, CASES[:1] if quick else CASES)
     rows += run_server_start(server_starts, log)
     return rows, profiles

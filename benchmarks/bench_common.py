@@ -17,6 +17,33 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: the BLAS libraries' thread count when the suite started (before any limit): run.py records it
+DEFAULT_BLAS_THREADS: int | None = None
+
+
+def blas_threads_now() -> int | None:
+    """The largest thread count of the loaded BLAS libraries (threadpoolctl), or None."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    counts = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    return max(counts) if counts else None
+
+
+def at_blas_threads(fn: Callable[[], Any], threads: int | None) -> Callable[[], Any]:
+    """``fn`` run with exactly ``threads`` BLAS threads (threadpoolctl; None: as the caller has it)."""
+    if threads is None:
+        return fn
+
+    def run() -> Any:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=threads, user_api="blas"):
+            return fn()
+
+    return run
+
 
 def row_blocks(n_rows: int, n_features: int, block_bytes: int = 4 << 20):
     """Slices of about ``block_bytes`` of float64 rows (as ``dpcore.preprocessing.row_blocks``; a

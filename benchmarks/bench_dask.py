@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,26 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def peak_rss_gib() -> float:
+    """This process's peak resident memory in GiB: ``VmHWM`` of ``/proc/self/status``, the high-water
+    mark of its own address space. (``getrusage``'s ``ru_maxrss`` is not: Linux carries the largest
+    RSS of the image a process replaced over ``execve``, so a run started from a large driver
+    process reported the driver's size.) Elsewhere, ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def set_file_rows(rows: int) -> None:
+    """Rows per generated file (and row groups of at most a quarter of it), for smaller tables."""
+    global FILE_ROWS, ROW_GROUP
+    FILE_ROWS, ROW_GROUP = int(rows), min(250_000, max(1, int(rows) // 4))
+
+
 def generate(folder: Path, rows: int, seed: int = 0) -> None:
     """``rows`` rows of correlated features in [0, 1], one Parquet file per 10^6 rows."""
     import pyarrow as pa
@@ -117,15 +138,15 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
     into memory and runs the in-memory release (for comparison, small sizes only); its output phase
     is the serialisation of the release as the app's CSV download."""
     import dask.array  # noqa: F401  (imports before the clock, for every run alike)
-    import dask.dataframe as dd
-    import pandas as pd
+    import dask.dataframe  # noqa: F401
+    import pandas  # noqa: F401
     import pyarrow.dataset  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     import scipy.optimize  # noqa: F401
 
+    import dpcore.data  # noqa: F401
+    import dpcore.mechanisms  # noqa: F401
     from dpcore import dask_engine
-    from dpcore.data import load_dataset
-    from dpcore.mechanisms import get_mechanism
 
     files = sorted(folder.glob("part-*.parquet"))[: -(-rows // FILE_ROWS)]
     bounds = {f"x{j}": (0.0, 1.0) for j in range(N_COLUMNS)}
@@ -133,8 +154,26 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
     # dpmix: ell = 16, T = min(n, --dpmix-mixtures)
     params = {"delta": 1e-9, "n_mixtures": min(rows, dpmix_mixtures or rows)} if name == "dpmix" else {}
     clock = _PhaseClock()
-    for fn in OUTPUT_PHASE:
-        setattr(dask_engine, fn, clock.wrap(getattr(dask_engine, fn)))
+    originals = {fn: getattr(dask_engine, fn) for fn in OUTPUT_PHASE}
+    for fn, original in originals.items():
+        setattr(dask_engine, fn, clock.wrap(original))
+    try:
+        return _measured(mechanism, rows, files, bounds, name, params, clock)
+    finally:
+        for fn, original in originals.items():
+            setattr(dask_engine, fn, original)
+
+
+def _measured(mechanism: str, rows: int, files: list[Path], bounds: dict, name: str,
+              params: dict, clock: _PhaseClock) -> dict:
+    """The timed part of :func:`one` (its phase clock wraps the engine's output functions)."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from dpcore import dask_engine
+    from dpcore.data import load_dataset
+    from dpcore.mechanisms import get_mechanism
+
     out = Path(tempfile.mkdtemp(prefix="bench_dask_")) / "release"
     cpu_start, start = _cpu(), time.perf_counter()
     if mechanism == "read-and-sum":
@@ -158,10 +197,10 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
     shutil.rmtree(out.parent, ignore_errors=True)
     return {"mechanism": mechanism, "rows": rows, "seconds": seconds, "cpu_seconds": cpu,
             "output_seconds": clock.seconds, "output_cpu_seconds": clock.cpu_seconds,
-            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+            "peak_rss_gib": peak_rss_gib()}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=float, nargs="+", default=[1e6, 4e6, 1.6e7])
     parser.add_argument("--folder", default="/tmp/dpcore_bench_dask")
@@ -178,8 +217,11 @@ def main() -> None:
                         help="Dask's local scheduler (sync: one thread, for profiles)")
     parser.add_argument("--table", metavar="JSON", help="only print the table of a saved --json run "
                         "(e.g. benchmarks/results/bench_dask.json: the README's figures)")
+    parser.add_argument("--file-rows", type=float, default=FILE_ROWS,
+                        help="rows per generated Parquet file (sizes must be multiples of it)")
     parser.add_argument("--one", nargs=2, metavar=("MECHANISM", "ROWS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    set_file_rows(int(args.file_rows))
     if args.table:
         print(table(json.loads(Path(args.table).read_text())))
         return
@@ -203,7 +245,7 @@ def main() -> None:
         memory = [f"memory:{m}" for m in args.memory] if rows <= args.memory_max else []
         for mech in [*args.mechanisms, *memory] * args.repeats:
             command = [sys.executable, __file__, "--folder", str(folder), "--one", mech, str(rows),
-                       "--scheduler", args.scheduler]
+                       "--scheduler", args.scheduler, "--file-rows", str(FILE_ROWS)]
             if args.dpmix_mixtures:
                 command += ["--dpmix-mixtures", str(args.dpmix_mixtures)]
             warm(folder, rows)
@@ -216,6 +258,50 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(table(results))
+
+
+def smoke(log: Any, rows: int = 100_000, file_rows: int = 25_000) -> list[Any]:
+    """``run.py --quick``'s ``dask`` group: every measured branch of :func:`one` (each mechanism,
+    the baselines, an in-memory release) on a small generated table, in this process, and the
+    results table; then one run in its own process, as the benchmark measures, while this process
+    holds 0.75 GiB of ballast: a peak RSS that reaches it reads the driver's memory, not the run's
+    (the bug :func:`peak_rss_gib` fixes), and the row says ``failed``, as for a run that fails."""
+    from bench_common import Row
+
+    set_file_rows(file_rows)
+    out: list[Any] = []
+    with tempfile.TemporaryDirectory(prefix="bench_dask_smoke_") as tmp:
+        folder = Path(tmp) / "table"
+        generate(folder, rows)
+        results = []
+        for mechanism in (*MECHANISMS, "memory:pca-gauss"):
+            log(f"  Dask {mechanism}, {rows:,} rows ...")
+            name = f"Dask engine smoke run: {mechanism}, {rows:,} rows x {N_COLUMNS}"
+            try:
+                results.append(one(mechanism, folder, rows, None))
+            except Exception as exc:  # reported, and run.py exits with an error
+                out.append(Row("dask", name, note=f"failed: {type(exc).__name__}: {exc}"))
+                continue
+            out.append(Row("dask", name, "", None, results[-1]["seconds"], None, None, "",
+                           f"CPU {results[-1]['cpu_seconds']:.2f} s"))
+        table(results)
+        ballast = np.ones(96 << 20)  # 0.75 GiB, touched: resident in this process
+        command = [sys.executable, __file__, "--folder", str(folder), "--one", "read-and-sum", str(rows),
+                   "--file-rows", str(file_rows)]
+        proc = subprocess.run(command, capture_output=True, text=True)
+        name = f"Dask engine smoke run: read-and-sum in its own process, {rows:,} rows (peak RSS)"
+        if proc.returncode:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            out.append(Row("dask", name, note=f"failed: exit {proc.returncode}: {last}"))
+        else:
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            peak, held = r["peak_rss_gib"], ballast.nbytes / 2**30
+            note = (f"peak RSS {peak:.2f} GiB, this run's own (the driver holds {held:.2f})" if peak < held
+                    else f"failed: peak RSS {peak:.2f} GiB reads the driver's")
+            out.append(Row("dask", name, "", None, r["seconds"], None, None, "", note,
+                           {"peak_rss_gib": peak}))
+        del ballast
+    return out
 
 
 MEASURES = ("seconds", "cpu_seconds", "output_seconds", "output_cpu_seconds", "peak_rss_gib")

@@ -1,13 +1,19 @@
-"""Issue 7 items 1-3: RON-Gauss, PCA-Gauss, JL-Laplace and DPPro against their physical baselines.
+"""RON-Gauss, PCA-Gauss, JL-Laplace and DPPro against the work they cannot avoid.
 
-Each mechanism is timed twice: the public ``release(X)`` (end to end, including the shared input
-preparation ``dpcore.preprocessing.prepare_input``: one blocked pass of column min/max that proves
-the input finite and inside the bounds; a clipped copy only when some entry is outside)
-and the mechanism's own work on the prepared input (``_release``), each against a product timed in
-the same run: ``X @ W`` (d x p) for RON-Gauss, ``X.T @ X`` for PCA-Gauss, ``X @ P`` (d x k) for the
-projections. Peak extra memory is measured with tracemalloc, as a multiple of ``X.nbytes``.
-Floors: the random draws every release must make (``n x p`` normals for the synthetic rows,
-``n x k`` noise entries for the projections) are timed against the same baselines.
+Each release is timed against a baseline timed in the same run, interleaved with it:
+
+* RON-Gauss and PCA-Gauss: ``X.T @ X + X @ W`` (a Gram matrix and a projection to ``p`` columns;
+  goal 1.6);
+* JL-Laplace: ``X @ P`` plus ``n k`` float Laplace draws (``Generator.laplace``; goal 1.5); DPPro:
+  ``X @ P`` plus ``n k`` normal draws (goal 2.0). The releases draw exact discrete noise from a
+  CSPRNG on every core (``dpcore.noise.NoiseStream``), the baseline NumPy's float draws on one.
+
+Beside them: the mechanism's own work on a prepared input ("mechanism only"), the input check
+``prepare_input``, the exact noise alone against the float draws, and each release with the BLAS
+libraries at their default thread count (``DEFAULT_BLAS_THREADS``, recorded by ``run.py`` before
+any limit) against one thread (goal 1.1: a release applies ``dpcore.threads``' rule itself, so it
+must not get slower when the caller leaves BLAS at its default). Peak extra memory (tracemalloc)
+is a multiple of ``X.nbytes``.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import bench_common
 import numpy as np
-from bench_common import Row, peak_memory, ratio_row, row_blocks, time_pair
+from bench_common import Row, at_blas_threads, peak_memory, ratio_row, row_blocks, time_pair
 
 
 def _callables(cls: type, X: np.ndarray, y: np.ndarray | None = None, **kwargs: Any
@@ -54,12 +61,8 @@ def _blocked(draw: Callable[[int], Any], n: int, d: int) -> Callable[[], None]:
     return run
 
 
-def _memory_note(fn: Callable[[], Any], X: np.ndarray) -> tuple[str, float]:
-    peak = peak_memory(fn) / X.nbytes
-    return f"peak extra memory {peak:.2f} x X", peak
-
-
-def run(n: int, d: int, repeats: int, log: Callable[[str], None]) -> list[Row]:
+def run(n: int, d: int, repeats: int, log: Callable[[str], None], threads_rows: bool = True) -> list[Row]:
+    from dpcore import noise
     from dpcore.mechanisms import DPPro, JLLaplace, PCAGauss, RONGauss
     from dpcore.preprocessing import prepare_input
 
@@ -70,70 +73,86 @@ def run(n: int, d: int, repeats: int, log: Callable[[str], None]) -> list[Row]:
     W = np.linalg.qr(rng.standard_normal((d, p)))[0]
     P = rng.standard_normal((d, k)) / np.sqrt(k)
     size = f"n={n:,}, d={d}"
+    draw = np.random.default_rng(1)
     rows: list[Row] = []
 
-    def xw() -> Any:
-        return X @ W
+    def gram_and_projection() -> Any:
+        return X.T @ X, X @ W
 
-    def xtx() -> Any:
-        return X.T @ X
+    def xp_laplace() -> Any:  # the product and n k float Laplace draws, block by block as a release
+        for sl in row_blocks(n, d):
+            X[sl] @ P
+            draw.laplace(0.0, 1.0, (sl.stop - sl.start, k))
 
-    def xp() -> Any:
-        return X @ P
+    def xp_normal() -> Any:
+        for sl in row_blocks(n, d):
+            X[sl] @ P
+            draw.standard_normal((sl.stop - sl.start, k))
 
     def add(group: str, name: str, base_name: str, base: Callable[[], Any], fn: Callable[[], Any],
-            goal: str, memory: bool = True, note: str = "") -> None:
+            goal: str, memory: bool = True, note: str = "") -> Row:
         log(f"  {name} ...")
         tb, tt = time_pair(base, fn, repeats)
         extra: dict[str, Any] = {}
         if memory:
-            mnote, peak = _memory_note(fn, X)
-            note = f"{note}; {mnote}" if note else mnote
+            peak = peak_memory(fn) / X.nbytes
+            memory_note = f"peak extra memory {peak:.2f} x X"
+            note = f"{note}; {memory_note}" if note else memory_note
             extra["peak_memory_x"] = peak
         rows.append(ratio_row(group, name, base_name, tb, tt, goal, note, **extra))
         log(f"    ratio {rows[-1].ratio:.2f} (CPU {rows[-1].ratio_cpu:.2f})")
+        return rows[-1]
 
-    # ---------------------------------------------------------------------- 1. RON-Gauss
-    base = f"X @ W (d x {p})"
+    releases: list[tuple[str, Callable[[], Any]]] = []
+    # ---------------------------------------------------------------------- RON-Gauss, PCA-Gauss
+    base = f"X.T @ X + X @ W (d x {p})"
     rel, own = _callables(RONGauss, X, n_components=p, bounds=(0, 1))
-    add("ron", f"RON-Gauss release, Alg. 3, {size}, p={p}", base, xw, rel, "<= 3")
-    add("ron", "RON-Gauss mechanism only (after prepare_input)", base, xw, own, "<= 3")
-    _, own_scaled = _callables(RONGauss, X * 2 - 1, n_components=p, bounds=(-1, 1))
-    add("ron", "RON-Gauss mechanism only, bounds (-1, 1) (scaling folded)", base, xw, own_scaled,
-        "<= 3", memory=False)
+    add("ron", f"RON-Gauss release, Alg. 3, {size}, p={p}", base, gram_and_projection, rel, "<= 1.6")
+    releases.append(("RON-Gauss", rel))
+    add("ron", "RON-Gauss mechanism only (after prepare_input)", base, gram_and_projection, own, "")
     add("ron", "prepare_input alone (one blocked min/max pass; no copy when inside the bounds)",
-        base, xw, lambda: prepare_input(X, bounds=(0, 1)), "", memory=True)
-    Xout = X.copy()
-    Xout[::1000, 0] = 1.5  # 500 entries outside the bounds: the clipping copy is needed
-    add("ron", "prepare_input, some entries outside the bounds (clipped copy + exact count)",
-        base, xw, lambda: prepare_input(Xout, bounds=(0, 1)), "", memory=True)
-    draw = np.random.default_rng(1)
-    add("ron", f"floor: n x p = {n * p:,} normal draws (the synthetic rows)", base, xw,
+        base, gram_and_projection, lambda: prepare_input(X, bounds=(0, 1)), "")
+    add("ron", f"floor: n x p = {n * p:,} normal draws (the synthetic rows)", base, gram_and_projection,
         lambda: draw.standard_normal((n, p)), "", memory=False)
-
-    # ---------------------------------------------------------------------- 2. PCA-Gauss
-    base = "X.T @ X"
     rel, own = _callables(PCAGauss, X, n_components=p, bounds=(0, 1))
-    add("pca", f"PCA-Gauss release, Alg. 1, {size}, p={p}", base, xtx, rel, "<= 2")
-    add("pca", "PCA-Gauss mechanism only, Alg. 1", base, xtx, own, "<= 2")
+    add("pca", f"PCA-Gauss release, Alg. 1, {size}, p={p}", base, gram_and_projection, rel, "<= 1.6")
+    releases.append(("PCA-Gauss", rel))
+    add("pca", "PCA-Gauss mechanism only, Alg. 1", base, gram_and_projection, own, "")
     _, own_lap = _callables(PCAGauss, X, y_reg, n_components=p, bounds=(0, 1), pca_source="lap",
                             label_bounds=(0, 1), task="regression")
-    add("pca", "PCA-Gauss mechanism only, Alg. 2 with LapPCA (regression)", base, xtx, own_lap,
-        "<= 2")
+    add("pca", "PCA-Gauss mechanism only, Alg. 2 with LapPCA (regression)", base, gram_and_projection,
+        own_lap, "")
 
-    # ---------------------------------------------------------------------- 3. projections
-    base = f"X @ P (d x {k})"
+    # ---------------------------------------------------------------------- projections
+    base_lap = f"X @ P (d x {k}) + {n * k:,} float Laplace draws"
+    base_normal = f"X @ P (d x {k}) + {n * k:,} normal draws"
     rel, own = _callables(JLLaplace, X, n_components=k, bounds=(0, 1))
-    add("proj", f"JL-Laplace release, {size}, k={k}", base, xp, rel, "<= 1.5")
-    add("proj", "JL-Laplace mechanism only", base, xp, own, "<= 1.5")
+    add("proj", f"JL-Laplace release, {size}, k={k}", base_lap, xp_laplace, rel, "<= 1.5")
+    releases.append(("JL-Laplace", rel))
+    add("proj", "JL-Laplace mechanism only", base_lap, xp_laplace, own, "")
     rel, own = _callables(DPPro, X, n_components=k, bounds=(0, 1))
-    add("proj", f"DPPro release, {size}, k={k}", base, xp, rel, "<= 1.5")
-    add("proj", "DPPro mechanism only", base, xp, own, "<= 1.5")
-    add("proj", f"floor: n x k = {n * k:,} normal draws (DPPro noise), by blocks", base, xp,
-        _blocked(lambda m: draw.standard_normal((m, k)), n, d), "", memory=False)
-    add("proj", f"floor: n x k = {n * k:,} Laplace draws, Generator.laplace, by blocks", base, xp,
-        _blocked(lambda m: draw.laplace(0.0, 1.0, (m, k)), n, d), "", memory=False)
-    add("proj", f"floor: n x k = {n * k:,} Laplace draws as E1 - E2 (JL-Laplace), by blocks", base,
-        xp, _blocked(lambda m: draw.standard_exponential((m, k)) - draw.standard_exponential((m, k)),
-                     n, d), "", memory=False)
+    add("proj", f"DPPro release, {size}, k={k}", base_normal, xp_normal, rel, "<= 2.0")
+    releases.append(("DPPro", rel))
+    add("proj", "DPPro mechanism only", base_normal, xp_normal, own, "")
+    lap = noise.laplace_plan(1.0, 1.0, n_changed=k, bits=noise.SecureBits())
+    gauss = noise.gaussian_plan(1.0, grid=2.0**-30, l2_sensitivity=1.0, n_changed=k, bits=noise.SecureBits())
+    add("noise", f"exact discrete Laplace, {n * k:,} draws on every core (NoiseStream)",
+        "as many rng.laplace draws", lambda: draw.laplace(0.0, 1.0, n * k), lambda: lap.draw(n * k), "",
+        memory=False, note=f"t = {lap.t:.3g} grid units")
+    add("noise", f"exact discrete Gaussian, {n * k:,} draws on every core (NoiseStream)",
+        "as many rng.normal draws", lambda: draw.standard_normal(n * k), lambda: gauss.draw(n * k), "",
+        memory=False, note=f"sigma = {gauss.sigma_grid:.3g} grid units")
+    add("noise", f"exact discrete Gaussian, {n * k:,} draws on one thread", "as many rng.normal draws",
+        lambda: draw.standard_normal(n * k), lambda: gauss.draw(n * k, workers=1), "<= 2.5", memory=False)
+
+    # ---------------------------------------------------------------------- BLAS threads
+    default = bench_common.DEFAULT_BLAS_THREADS
+    if threads_rows and default and default > 1:
+        for name, fn in releases:
+            add("threads", f"{name} release: BLAS at its default {default} threads / at one thread",
+                "the same release, one BLAS thread", at_blas_threads(fn, 1), at_blas_threads(fn, default),
+                "<= 1.1", memory=False)
+        add("threads", f"for comparison: X.T @ X + X @ W at {default} BLAS threads / at one", "one thread",
+            at_blas_threads(gram_and_projection, 1), at_blas_threads(gram_and_projection, default), "",
+            memory=False)
     return rows

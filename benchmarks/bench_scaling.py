@@ -1,11 +1,12 @@
 """Issue 7 item 7: how each mechanism's cost grows with n (and d, and DPMix's ell).
 
-The mechanism's own work (``_release`` on a prepared input, so the shared input preparation is
-left out) is timed in process CPU seconds (with single-threaded BLAS that is the work done, and
-it is insensitive to other processes on a shared machine; wall-clock medians are kept in the
-JSON), median of a few runs, for n from 1e4 to 1e6 rows (d = 100), for d from 25 to 400
-(n = 1e5), and for DPMix's ell. The slope of log(time) against log(n) is fitted on the three
-largest sizes (where fixed costs no longer dominate) and printed: 1 means linear cost. The
+The mechanism's own work (``_release`` on a prepared input, or ``_fit`` and the draw of the rows
+for RON-Gauss and PCA-Gauss, so the shared input preparation is left out) is timed in process CPU
+seconds (the work done on every thread, insensitive to other processes on a shared machine;
+wall-clock medians are kept in the JSON), median of a few runs, for n from 1e4 to 1e6 rows
+(d = 100), for d from 25 to 400 (n = 1e5), and for DPMix's ell. The slope of log(time) against
+log(n) is fitted on the three largest sizes (where fixed costs no longer dominate) and printed:
+1 means linear cost. The
 figure is a log-log Plotly chart written to ``benchmarks/results/scaling.html``.
 """
 
@@ -37,15 +38,13 @@ def _mechanisms() -> dict[str, tuple[type, dict[str, Any]]]:
 
 def _own_time(cls: type, kwargs: dict[str, Any], X: np.ndarray, repeats: int
               ) -> tuple[float, float]:
-    from dpcore.noise import noise_source
-    from dpcore.preprocessing import prepare_input
-    from dpcore.schema import validate_params
+    """Median CPU and wall seconds of the mechanism's own work on the prepared ``X``
+    (:func:`bench_mechanisms._callables`: ``_release``, or ``_fit`` and the draw of ``n`` rows for
+    the generative mechanisms)."""
+    from bench_mechanisms import _callables
 
-    mech = cls(random_state=0, bounds=(0, 1), **kwargs)
-    data = prepare_input(X, bounds=(0, 1), supported_tasks=mech.tasks)
-    params = validate_params(mech.params, {p.name: getattr(mech, p.name) for p in mech.params})
-    t = time_repeat(lambda: mech._release(data, params, np.random.default_rng(0), None, bits=noise_source(0)),
-                    repeats)
+    _, own = _callables(cls, X, bounds=(0, 1), **kwargs)
+    t = time_repeat(own, repeats)
     return t.cpu_median, t.wall_median
 
 
