@@ -59,9 +59,13 @@ def run_dpmix(n: int, repeats: int, log: Callable[[str], None], bandwidth_repeat
         ("MNIST pixels 0..255 (counts path)", X, (0, 255), "<= 3"),
         ("pixels / 255 in (0, 1) (float rows path)", X.astype(np.float32) / 255, (0, 1), "<= 4"),
     ]
-    from dpcore.mechanisms import _mixing_kernels
-
-    mixing = "fused kernel (numba)" if _mixing_kernels.kernels() is not None else "NumPy gather-and-sum"
+    try:
+        from dpcore.mechanisms import _mixing_kernels
+    except ImportError:  # a checkout (--root) from before the fused kernel
+        fused = False
+    else:
+        fused = _mixing_kernels.kernels() is not None
+    mixing = "fused kernel (numba)" if fused else "NumPy gather-and-sum"
     rows = []
     for label, data, bounds, goal in variants:
         mech = DPMix(ell=ell, n_mixtures=n, sigma_x=1.0, dtype="float32", bounds=bounds,

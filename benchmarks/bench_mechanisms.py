@@ -134,6 +134,8 @@ def run(n: int, d: int, repeats: int, log: Callable[[str], None], threads_rows: 
     add("proj", f"DPPro release, {size}, k={k}", base_normal, xp_normal, rel, "<= 2.0")
     releases.append(("DPPro", rel))
     add("proj", "DPPro mechanism only", base_normal, xp_normal, own, "")
+    if not hasattr(noise, "NoiseStream"):  # a checkout (--root) from before the parallel noise
+        return _threads_rows(rows, releases, gram_and_projection, add, threads_rows)
     lap = noise.laplace_plan(1.0, 1.0, n_changed=k, bits=noise.SecureBits())
     gauss = noise.gaussian_plan(1.0, grid=2.0**-30, l2_sensitivity=1.0, n_changed=k, bits=noise.SecureBits())
     add("noise", f"exact discrete Laplace, {n * k:,} draws on every core (NoiseStream)",
@@ -145,7 +147,13 @@ def run(n: int, d: int, repeats: int, log: Callable[[str], None], threads_rows: 
     add("noise", f"exact discrete Gaussian, {n * k:,} draws on one thread", "as many rng.normal draws",
         lambda: draw.standard_normal(n * k), lambda: gauss.draw(n * k, workers=1), "<= 2.5", memory=False)
 
-    # ---------------------------------------------------------------------- BLAS threads
+    return _threads_rows(rows, releases, gram_and_projection, add, threads_rows)
+
+
+def _threads_rows(rows: list[Row], releases: list[tuple[str, Callable[[], Any]]],
+                  gram_and_projection: Callable[[], Any], add: Callable[..., Row], threads_rows: bool
+                  ) -> list[Row]:
+    """Each release with the BLAS libraries at their default thread count against one thread."""
     default = bench_common.DEFAULT_BLAS_THREADS
     if threads_rows and default and default > 1:
         for name, fn in releases:

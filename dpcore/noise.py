@@ -859,11 +859,12 @@ def _discrete_gaussian_cks(sigma: float, size: int, bits: BitSource) -> np.ndarr
 
 
 # ------------------------------------------------------------- discrete Gaussian: exact alias table
-#: the table's bulk covers ``|x| < TABLE_BULK_K sigma``; beyond (probability < 2e-31) a geometric
+#: the table's bulk covers ``|x| < TABLE_BULK_K sigma``; beyond (probability < 2e-22) a geometric
 #: envelope, with the same exact rejection
-TABLE_BULK_K = 12.0
-#: the table's intervals have width ``2^b`` with ``sigma / 2^b`` in ``[64, 128)`` (width 1 below 128)
-_TABLE_WIDTH_SHIFT = 6
+TABLE_BULK_K = 10.0
+#: the table's intervals have width ``2^b`` with ``sigma / 2^b`` in ``[32, 64)`` (width 1 below 64):
+#: ~300-640 intervals, a table in ~1 ms per sigma (releases with a new sigma each pay it)
+_TABLE_WIDTH_SHIFT = 5
 #: fixed-point bits of the exact powers ``q^(j^2)`` behind the table
 _TABLE_FIXED_BITS = 256
 #: the fast path's float acceptance probability is trusted to ``_TABLE_BAND * 2^-32`` (absolute):
@@ -920,16 +921,17 @@ class _GaussianTable:
 
     Acceptance, with the first 32 bits ``u`` of a uniform ``U`` (``U < a`` is the event):
 
-    * ``u < squeeze[j]`` accepts (about 99 % of proposals): ``squeeze[j] = floor(2^32 S f((j+1) w)
+    * ``u < squeeze[j]`` accepts (about 98 % of proposals): ``squeeze[j] = floor(2^32 S f((j+1) w)
       / N_j)`` from the lower ends (``f(j)`` when ``w = 1``) is at most ``2^32 a`` on the interval;
     * otherwise ``a' = exp(log_rho[j] - (y - jw)(y + jw) / (2 sigma^2))`` in float64, with
       ``log_rho[j] = log(S f(jw) / N_j)``. Error: the two factors are exact (< 2^53); the product
-      and the scaling add relative ``4.01u`` (``u = 2^-53``) on an exponent below 0.19; ``log_rho``
-      is within ``2^-45`` (a correctly rounded ratio of the fixed-point bounds, ``math.log``), the
-      subtraction adds ``u |gamma| <= 2^-46`` (``|gamma| < 74``); so the exponent is within
-      ``2^-44``, and if ``numpy.exp`` is within ``2^-36`` relative (it is within a few ulp,
-      ``~2^-51``: ``tests/test_noise.py`` checks it), ``|2^32 a' - 2^32 a| < 1/8``. Accept when
-      ``u + 5 <= 2^32 a'``, reject when ``u >= 2^32 a' + 4`` (both float comparisons are exact);
+      and the scaling add relative ``4.01u`` (``u = 2^-53``) on an exponent below 0.32
+      (``w <= sigma / 32``, ``J w <= 10 sigma + w``); ``log_rho`` is within ``2^-45`` (a correctly
+      rounded ratio of the fixed-point bounds, ``math.log``), the subtraction adds
+      ``u |gamma| <= 2^-47`` (``|gamma| < 52``); so the exponent is within ``2^-44``, and if
+      ``numpy.exp`` is within ``2^-36`` relative (it is within a few ulp, ``~2^-51``:
+      ``tests/test_noise.py`` checks it), ``|2^32 a' - 2^32 a| < 1/8``. Accept when ``u + 5 <=
+      2^32 a'``, reject when ``u >= 2^32 a' + 4`` (both float comparisons are exact);
     * the rest (fewer than 9 of the 2^32 values of ``u``: probability below ``2^-28`` per
       proposal that reaches the float test), the tail item and ``y = 0`` are decided in exact
       arithmetic (:func:`_uniform_below_prob` compares ``U``'s bits with ``a``'s from
@@ -1000,12 +1002,14 @@ def _gaussian_table(sigma: float, bulk_k: float = TABLE_BULK_K) -> _GaussianTabl
     M = 1 << (a + nb)
     qe = Fraction(w * w) / (2 * s2)
     q = (_floor_scaled(_decimal_prob(lambda: (-(D(qe.numerator) / D(qe.denominator))).exp()), P), 1)
-    q2 = _fixed_mul(q, q)
-    f = [(1 << P, 0)]  # f(j w) = q^(j^2), j = 0 .. J
-    ratio = q  # q^(2j - 1)
+    q2v, q2e = _fixed_mul(q, q)
+    # f(j w) = q^(j^2) = f((j-1) w) q^(2j-1), j = 0 .. J, as (value, error) of _fixed_mul, inlined
+    f = [(1 << P, 0)]
+    fv, fe, rv, re = 1 << P, 0, q[0], q[1]  # rv: q^(2j - 1)
     for _ in range(J):
-        f.append(_fixed_mul(f[-1], ratio))
-        ratio = _fixed_mul(ratio, q2)
+        fv, fe = (fv * rv) >> P, fe + re + 2
+        f.append((fv, fe))
+        rv, re = (rv * q2v) >> P, re + q2e + 2
     t = math.ceil(s2 / (J * w))
     te = Fraction(J * w) ** 2 / (2 * s2)
 
@@ -1102,17 +1106,17 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...], bits: BitSource
 
     * ``"table"`` (default): rejection from a proposal drawn through an alias table (Walker 1977,
       "An efficient method for generating discrete random variables with general distributions",
-      ACM TOMS 3(3); Vose 1991, IEEE TSE 17(9)) over about 1,500 intervals of width ``~sigma/100``
-      covering ``|x| < 12 sigma``, with a geometric envelope beyond, and a squeeze (rejection
+      ACM TOMS 3(3); Vose 1991, IEEE TSE 17(9)) over 300-640 intervals of width ``sigma/64`` to
+      ``sigma/32`` covering ``|x| < 10 sigma``, with a geometric envelope beyond, and a squeeze (rejection
       sampling with a step-function envelope: Devroye 1986, *Non-Uniform Random Variate
       Generation*, II.3). The table's weights are exact integers (fixed-point powers of
       ``e^{-w^2/(2 sigma^2)}`` from correctly rounded decimal arithmetic, with a proven error
-      bound); the acceptance test is exact: ~99 % of proposals are accepted by an integer
+      bound); the acceptance test is exact: ~98 % of proposals are accepted by an integer
       comparison with a lower bound (the squeeze), the rest by a float64 acceptance probability
       trusted only to ``2^-30`` (its error is below ``2^-35``), and the uniforms that fall within
       that band (probability below ``2^-29`` per proposal), the tail and ``x = 0`` by exact decimal
       arithmetic. So the output is exactly discrete Gaussian (details: :class:`_GaussianTable`).
-      About 1.5 ChaCha20 words and ~1 % rejections per draw; a table costs a few milliseconds
+      About 1.5 ChaCha20 words and ~1-2 % rejections per draw; a table costs about a millisecond
       per ``sigma`` (cached).
     * ``"cks"``: Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy",
       NeurIPS 2020, Algorithm 3 (discrete Laplace proposal, float64 acceptance within a proven

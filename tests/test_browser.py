@@ -45,6 +45,7 @@ STOP_SHOWS_RESULT_MS = 15_000
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,  # end to end in Chromium: 5-30 s each
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium not found at {CHROMIUM} "
                        "(CI installs the Debian 'chromium' package)"),
 ]

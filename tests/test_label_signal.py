@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpcore.mechanisms import DPMix, IdentityLaplace
-from dpcore.mechanisms._labels import DEFAULT_LABEL_SHARE, label_budget_share
+from dpcore.mechanisms._labels import DEFAULT_LABEL_SHARE, label_budget_share, rows_by_class
 from dpcore.utility import release_class_labels, release_training_labels, soft_label_draw
 
 
@@ -69,3 +69,14 @@ def test_identity_laplace_labels_keep_the_majority_side_at_epsilon_one():
     expected = 0.25 * p_keep + 0.75 * (1 - p_keep)
     assert np.mean(rel.labels) == pytest.approx(expected, abs=0.015)
     assert np.mean(rel.labels) < 0.47
+
+
+def test_rows_by_class_are_each_class_positions_in_order():
+    """The per-class mechanisms' grouping (one sort instead of one pass over y per class): the
+    positions of every class of the public list, ascending; absent classes get none."""
+    y = np.random.default_rng(3).integers(0, 40, 5000)
+    y[y == 7] = 8  # class 7 absent
+    groups = rows_by_class(y, 45)
+    assert len(groups) == 45 and groups[7].size == 0 and all(g.size == 0 for g in groups[40:])
+    for c, rows in enumerate(groups):
+        np.testing.assert_array_equal(rows, np.flatnonzero(y == c))

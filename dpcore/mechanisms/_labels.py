@@ -36,6 +36,7 @@ from dpcore.release import NoiseRecord
 from dpcore.schema import Param
 
 __all__ = [
+    "rows_by_class",
     "DEFAULT_LABEL_SHARE",
     "HISTOGRAM_FRACTION",
     "LABEL_SPLIT",
@@ -209,6 +210,16 @@ def largest_remainder(total: int, exact: np.ndarray) -> np.ndarray:
         order = np.argsort(-(exact - counts), kind="stable")
         counts[order[:short]] += 1
     return counts
+
+
+def rows_by_class(y: np.ndarray, n_classes: int) -> list[np.ndarray]:
+    """``[np.flatnonzero(y == c) for c in range(n_classes)]`` in one sort: the positions of each
+    class's rows, ascending (a stable sort keeps them in order). ``O(n log n)`` instead of
+    ``O(n n_classes)`` (one pass over ``y`` per class: seconds with 10^4 classes)."""
+    y = np.asarray(y)
+    order = np.argsort(y, kind="stable")
+    cuts = np.searchsorted(y[order], np.arange(n_classes + 1))
+    return [order[cuts[c]:cuts[c + 1]] for c in range(n_classes)]
 
 
 def label_privacy_assumption(mode: str) -> str:

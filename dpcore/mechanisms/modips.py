@@ -68,6 +68,7 @@ from dpcore.mechanisms._labels import (
     dp_class_histogram,
     histogram_weights,
     label_privacy_assumption,
+    rows_by_class,
 )
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput, RowNormBound
@@ -342,8 +343,8 @@ def _group_moments(X: Any, y: Any = None, *, bmap: BoxMap, active: np.ndarray,
     k = Z.shape[1]
     sizes, totals, grams = np.zeros(n_classes, dtype=np.int64), np.zeros((n_classes, k)), \
         np.zeros((n_classes, k, k))
-    for c in range(n_classes):
-        Zc = Z[y == c]
+    for c, rows in enumerate(rows_by_class(y, n_classes)):
+        Zc = Z[rows]
         sizes[c], totals[c], grams[c] = Zc.shape[0], Zc.sum(axis=0), Zc.T @ Zc
     return sizes, totals, grams
 

@@ -120,6 +120,7 @@ from dpcore.mechanisms._labels import (
     histogram_weights,
     label_privacy_assumption,
     proportional_counts,
+    rows_by_class,
 )
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
@@ -1123,8 +1124,7 @@ def _class_unit_rows(X: Any, y: Any, n_classes: int, scaling: dict[str, Any]) ->
         return _ClassPass1(counts.astype(np.int64), sums, n_zero.astype(np.int64))
     counts, sums, n_zero, state = np.zeros(n_classes, dtype=np.int64), np.zeros((n_classes, X.shape[1])), \
         np.zeros(n_classes, dtype=np.int64), []
-    for c in range(n_classes):
-        rows = np.flatnonzero(y == c)
+    for c, rows in enumerate(rows_by_class(y, n_classes)):
         inv_norms, sums[c], n_zero[c], direct = _unit_rows_pass(_RowLoader(X, rows=rows, **scaling))
         counts[c] = rows.size
         state.append((rows, inv_norms, direct))
