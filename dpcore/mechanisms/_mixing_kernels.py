@@ -32,25 +32,9 @@ def _compiled() -> Any:
         import numba
     except ImportError:
         return None
-    import numpy as np
 
     @numba.njit(nogil=True, cache=True)
-    def float_means(Z, idx, out, scale):  # pragma: no cover - compiled
-        m, ell = idx.shape
-        w = Z.shape[1]
-        acc = np.empty(w, dtype=Z.dtype)
-        for t in range(m):
-            acc[:] = 0
-            for i in range(ell):
-                row = Z[idx[t, i]]
-                for c in range(w):
-                    acc[c] += row[c]
-            for c in range(w):
-                out[t, c] = acc[c] * scale
-        return out
-
-    @numba.njit(nogil=True, cache=True)
-    def count_means(Z, idx, out, factor, acc):  # pragma: no cover - compiled
+    def means(Z, idx, out, factor, acc):  # pragma: no cover - compiled
         m, ell = idx.shape
         w = Z.shape[1]
         for t in range(m):
@@ -63,12 +47,13 @@ def _compiled() -> Any:
                 out[t, c] = acc[c] * factor[c]
         return out
 
-    return SimpleNamespace(float_means=float_means, count_means=count_means)
+    return SimpleNamespace(means=means)
 
 
 def kernels() -> Any:
-    """The compiled kernels (``float_means(Z, idx, out, scale)``, ``count_means(Z, idx, out, factor,
-    acc)``), or ``None`` without numba or with ``DPCORE_NO_NUMBA`` set."""
+    """The compiled kernel ``means(Z, idx, out, factor, acc)`` (the rows of ``idx[t]`` summed into
+    ``acc``, then ``out[t] = acc * factor``), or ``None`` without numba or with ``DPCORE_NO_NUMBA``
+    set."""
     if os.environ.get("DPCORE_NO_NUMBA"):
         return None
     return _compiled()

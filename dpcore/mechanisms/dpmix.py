@@ -186,9 +186,9 @@ def mixture_means(Z: np.ndarray, idx: np.ndarray, out: np.ndarray | None = None,
     if fused is not None and m and Z.flags.c_contiguous and (unit is not None or out.dtype == Z.dtype):
         # the same sums, each row added straight into one accumulator (the same bits)
         index = np.ascontiguousarray(idx, dtype=np.int64)
-        if unit is None:
-            return fused.float_means(Z, index, out, out.dtype.type(1.0 / ell))
-        return fused.count_means(Z, index, out, factor, np.empty(Z.shape[1], dtype=acc))
+        if unit is None:  # summed in the rows' type, scaled by 1/ell in the output's
+            factor, acc = np.full(Z.shape[1], 1.0 / ell, dtype=out.dtype), Z.dtype
+        return fused.means(Z, index, out, factor, np.empty(Z.shape[1], dtype=acc))
     if unit is not None:
         counts = np.empty((min(step, m), Z.shape[1]), dtype=acc)
     for start in range(0, m, step):
