@@ -252,10 +252,21 @@ class StoreTransaction:
         self.reserved = entry
 
     def commit(self, entry: LedgerEntry | None = None) -> None:
-        """Record the reserved entry (or ``entry``, of the reserved cost) and commit."""
+        """Record the reserved entry (or ``entry``, of the reserved cost) and commit.
+
+        Raises
+        ------
+        RuntimeError
+            No reservation, or ``entry`` costs other than the reservation.
+        OSError
+            SQLite could not write (a full disk): nothing is recorded.
+        """
         entry = committable(self.reserved, entry)
-        self._committed_id = _insert_entry(self.connection, self.key, entry, self.actor)
-        self.connection.execute("COMMIT")
+        try:
+            self._committed_id = _insert_entry(self.connection, self.key, entry, self.actor)
+            self.connection.execute("COMMIT")
+        except sqlite3.Error as exc:  # a full disk, an I/O error: nothing is recorded (rolled back)
+            raise OSError(f"the ledger store {self.store.path} could not record the release: {exc}") from None
         self.ledger = Ledger([*self.ledger.entries, entry], self.ledger.budget, self.ledger.delta_budget)
         self.committed, self.reserved = entry, None
 
@@ -263,8 +274,12 @@ class StoreTransaction:
         """Remove the committed entry again (its release was not published after all)."""
         if self.committed is None or self._committed_id is None:
             return
-        with self.store._write() as con:
-            con.execute("DELETE FROM entries WHERE id = ?", (self._committed_id,))
+        try:
+            with self.store._write() as con:
+                con.execute("DELETE FROM entries WHERE id = ?", (self._committed_id,))
+        except sqlite3.Error as exc:
+            raise OSError(f"the ledger store {self.store.path} could not take the entry back: "
+                          f"{exc}") from None
         entries = list(self.ledger.entries)
         entries.remove(self.committed)
         self.ledger = Ledger(entries, self.ledger.budget, self.ledger.delta_budget)
@@ -343,6 +358,10 @@ class LedgerStore:
                 self._ensure_schema(con)
                 yield con
                 con.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise OSError(f"the ledger store {self.path} could not be written: {exc}") from None
             except BaseException:
                 if con.in_transaction:
                     con.execute("ROLLBACK")

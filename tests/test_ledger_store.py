@@ -94,6 +94,24 @@ def test_a_transaction_that_is_left_records_nothing_and_a_revert_takes_the_entry
     assert store.ledger("new").entries == [] and store.dataset("new").budget == 1.0
 
 
+def test_a_failed_write_records_nothing_and_is_an_os_error(tmp_path, monkeypatch):
+    from dpcore import ledger_store
+
+    store = LedgerStore(tmp_path / "s.sqlite")
+    store.register("k", 1.0)
+
+    def full_disk(*args):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(ledger_store, "_insert_entry", full_disk)
+    with pytest.raises(OSError, match="could not record the release: database or disk is full"):
+        store.charge("k", _entry(0.5))
+    monkeypatch.undo()
+    assert store.ledger("k").entries == [] and store.dataset("k").budget == 1.0
+    store.charge("k", _entry(0.5))  # the store is usable afterwards (no lock left)
+    assert len(store.ledger("k").entries) == 1
+
+
 def test_json_export_and_import_round_trip(tmp_path):
     store = LedgerStore(tmp_path / "s.sqlite")
     store.register("k", 4.0, 1e-5)
