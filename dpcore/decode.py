@@ -138,12 +138,9 @@ class PublicSchema:
     def original_columns(self) -> list[str]:
         """Original feature columns in table order (a one-hot group where its first column is)."""
         member = {f"{c}={v}": c for c, vals in self.categories.items() for v in vals}
-        out: list[str] = []
-        for name in self.feature_names:
-            col = member.get(name, name)
-            if col not in out:
-                out.append(col)
-        return out
+        # dict keys keep the first place of each column, in linear time (a membership test in the
+        # list was quadratic: 115 s for 100,000 columns)
+        return list(dict.fromkeys(member.get(name, name) for name in self.feature_names))
 
     def numeric_columns(self) -> list[str]:
         return [c for c in self.original_columns() if c not in self.categories]
@@ -260,8 +257,12 @@ def decode_features(X: np.ndarray, schema: PublicSchema, *, clip: bool = True) -
     if X.ndim != 2 or X.shape[1] != len(schema.feature_names):
         raise ValueError(f"expected {len(schema.feature_names)} encoded feature columns, got shape {X.shape}")
     index = {n: j for j, n in enumerate(schema.feature_names)}
+    columns = schema.original_columns()
+    if not schema.categories and not schema.integer_columns:  # one block, clipped at once
+        values = np.clip(X, schema.bounds[:, 0], schema.bounds[:, 1]) if clip else X
+        return pd.DataFrame(values, columns=columns)
     out: dict[str, Any] = {}
-    for col in schema.original_columns():
+    for col in columns:
         if col in schema.categories:
             js = [index[n] for n in schema.encoded(col)]
             values = np.asarray(schema.categories[col], dtype=object)

@@ -399,7 +399,7 @@ class Release:
         a reader can match the two. Only labels can hold text (``data`` is numeric).
         """
         if self.table is not None:
-            text = [self.table[c] for c in self.table.columns if _is_text_column(self.table[c])]
+            text = [self.table.iloc[:, j] for j in _text_positions(self.table)]
             names = list(self.table.columns)
             cells = sum(int(col.map(lambda v: isinstance(v, str) and escape_formula(v) != v).sum())
                         for col in text)
@@ -801,9 +801,19 @@ def _escape_cell(value: Any) -> Any:
 
 
 def _is_text_column(column: pd.Series) -> bool:
-    dtype = column.dtype
+    return _is_text_dtype(column.dtype)
+
+
+def _is_text_dtype(dtype: Any) -> bool:
     return (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
             or isinstance(dtype, pd.CategoricalDtype))
+
+
+def _text_positions(frame: pd.DataFrame) -> list[int]:
+    """Positions of the text columns of ``frame``, from its dtypes (each distinct dtype looked at
+    once: a table of 100,000 float columns is not walked column by column)."""
+    text = {id(dt): _is_text_dtype(dt) for dt in frame.dtypes}
+    return [j for j, dt in enumerate(frame.dtypes) if text[id(dt)]]
 
 
 def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
@@ -815,10 +825,8 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     release. Object columns that mix numbers and text (DPMix mixed labels) keep their numbers.
     """
     out = frame.copy(deep=False)  # copy-on-write: untouched (numeric) columns are not copied
-    for j in range(out.shape[1]):
-        column = out.iloc[:, j]
-        if _is_text_column(column):
-            out.isetitem(j, column.map(_escape_cell))
+    for j in _text_positions(out):
+        out.isetitem(j, out.iloc[:, j].map(_escape_cell))
     out.columns = [_escape_cell(name) for name in out.columns]
     return out
 
@@ -847,7 +855,7 @@ def spreadsheet_safe_csv_chunks(frame: pd.DataFrame, *, float_format: str | None
         # every other table keeps the usual "\n" byte for byte.
         has_cr = any(isinstance(v, str) and "\r" in v for v in safe.columns) or any(
             safe.iloc[:, j].map(lambda v: isinstance(v, str) and "\r" in v).any()
-            for j in range(safe.shape[1]) if _is_text_column(safe.iloc[:, j]))
+            for j in _text_positions(safe))
         lineterminator = "\r\n" if has_cr else "\n"
     for text in csv_chunks(safe, float_format=float_format, lineterminator=lineterminator):
         yield text.encode("utf-8")
@@ -904,12 +912,17 @@ def _csv_columns(frame: pd.DataFrame, float_format: Any, lineterminator: str
         return None
     formats: list[str] = []
     columns: list[Any] = []
+    dtypes = list(frame.dtypes)
+    floats = [j for j, dt in enumerate(dtypes) if dt == np.float64]
+    values = frame.iloc[:, floats].to_numpy() if floats else np.empty((n, 0))  # one block, not per column
+    plain = dict(zip(floats, ~np.isnan(values).any(axis=0), strict=True))  # pandas writes NaN as ""
+    at = {j: k for k, j in enumerate(floats)}
     for j in range(frame.shape[1]):
-        column = frame.iloc[:, j]
-        if column.dtype == np.float64 and not column.isna().any():  # pandas writes NaN as ""
+        if plain.get(j, False):
             formats.append(float_format)
-            columns.append(column.to_numpy())
+            columns.append(values[:, at[j]])
             continue
+        column = frame.iloc[:, j]
         cells = column.to_frame().to_csv(index=False, header=False, float_format=float_format,
                                          lineterminator=lineterminator).split(lineterminator)[:-1]
         if len(cells) != n:  # a quoted cell holds the line terminator
