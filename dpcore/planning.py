@@ -29,8 +29,11 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from dpcore.data import Dataset, load_dataset
+from dpcore.limits import check_cells, check_memory, check_n_classes
 from dpcore.mechanisms import get_mechanism
 from dpcore.release import Guarantee, NoiseRecord
+from dpcore.schema import validate_params
+from dpcore.validation import check_integer
 
 __all__ = ["NoisePlan", "placeholder_table", "placeholder_like", "noise_plan", "epsilon_for_scale"]
 
@@ -174,16 +177,35 @@ def noise_plan(mechanism: str, parameters: dict[str, Any], *, n: int | None = No
     ValueError
         Unknown mechanism, bad facts, or parameters the mechanism refuses (its own message).
     """
-    return _plan(mechanism, parameters, _table(mechanism, n, n_features, task, n_classes, like))
+    return _plan(mechanism, parameters, _table(mechanism, n, n_features, task, n_classes, like, parameters))
 
 
 def _table(mechanism: str, n: int | None, n_features: int | None, task: str, n_classes: int,
-           like: Dataset | None) -> Dataset:
-    """The placeholder :func:`noise_plan` releases from (checked against the mechanism's tasks)."""
+           like: Dataset | None, parameters: dict[str, Any] | None = None) -> Dataset:
+    """The placeholder :func:`noise_plan` releases from (checked against the mechanism's tasks),
+    after the limits its shape must fit, checked before it is built: the classes
+    (``DPCORE_MAX_CLASSES``), the cells (``DPCORE_MAX_CELLS``) and the memory of the placeholder and
+    of the mechanism's release of it (:meth:`~dpcore.mechanisms.base.Mechanism.check_peak_memory`)."""
+    cls = get_mechanism(mechanism)
     if like is not None:
-        table = placeholder_like(like)
+        shape = (like.n_samples, like.n_features, 0 if like.classes is None else len(like.classes))
     elif n is None or n_features is None:
         raise ValueError("give n and n_features, or a table whose public facts to use (like=)")
+    else:
+        n, n_features = check_integer("n", n, 2), check_integer("n_features", n_features, 1)
+        if task == "classification":
+            n_classes = check_integer("n_classes", n_classes, 2)
+            check_n_classes(n_classes)
+        check_cells(n, n_features, "the placeholder table (n x n_features)")
+        shape = (n, n_features, n_classes if task == "classification" else 0)
+    given = parameters or {}
+    values = validate_params(cls.params, {p.name: given.get(p.name, p.default) for p in cls.params})
+    # the placeholder (its frame, the loader's array, the drawn values) besides the release's own peak
+    check_memory(f"the placeholder table of {shape[0]:,} rows x {shape[1]:,} features",
+                 3 * 8.0 * shape[0] * shape[1])
+    cls.check_peak_memory(*shape, values)
+    if like is not None:
+        table = placeholder_like(like)
     else:
         table = placeholder_table(n, n_features, task, n_classes)
     tasks = get_mechanism(mechanism).tasks
@@ -231,7 +253,7 @@ def epsilon_for_scale(mechanism: str, parameters: dict[str, Any], statistic: str
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive number, got {scale}")
     table = _table(mechanism, facts.get("n"), facts.get("n_features"), facts.get("task", "unsupervised"),
-                   facts.get("n_classes", 2), facts.get("like"))
+                   facts.get("n_classes", 2), facts.get("like"), parameters)
 
     def gap(log_eps: float) -> float:  # one release per step: the table is built once
         noise = _release_noise(mechanism, {**parameters, "epsilon": math.exp(log_eps)}, table).noise

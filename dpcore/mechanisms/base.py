@@ -272,18 +272,34 @@ class Mechanism:
         if values.get("noise") == "auto":  # the user's delta decides (dpcore.calibration.resolve_noise)
             values = {**values, "noise": resolve_noise("auto", values.get("delta"))[0]}
         lazy = dask_engine.is_lazy_input(X)  # a table larger than memory: dpcore.dask_engine
+        if n_samples is not None:
+            n_samples = _check_n_samples(n_samples)
+        if not lazy:  # from the input's shape, before prepare_input copies anything
+            self.check_peak_memory(*_input_shape(X, self.classes), values, n_released=n_samples)
         data = (partial(dask_engine.prepare_input, mechanism=self.name) if lazy else prepare_input)(
             X, y, bounds=self.bounds, label_bounds=self.label_bounds, classes=self.classes,
             task=self.task, supported_tasks=self.tasks,
         )
-        if n_samples is not None:
-            n_samples = _check_n_samples(n_samples)
         n, d = data.X.shape
-        n_classes = 0 if data.classes is None else len(data.classes)
         if not lazy:  # the Dask engine holds one partition per worker thread, never the table
-            check_memory(_peak_description(self.name, n, d, n_classes, values, n_samples),
-                         self.peak_bytes(n, d, values, n_classes=n_classes, n_released=n_samples))
+            self.check_peak_memory(n, d, 0 if data.classes is None else len(data.classes), values,
+                                   n_released=n_samples)
         return values, data, n_samples
+
+    @classmethod
+    def check_peak_memory(cls, n_samples: int, n_features: int, n_classes: int, params: dict[str, Any], *,
+                          n_released: int | None = None) -> None:
+        """Refuse a release whose :meth:`peak_bytes` (``params``: validated schema parameters) is
+        over ``DPCORE_MAX_MEMORY``, before any work: :meth:`release` checks it from the input's
+        shape before preparing it, and the CLI from the file's size before reading it.
+
+        Raises
+        ------
+        ResourceLimitError
+            Naming the mechanism, the shape, the parameters that drive the figure and the limit.
+        """
+        peak = cls.peak_bytes(n_samples, n_features, params, n_classes=n_classes, n_released=n_released)
+        check_memory(_peak_description(cls.name, n_samples, n_features, n_classes, params, n_released), peak)
 
     def _guarded(self, values: dict[str, Any], work: Callable[[], Any]) -> Any:
         """``work()`` with floating-point failures inside the noisy algebra turned into a
@@ -397,6 +413,18 @@ class Mechanism:
             space=self.space,
             **kwargs,
         )
+
+
+def _input_shape(X: Any, classes: Any) -> tuple[int, int, int]:
+    """``(n, d, n_classes)`` of a mechanism's input as given (a Dataset, an array or a frame), before
+    it is prepared: the classes of ``classes`` or of the Dataset, else 0 (a list read from the
+    labels is counted after preparing)."""
+    shape = getattr(X, "shape", None) if not hasattr(X, "n_features") else (X.n_samples, X.n_features)
+    if shape is None:
+        shape = np.shape(X)
+    n, d = (int(shape[0]), int(np.prod(shape[1:])) if len(shape) > 1 else 1) if len(shape) else (0, 0)
+    given = classes if classes is not None else getattr(X, "classes", None)
+    return n, d, len(given) if hasattr(given, "__len__") else 0
 
 
 def _peak_description(name: str, n: int, d: int, n_classes: int, params: dict[str, Any],
