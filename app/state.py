@@ -27,12 +27,12 @@ import numpy as np
 import streamlit as st
 
 from dpcore.bounds import resolve_bound_rules
-from dpcore.data import Dataset, bundled_datasets, load_dataset, parse_bounds, read_table
+from dpcore.data import Dataset, bundled_datasets, category_lists, load_dataset, parse_bounds, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
 from dpcore.threads import blas_threads
-from dpcore.validation import data_bounds_message
+from dpcore.validation import check_value_list, data_bounds_message
 
 __all__ = [
     "BLAS_THREADS",
@@ -547,11 +547,8 @@ def parse_categories_upload(data: bytes, filename: str, columns: list[str]) -> d
     if unknown:
         raise ValueError(f"the categories file {filename} names column(s) this table does not have: "
                          + ", ".join(unknown[:5]))
-    out = {str(c): [str(v) for v in vals] for c, vals in raw.items()}
-    for c, vals in out.items():
-        if len(set(vals)) != len(vals):
-            raise ValueError(f"the categories file {filename} repeats a category of column {c}")
-    return out
+    lists = category_lists(raw)  # no missing, nested or repeated category (1 and "1" are one)
+    return {str(c): [str(v) for v in vals] for c, vals in lists.items()}
 
 
 def parse_classes_upload(data: bytes, filename: str) -> list[Any]:
@@ -565,9 +562,8 @@ def parse_classes_upload(data: bytes, filename: str) -> list[Any]:
     """
     raw = _json_upload(data, filename, "classes")
     raw = raw.get("classes") if isinstance(raw, dict) else raw
-    if not isinstance(raw, list) or len(raw) < 2 or any(isinstance(v, (list, dict)) for v in raw):
+    if not isinstance(raw, list) or len(raw) < 2:
         raise ValueError(f"the classes file {filename} must hold a list of at least two classes, e.g. "
                          '[0, 1] or ["no", "yes"]')
-    if len({str(v) for v in raw}) != len(raw):
-        raise ValueError(f"the classes file {filename} lists a class twice")
+    check_value_list(raw, f"the classes file {filename}", least=2)  # no missing, nested or repeated class
     return raw

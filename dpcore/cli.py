@@ -41,7 +41,7 @@ import signal
 import stat
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -59,14 +59,17 @@ from dpcore.data import (
 from dpcore.decode import OUTPUT_SPACES, PublicSchema, with_output_space
 from dpcore.dp_bounds import compose_release
 from dpcore.exceptions import DataValidationError, NotPrivateError, PrivacyLeakWarning
+from dpcore.io import check_load_memory, table_shape
 from dpcore.ledger import Ledger, LedgerEntry, lock_path
 from dpcore.ledger_cli import add_ledger_parser, budget_type, run_ledger_command
 from dpcore.ledger_store import dataset_key, is_store_path, open_ledger_transaction, precheck_ledger
+from dpcore.limits import check_memory, max_input_bytes
 from dpcore.mechanisms import MECHANISMS, get_mechanism
+from dpcore.mechanisms.base import _check_n_samples
 from dpcore.release import Release, output_lock, release_paths
-from dpcore.schema import Param
+from dpcore.schema import Param, validate_params
 from dpcore.threads import blas_limit
-from dpcore.validation import MISSING_POLICIES, TASKS
+from dpcore.validation import MISSING_POLICIES, TASKS, parse_value_list
 
 __all__ = [
     "CLIError",
@@ -383,8 +386,45 @@ def _load_input(args: argparse.Namespace, source: str) -> Dataset:
                         classes=_load_classes(args.classes), missing=missing)
 
 
+def _check_input_memory(args: argparse.Namespace, source: str,
+                        check: Callable[[int, int, int], None]) -> None:
+    """Refuse, before ``source`` is read, work that would need more than ``DPCORE_MAX_MEMORY``,
+    estimated from the input's shape alone (:func:`dpcore.io.table_shape`: the Parquet footer, the
+    ``.npz`` headers, a CSV's lines and header fields, a gzip CSV counted in pieces): reading it
+    (:func:`dpcore.io.check_load_memory`), then ``check(n, d, n_classes)`` (a mechanism's
+    :meth:`~dpcore.mechanisms.base.Mechanism.check_peak_memory`) with ``d`` the columns less the label
+    plus the one-hot columns of ``--categories`` and ``n_classes`` the size of ``--classes``. Bundled
+    datasets, ``.npz`` archives (whose reader checks their member headers first, and whose arrays
+    are at most ``DPCORE_MAX_INPUT_BYTES``) and files that cannot be inspected are left to the reader."""
+    if not Path(source).is_file() or source.lower().endswith(".npz") or \
+            os.path.getsize(source) > max_input_bytes():  # the reader refuses it by its size first
+        return
+    shape = table_shape(source)
+    if shape is None:
+        return
+    rows, columns = shape
+    check_load_memory(rows, columns, Path(source).name)
+    categories = _load_categories(args.categories) or {}
+    classes = _load_classes(args.classes) or []
+    d = max(1, columns - (1 if args.label else 0) + sum(max(0, len(v) - 1) for v in categories.values()))
+    check(rows, d, len(classes))
+
+
+def _cheapest_release(n: int, d: int, n_classes: int) -> None:
+    """Refuse a table no in-memory release could hold: ``describe`` checks a table as ``release``
+    would, and the smallest memory estimate over every mechanism (default parameters) is over
+    ``DPCORE_MAX_MEMORY`` (a table that large is released by ``--engine dask``)."""
+    peaks = {cls.name: cls.peak_bytes(n, d, {p.name: p.default for p in cls.params}, n_classes=n_classes)
+             for cls in MECHANISMS.values()}
+    name = min(peaks, key=peaks.__getitem__)
+    check_memory(f"the cheapest in-memory release ({name}) of {n:,} rows x {d:,} features (a CSV or Parquet "
+                 "table that large is released by --engine dask)", peaks[name])
+
+
 def _load_classes(value: str | None) -> list[Any] | None:
-    """``--classes``: comma-separated values, or a JSON file holding a list (or {"classes": [...]})."""
+    """``--classes``: comma-separated values (numbers if every entry is a number, else texts:
+    :func:`dpcore.validation.parse_value_list`), or a JSON file holding a list (or {"classes":
+    [...]}) whose JSON types say which (``["01", "1"]``: two texts)."""
     if not value:
         return None
     path = Path(value)
@@ -400,7 +440,7 @@ def _load_classes(value: str | None) -> list[Any] | None:
         if not isinstance(raw, list) or len(raw) < 2:
             raise CLIError(f"the classes file {value} must hold a list of at least two classes")
         return raw
-    items = [v.strip() for v in value.split(",") if v.strip()]
+    items = parse_value_list(value, "--classes")  # numbers if every entry is one, else texts
     if len(items) < 2:
         raise CLIError(f"--classes needs at least two comma-separated classes, got {value!r}")
     return items
@@ -414,6 +454,7 @@ def _describe_data(args: argparse.Namespace) -> None:
     if target not in bundled_datasets() and not Path(target).exists():
         raise CLIError(f"{target!r} is not a mechanism ({', '.join(sorted(MECHANISMS))}), a bundled "
                        "dataset or an existing file")
+    _check_input_memory(args, target, _cheapest_release)
     ds = _load_input(args, target)
     groups = _category_groups(ds.feature_names)
     public = [(c, (float(lo), float(hi)), src) for c, (lo, hi), src
@@ -792,6 +833,11 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     if dask:
         return _release_dask(args, cls, params)
     key = _precheck_ledger(args)  # a bad path or file is refused before any work
+    given = cls(**params)  # the parameters as given (--dp-bounds takes its share of epsilon below)
+    values = validate_params(cls.params, {p.name: getattr(given, p.name) for p in cls.params})
+    n_released = None if args.n_samples is None else _check_n_samples(args.n_samples)
+    _check_input_memory(args, args.input, lambda n, d, k: cls.check_peak_memory(
+        n, d, k, values, n_released=n_released))
     with warnings.catch_warnings():
         if args.dp_bounds is not None:  # the data's range is replaced by DP estimates before any use
             warnings.filterwarnings("ignore", message=".*[Bb]ounds.*", category=PrivacyLeakWarning)
@@ -874,6 +920,9 @@ def _cmd_plan(args: argparse.Namespace) -> None:
     params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
     facts: dict[str, Any]
     if args.input:
+        values = validate_params(cls.params, {p.name: getattr(cls(**params), p.name) for p in cls.params})
+        # the plan releases a placeholder of the input's shape (dpcore.planning)
+        _check_input_memory(args, args.input, lambda n, d, k: cls.check_peak_memory(n, d, k, values))
         ds = _load_input(args, args.input)
         _require_public_facts(args, ds)
         facts = {"like": ds}

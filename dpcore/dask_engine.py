@@ -219,8 +219,16 @@ class _Options:
 
     @property
     def text_columns(self) -> tuple[str, ...]:
-        """CSV columns read as text: those with a public category list (:func:`_raw_frame`)."""
-        return tuple(self.categories or ())
+        """CSV columns read as text (:func:`_raw_frame`), as :func:`dpcore.data.load_dataset` reads
+        them: those with a public category list, and a classification label unless its public class
+        list is numeric."""
+        from dpcore.validation import check_value_list
+
+        text = tuple(self.categories or ())
+        if self.label and self.task == "classification" and (
+                self.classes is None or check_value_list(self.classes, "the class list")[1] == "text"):
+            text += (self.label,)
+        return text
 
 
 @dataclass(frozen=True)
@@ -375,6 +383,7 @@ def _raw_frame(piece: _Piece | Any, numbered: bool = False, text_columns: Any = 
         return read_table(piece.path, text_columns=text_columns), where
     import pyarrow.parquet as pq
 
+    _check_decoded_size(piece)
     handle = pq.ParquetFile(piece.path)
     frame = handle.read_row_groups(list(piece.row_groups)).to_pandas()
     start = _first_row(handle, piece)  # the loader's errors give the file's row numbers
@@ -521,16 +530,30 @@ def _first_row(handle: Any, piece: _Piece) -> int:
     return sum(handle.metadata.row_group(i).num_rows for i in range(piece.row_groups[0]))
 
 
+def _check_decoded_size(piece: _Piece) -> None:
+    """Refuse a Parquet partition whose row groups decode to more than ``DPCORE_MAX_INPUT_BYTES``
+    (:func:`dpcore.io.check_parquet_size`: from the footer and the dictionaries, before any value is
+    decoded), naming the file and its row groups."""
+    from dpcore.io import check_parquet_size
+    from dpcore.limits import max_input_bytes
+
+    check_parquet_size(piece.path, piece.label(), max_input_bytes(), piece.row_groups)
+
+
 def _parquet_metadata(path: str) -> Any:
     """The footer of a Parquet file. Raises DataValidationError for an unreadable file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from dpcore.io import check_parquet_schema
+
     try:
-        return pq.ParquetFile(path).metadata
+        handle = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
         raise DataValidationError(f"{path}: truncated or corrupt Parquet file, or not a Parquet file "
                                   f"({exc})") from None
+    check_parquet_schema(handle, path)  # names, nested types, text encodings: from the footer
+    return handle.metadata
 
 
 def _load_piece(piece: _Piece | Any, options: _Options) -> Dataset:
@@ -624,6 +647,7 @@ def _batches(piece: _Piece, options: _Options) -> Iterator[Dataset]:
     import pandas as pd
     import pyarrow.parquet as pq
 
+    _check_decoded_size(piece)
     handle = pq.ParquetFile(piece.path)
     read = 0
     first_row = _first_row(handle, piece)

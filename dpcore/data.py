@@ -14,6 +14,7 @@ re-exported here from :mod:`dpcore.io`, their home.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -41,8 +42,11 @@ from dpcore.validation import (  # bound_pair and MAX_ABS_BOUND: re-exported (ol
     MAX_ABS_BOUND,
     bound_pair,
     check_bound_magnitude,
+    check_column_keys,
     check_missing,
     check_task,
+    check_value_list,
+    class_list,
     normalize_bounds,
     warn_data_bounds,
     warn_data_classes,
@@ -321,16 +325,15 @@ def _overall_source(sources: list[str]) -> str:
 
 
 def _resolve_bounds(
-    frame: pd.DataFrame, bounds: Any, meta_bounds: dict[str, Any] | None,
+    cols: list[str], X: np.ndarray, bounds: Any, meta_bounds: dict[str, Any] | None,
     onehot: set[str] | None = None,
 ) -> tuple[np.ndarray, str, tuple[str, ...]]:
-    """Stage 6 of :func:`load_dataset`: per-column bounds: the user's, else the metadata's, else
-    [0, 1] for one-hot columns
-    (public by construction), else from the data (PrivacyLeakWarning, source "data").
+    """Stage 6 of :func:`load_dataset`: per-column bounds of the features ``X`` (columns ``cols``):
+    the user's, else the metadata's, else [0, 1] for one-hot columns (public by construction),
+    else from the data (PrivacyLeakWarning, source "data").
 
     Returns the bounds, the overall source and the source of each column.
     """
-    cols = list(frame.columns)
     d = len(cols)
     if bounds is not None and not isinstance(bounds, dict):
         try:
@@ -339,7 +342,9 @@ def _resolve_bounds(
             raise DataValidationError(str(exc)) from None
         check_bound_magnitude(arr, cols)
         return arr, "user", ("user",) * d
-    user = resolve_bound_rules(dict(bounds or {}), cols)  # patterns ("f*"), nulls, unknown names
+    rules = dict(bounds or {})
+    check_column_keys(rules, "bounds")
+    user = resolve_bound_rules(rules, cols)  # patterns ("f*"), nulls, unknown names
     given: dict[str, Any] = {c: (0.0, 1.0) for c in (onehot or set())}
     given.update(meta_bounds or {})
     given.update(user)
@@ -355,12 +360,12 @@ def _resolve_bounds(
             missing.append(j)
     if missing:
         warn_data_bounds([cols[j] for j in missing], stacklevel=3)
-        vals = frame.iloc[:, missing].to_numpy(dtype=float)
         # NaN left out; an all-NaN column (missing="impute") or no rows (a part of a table) gives
-        # NaN bounds. fmin/fmax, not nanmin (whose all-NaN warning would need catch_warnings, which
-        # is not thread-safe: the Dask engine loads partitions on worker threads)
-        out[missing, 0] = np.fmin.reduce(vals, axis=0) if len(vals) else np.nan
-        out[missing, 1] = np.fmax.reduce(vals, axis=0) if len(vals) else np.nan
+        # NaN bounds. fmin/fmax over every column (no copy of the columns), not nanmin (whose
+        # all-NaN warning would need catch_warnings, which is not thread-safe: the Dask engine loads
+        # partitions on worker threads)
+        out[missing, 0] = np.fmin.reduce(X, axis=0)[missing] if len(X) else np.nan
+        out[missing, 1] = np.fmax.reduce(X, axis=0)[missing] if len(X) else np.nan
         for j in missing:
             per_col[j] = "data"
         source = "data"
@@ -441,46 +446,84 @@ def load_dataset(
     if drop_nonfinite:
         missing = "drop"
     check_missing(missing, DataValidationError)
-    frame, meta, name = _read_source(source, filename, set(categories or {}))  # 1. read
+    categories = category_lists(categories)  # public lists checked before anything is read
+    class_kind = None if classes is None else _class_kind(classes, label)
+    # CSV columns read as text: those with a category list, and a classification label unless its
+    # public class list is numeric (codes such as 01 and 1 stay two texts, not the number 1)
+    text_label = bool(label) and task == "classification" and class_kind != "number"
+    text = set(categories) | ({label} if text_label else set())
+    frame, meta, name = _read_source(source, filename, text)  # 1. read
     label = _resolve_label(frame, label, meta)  # 2. label and task
     task = _resolve_table_task(task, label, meta)
     y_series = frame.pop(label) if label is not None else None
-    categories = dict(categories or {})
-    frame = _encode_categoricals(frame, categories)  # 3. categorical columns
-    frame, y_series, n_dropped = _handle_missing(frame, y_series, label, missing)  # 4. missing values
+    index = frame.index  # the rows' numbers (in their file, for a part of a file), for messages
+    names, X = _encode_features(frame, categories)  # 3. categorical columns
+    del frame
+    X, y_series, n_dropped = _handle_missing(X, names, index, y_series, label, missing)  # 4. missing values
     least = 0 if part_of_table else 2  # rows, and classes present
-    values = _feature_values(frame, least)
+    _check_shape(X, least)
     labels = _resolve_labels(y_series, task, label, classes, label_bounds, meta, least)  # 5. label facts
     b, bsource, per_col = _resolve_bounds(  # 6. feature bounds
-        frame, bounds, meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None,
-        {c for c in frame.columns if "=" in c and c.split("=", 1)[0] in categories})
+        names, X, bounds, meta.get("bounds") if bounds is None or isinstance(bounds, dict) else None,
+        {c for c in names if "=" in c and c.split("=", 1)[0] in categories})
     imputed = None
     if missing == "impute":
-        values, imputed = _impute_midpoints(values, b)
+        X, imputed = _impute_midpoints(X, b)
     return Dataset(  # 7. build
-        X=values, y=labels.y, feature_names=list(frame.columns), label_name=label, task=task,
+        X=X, y=labels.y, feature_names=names, label_name=label, task=task,
         bounds=b, bounds_source="data" if labels.bounds_source == "data" else bsource,
         label_bounds=labels.bounds, classes=labels.classes,
         image_shape=tuple(meta["image_shape"]) if meta.get("image_shape") else None, name=name,
         description=meta.get("description", ""), meta=meta, n_dropped=n_dropped,
         label_bounds_source=labels.bounds_source, column_bounds_source=per_col,
         classes_source=labels.classes_source, missing=missing, categories=categories or None,
-        onehot_groups=_onehot_groups(list(frame.columns), categories, meta), imputed=imputed,
+        onehot_groups=_onehot_groups(names, categories, meta), imputed=imputed,
     )
 
 
-def _feature_values(frame: pd.DataFrame, min_rows: int) -> np.ndarray:
-    """End of stage 4 of :func:`load_dataset`: the features as a float array ``(n, d)``, at least
-    ``min_rows`` rows (2 for a table, 0 for a part of one) and one column."""
-    values = frame.to_numpy(dtype=float)
-    if values.shape[0] < min_rows:
+def _class_kind(classes: Any, label: str | None) -> str:
+    """``"number"`` or ``"text"``: the kind of a public class list (checked, its size first)."""
+    if hasattr(classes, "__len__"):
+        limits.check_n_classes(len(classes), label)
+    return check_value_list(classes, "the class list" if label is None else f"the class list of {label!r}",
+                            least=2)[1]
+
+
+def category_lists(categories: Any) -> dict[str, list[Any]]:
+    """Public category lists ``{column: [values]}`` checked before any cell is read: column names
+    are texts, each list holds at most :func:`dpcore.limits.max_categories` distinct values (no
+    missing, nested or repeated value, ``1`` and ``"1"`` being one category: they are compared with
+    the cells as text).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the column and the value (:class:`~dpcore.limits.ResourceLimitError` over the cap).
+    """
+    if categories is None:
+        return {}
+    if not isinstance(categories, dict):
+        raise DataValidationError("categories must map each column to its list of public categories, "
+                                  f"got a {type(categories).__name__}")
+    check_column_keys(categories, "categories")
+    out = {}
+    for column, values in categories.items():
+        if hasattr(values, "__len__") and not isinstance(values, (str, bytes)):
+            limits.check_n_categories(len(values), column)
+        out[column] = check_value_list(values, f"the category list of column {column!r}", as_text=True)[0]
+    return out
+
+
+def _check_shape(X: np.ndarray, min_rows: int) -> None:
+    """End of stage 4 of :func:`load_dataset`: at least ``min_rows`` rows (2 for a table, 0 for a
+    part of one) and one feature column."""
+    if X.shape[0] < min_rows:
         raise DataValidationError(
-            f"the table has {values.shape[0]} usable row(s); differentially private release needs "
+            f"the table has {X.shape[0]} usable row(s); differentially private release needs "
             "at least 2 (and, to be useful, many more)"
         )
-    if values.shape[1] == 0:
+    if X.shape[1] == 0:
         raise DataValidationError("the table has no feature columns besides the label")
-    return values
 
 
 @dataclass(frozen=True)
@@ -611,30 +654,32 @@ def _resolve_table_task(task: str | None, label: str | None, meta: dict[str, Any
 
 
 def _handle_missing(
-    frame: pd.DataFrame, y_series: pd.Series | None, label: str | None, missing: str
-) -> tuple[pd.DataFrame, pd.Series | None, int]:
-    """Stage 4 of :func:`load_dataset`: refuse, keep (for imputation) or drop rows with NaN/inf.
+    X: np.ndarray, names: list[str], index: pd.Index, y_series: pd.Series | None, label: str | None,
+    missing: str,
+) -> tuple[np.ndarray, pd.Series | None, int]:
+    """Stage 4 of :func:`load_dataset`: refuse, keep (for imputation) or drop rows of ``X`` with
+    NaN/inf (``index``: the rows' numbers, for the message).
 
-    With ``"impute"`` non-finite feature values become NaN here and are filled once the public
-    bounds are known (:func:`_impute_midpoints`)."""
-    values = frame.to_numpy(dtype=float)
-    bad = ~np.isfinite(values)
-    bad_rows = bad.any(axis=1)
-    y_bad = np.zeros(len(frame), dtype=bool)
+    With ``"impute"`` non-finite feature values become NaN here (in place) and are filled once the
+    public bounds are known (:func:`_impute_midpoints`)."""
+    finite = np.isfinite(X)
+    bad_rows = ~finite.all(axis=1)
+    y_bad = np.zeros(len(X), dtype=bool)
     if y_series is not None:
         y_bad = y_series.isna().to_numpy().copy()
         if y_series.dtype.kind in "fc":
             y_bad |= ~np.isfinite(y_series.to_numpy(dtype=float))
     if not (bad_rows.any() or y_bad.any()):
-        return frame, y_series, 0
-    per_col = {c: int(k) for c, k in zip(frame.columns, bad.sum(axis=0), strict=True) if k}
+        return X, y_series, 0
+    n_bad = len(X) - np.count_nonzero(finite, axis=0)
+    per_col = {c: int(k) for c, k in zip(names, n_bad, strict=True) if k}
     if y_bad.any():
         per_col[f"{label} (label)"] = int(y_bad.sum())
     all_bad = bad_rows | y_bad
     if missing == "error" or (missing == "impute" and y_bad.any()):
         # the rows' labels (for a file, its row numbers from 0; for a part of a file read in
         # batches, its rows' numbers in the file), as the non-numeric check reports them
-        rows = np.asarray(frame.index[np.flatnonzero(y_bad if missing == "impute" else all_bad)])
+        rows = np.asarray(index[np.flatnonzero(y_bad if missing == "impute" else all_bad)])
         what = ("labels are missing (labels are never imputed)" if missing == "impute"
                 else "rows contain missing or infinite values")
         raise DataValidationError(
@@ -646,12 +691,13 @@ def _handle_missing(
             "data, and the guarantee would NOT hold)."
         )
     if missing == "impute":
-        frame = frame.mask(~np.isfinite(values))
-        return frame, y_series, 0
+        if not X.flags.writeable:
+            X = X.copy()
+        X[~finite] = np.nan
+        return X, y_series, 0
     keep = ~all_bad
-    frame = frame.loc[keep].reset_index(drop=True)
     y_series = y_series.loc[keep].reset_index(drop=True) if y_series is not None else None
-    return frame, y_series, int(all_bad.sum())
+    return X[keep], y_series, int(all_bad.sum())
 
 
 def _impute_midpoints(values: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, ImputedCells | None]:
@@ -671,25 +717,25 @@ def _resolve_classes(
 ) -> tuple[np.ndarray, np.ndarray, str]:
     """The public class list of a classification label and its source.
 
-    Given (``"user"``) or from the bundled metadata (``"metadata"``); otherwise read from the
-    data with a :class:`PrivacyLeakWarning` (``"data"``: the guarantee does not hold, since one
-    record with a rare class would put that class into the release). Labels are converted to the
-    list's type where the list is numeric (a CSV label read as text stays text). With a list read
+    Given (``"user"``) or from the bundled metadata (``"metadata"``), checked by
+    :func:`dpcore.validation.class_list` (no missing, nested or repeated value, numbers or texts);
+    otherwise read from the data with a :class:`PrivacyLeakWarning` (``"data"``: the guarantee does
+    not hold, since one record with a rare class would put that class into the release). The list's
+    kind decides the labels': a numeric list compares them as numbers, a text list as texts (a CSV
+    label is then read as text, so codes such as ``01`` and ``1`` stay two classes). With a list read
     from the data at least ``min_classes`` classes must be present; with a public list none need
     be (that check would make whether anything is released depend on one record)."""
     if classes is not None or meta_classes is not None:
         source = "user" if classes is not None else "metadata"
-        cls = np.asarray(list(classes if classes is not None else meta_classes))
-        if cls.size != np.unique(cls).size:
-            raise DataValidationError(f"the class list of {label!r} repeats a class: {cls.tolist()[:10]}")
-        if cls.size < 2:
-            raise DataValidationError(f"the class list of {label!r} needs at least two classes")
-        y, cls = _align_class_types(y, cls, label)
-        unknown = ~np.isin(y, cls)
+        cls = class_list(classes if classes is not None else meta_classes, label)
+        given = y
+        y, unknown = _labels_of_kind(y, cls)
         if unknown.any():
+            shown = [v.item() if isinstance(v, np.generic) else v for v in given[unknown][:3]]
+            shown = [v[:40] if isinstance(v, str) else v for v in shown]
             raise DataValidationError(
                 f"{int(unknown.sum())} values of label {label!r} are not in its public class list "
-                f"{cls.tolist()[:10]} (e.g. {y[unknown][:3].tolist()})"
+                f"{cls.tolist()[:10]} (e.g. {shown})"
             )
     else:
         warn_data_classes(label, stacklevel=3)
@@ -707,32 +753,36 @@ def _resolve_classes(
     return y, cls, source
 
 
-def _align_class_types(y: np.ndarray, cls: np.ndarray, label: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Make labels and class list comparable: numeric lists stay numeric, else both as text."""
-    if cls.dtype.kind in "iuf" and y.dtype.kind in "iufb":
-        return y, cls
-    try:
-        if y.dtype.kind in "iuf" and cls.dtype.kind in "OUS":
-            num = cls.astype(float)
-            if np.all(np.mod(num, 1) == 0) and y.dtype.kind in "iu":
-                return y, num.astype(y.dtype)
-            return y, num
-    except (TypeError, ValueError):
-        pass
-    return y.astype(str), cls.astype(str)
+def _labels_of_kind(y: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The labels as the class list's kind (numbers, or texts as written), and which are not in it."""
+    if cls.dtype.kind == "U":
+        text = y if y.dtype.kind == "U" else np.asarray(y).astype(str)
+        return text, ~np.isin(text, cls)
+    if y.dtype.kind in "iuf":
+        return y, ~np.isin(y, cls)
+    numbers = pd.to_numeric(pd.Series(y, dtype=object), errors="coerce").to_numpy(dtype=float)
+    unknown = np.isnan(numbers) | ~np.isin(numbers, cls)
+    return numbers, unknown
 
 
-def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) -> pd.DataFrame:
-    """Stage 3 of :func:`load_dataset`: one-hot columns ``col=value`` over each public category
-    list; any other non-numeric column is refused with the reason (dates, text in numbers...)."""
-    unknown = sorted(set(categories) - set(frame.columns))
+def _encode_features(frame: pd.DataFrame, categories: dict[str, list[Any]]) -> tuple[list[str], np.ndarray]:
+    """Stage 3 of :func:`load_dataset`: the feature names and values ``(n, d)`` (float64, one
+    allocation): numeric columns as they are, one-hot columns ``col=value`` over each public
+    category list (from the factorised column: no text is copied per row); any other non-numeric
+    column is refused with the reason (dates, text in numbers...). Column types are looked at once
+    per distinct dtype, never column by column (a table of 100,000 columns)."""
+    cols = list(frame.columns)
+    present = set(cols)
+    unknown = sorted(c for c in categories if c not in present)
     if unknown:
-        raise DataValidationError(f"categories given for unknown column(s) {unknown}")
+        raise DataValidationError(f"categories given for unknown column(s) {unknown[:10]}")
+    dtypes = list(frame.dtypes)
+    numeric = {id(dt): pd.api.types.is_numeric_dtype(dt) for dt in dtypes}
     refuse_complex_columns(frame, "the table")
     # booleans count as numeric in pandas; everything else non-numeric needs a public category list
-    nonnumeric = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+    nonnumeric = [c for c, dt in zip(cols, dtypes, strict=True) if not numeric[id(dt)]]
     missing = [c for c in nonnumeric if c not in categories]
-    for c in missing:
+    for c in missing[:10]:
         _explain_non_numeric_type(frame[c], c)
         _explain_text_in_numeric(frame[c], c)
     if missing:
@@ -742,29 +792,46 @@ def _encode_categoricals(frame: pd.DataFrame, categories: dict[str, list[Any]]) 
             "or drop them. Category lists taken from the data itself would leak which values occur."
         )
     if not categories:
-        return frame.astype(float)
-    parts = []
-    for c in frame.columns:
-        if c in categories:
-            cats = list(categories[c])
-            col = frame[c]
-            present = col.dropna()
-            outside = sorted(set(present.astype(str)) - {str(v) for v in cats})
-            if outside:
-                raise DataValidationError(
-                    f"column {c!r} has values outside its public category list: {outside[:5]}"
-                )
-            onehot = pd.DataFrame(
-                {f"{c}={v}": (col.astype(str) == str(v)).astype(float) for v in cats},
-                index=frame.index,
-            )
-            onehot[col.isna()] = np.nan
-            parts.append(onehot)
-        else:
-            parts.append(frame[[c]].astype(float))
-    out = pd.concat(parts, axis=1) if parts else frame
-    _check_onehot_collisions(list(out.columns), list(frame.columns), categories)
-    return out
+        return cols, frame.to_numpy(dtype=float, na_value=np.nan)
+    names = [name for c in cols for name in ([f"{c}={v}" for v in categories[c]] if c in categories else [c])]
+    _check_onehot_collisions(names, cols, categories)
+    limits.check_cells(len(frame), len(names), "the table once its categories are one-hot encoded")
+    X = np.empty((len(frame), len(names)))
+    plain = [c for c in cols if c not in categories]
+    at = dict(zip(names, range(len(names)), strict=True))
+    if plain:
+        X[:, [at[c] for c in plain]] = frame[plain].to_numpy(dtype=float, na_value=np.nan)
+    rows = np.arange(len(frame))
+    for c, cats in categories.items():
+        start = at[f"{c}={cats[0]}"]
+        block = X[:, start:start + len(cats)]
+        block[:] = 0.0
+        codes = _category_codes(frame[c], cats, c)
+        known = codes >= 0
+        block[rows[known], codes[known]] = 1.0
+        block[~known] = np.nan  # a missing value: handled by the missing-value policy
+    return names, X
+
+
+def _category_codes(col: pd.Series, cats: list[Any], name: str) -> np.ndarray:
+    """The position of each row's value in the public list ``cats`` (compared as text), ``-1`` for a
+    missing value. Each distinct value is compared once (``pd.factorize``).
+
+    Raises
+    ------
+    DataValidationError
+        Values outside the list, named (each shown shortened).
+    """
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    where = {str(v): k for k, v in enumerate(cats)}
+    texts = [str(u) for u in uniques]
+    position = np.array([where.get(t, -1) for t in texts], dtype=np.int64)
+    outside = sorted(t for t, k in zip(texts, position, strict=True) if k < 0)
+    if outside:
+        shown = [t if len(t) <= 40 else t[:37] + "..." for t in outside[:5]]
+        raise DataValidationError(f"column {name!r} has {len(outside):,} value(s) outside its public "
+                                  f"category list: {shown}")
+    return np.where(codes >= 0, position[np.maximum(codes, 0)] if len(position) else -1, -1)
 
 
 def _check_onehot_collisions(names: list[str], original: list[str], categories: dict[str, Any]) -> None:
@@ -796,7 +863,9 @@ def _explain_non_numeric_type(col: pd.Series, name: str) -> None:
     elif isinstance(col.dtype, pd.PeriodDtype):
         what = f"periods ({col.dtype})"
     elif kind == "O":
-        present = col.dropna()
+        # a categorical column: its categories (iterating its rows expands each to its value)
+        categorical = isinstance(col.dtype, pd.CategoricalDtype)
+        present = pd.Series(col.cat.categories) if categorical else col.dropna()
         types = {type(v) for v in present.iloc[:1000]}
         if types and not types <= {str}:
             import datetime
@@ -813,7 +882,11 @@ def _explain_non_numeric_type(col: pd.Series, name: str) -> None:
                 what = "binary values (bytes)"
             elif all(issubclass(t, (int, float, np.number)) and not issubclass(t, (bool, np.bool_))
                      for t in types - {str}):
-                if str not in types:  # numbers and text: the text check names the text cells
+                # numbers and text (also beyond the first rows: pandas reads a large CSV in chunks,
+                # and a column with text in a later chunk holds numbers above it): the text check
+                # names the text cells
+                if pd.api.types.infer_dtype(present, skipna=True) in ("floating", "integer",
+                                                                       "mixed-integer-float"):
                     raise DataValidationError(
                         f"column {name!r} holds numbers as Python objects (dtype object, e.g. "
                         f"{present.iloc[0]!r}): convert it to a numeric column first "
@@ -829,31 +902,37 @@ def _explain_non_numeric_type(col: pd.Series, name: str) -> None:
 
 
 def _explain_text_in_numeric(col: pd.Series, name: str) -> None:
-    """A mostly numeric column with a few text entries: name them (rows and values)."""
-    present = col.dropna()
-    if present.empty:
+    """A mostly numeric column with a few text entries: name them (rows and values). Each
+    distinct value is looked at once (``pd.factorize``): a column of one long text repeated on
+    every row costs one text, not one copy per row."""
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    known = codes >= 0
+    if not known.any():
         return
-    text = present.astype(str).str.strip()
-    if text.str.fullmatch(r"[-+]?\d*,\d+").mean() > 0.5:
+    counts = np.bincount(codes[known], minlength=len(uniques))
+    text = [str(u).strip() for u in uniques]
+    first = text[int(codes[known][0])]
+    comma = np.array([bool(re.fullmatch(r"[-+]?\d*,\d+", t)) for t in text])
+    if counts[comma].sum() > 0.5 * counts.sum():
         raise DataValidationError(
-            f"column {name!r} uses decimal commas (e.g. {text.iloc[0][:40]!r}); write numbers with a "
+            f"column {name!r} uses decimal commas (e.g. {first[:40]!r}); write numbers with a "
             "decimal point (1234.5): export the CSV with '.' as the decimal separator"
         )
-    as_num = pd.to_numeric(present, errors="coerce")
-    bad = as_num.isna()
-    if not bad.any():
+    number = pd.to_numeric(pd.Series(np.asarray(uniques, dtype=object)), errors="coerce").notna().to_numpy()
+    bad_rows = known & ~number[np.maximum(codes, 0)]
+    n_bad = int(np.count_nonzero(bad_rows))
+    if not n_bad:
         raise DataValidationError(
-            f"column {name!r} holds only numbers, but stored as text (e.g. {text.iloc[0][:40]!r}); "
+            f"column {name!r} holds only numbers, but stored as text (e.g. {first[:40]!r}); "
             "store it as a numeric column (a float or integer type)"
         )
-    if bad.all() or bad.sum() > 0.5 * len(present):
+    if n_bad > 0.5 * int(np.count_nonzero(known)):
         return
-    rows = present.index[bad.to_numpy()]
-    examples = ", ".join(f"{str(present[r])[:40]!r} (row {r})" for r in rows[:3])
-    comma = any("," in str(present[r]) for r in rows[:20])
-    hint = " (decimal commas or thousands separators? write 1234.5)" if comma else ""
+    where = np.flatnonzero(bad_rows)
+    examples = ", ".join(f"{str(uniques[codes[i]])[:40]!r} (row {col.index[i]})" for i in where[:3])
+    hint = (" (decimal commas or thousands separators? write 1234.5)"
+            if any("," in str(uniques[codes[i]]) for i in where[:20]) else "")
     raise DataValidationError(
-        f"column {name!r} is numeric except for {int(bad.sum())} value(s) that are not numbers: "
+        f"column {name!r} is numeric except for {n_bad} value(s) that are not numbers: "
         f"{examples}{hint}. Fix or remove those values, or drop the rows"
     )
-

@@ -1,6 +1,6 @@
 """Resource limits checked *before* allocation (issue 17: small inputs must not exhaust a server).
 
-Four limits, each with a default and an environment variable that changes it (read at every check,
+Five limits, each with a default and an environment variable that changes it (read at every check,
 so a test or a server can lower them without re-importing anything):
 
 ========================  ==========================  ===================================================
@@ -9,6 +9,7 @@ limit                     environment variable        default
 decompressed input bytes  ``DPCORE_MAX_INPUT_BYTES``  1 GiB (the app also caps each upload at its limit)
 table cells (rows x cols) ``DPCORE_MAX_CELLS``        200,000,000 (1.6 GB as float64)
 classes of a label        ``DPCORE_MAX_CLASSES``      1,000
+categories of a column    ``DPCORE_MAX_CATEGORIES``   1,000
 peak memory of a release  ``DPCORE_MAX_MEMORY``       8 GiB
 ========================  ==========================  ===================================================
 
@@ -29,9 +30,11 @@ __all__ = [
     "ResourceLimitError",
     "check_cells",
     "check_memory",
+    "check_n_categories",
     "check_n_classes",
     "format_bytes",
     "max_cells",
+    "max_categories",
     "max_classes",
     "max_input_bytes",
     "max_memory_bytes",
@@ -41,6 +44,7 @@ GIB = 1 << 30
 DEFAULT_MAX_INPUT_BYTES = GIB
 DEFAULT_MAX_CELLS = 200_000_000
 DEFAULT_MAX_CLASSES = 1_000
+DEFAULT_MAX_CATEGORIES = 1_000
 DEFAULT_MAX_MEMORY = 8 * GIB
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -79,6 +83,12 @@ def max_classes() -> int:
     return _env_number("DPCORE_MAX_CLASSES", DEFAULT_MAX_CLASSES)
 
 
+def max_categories() -> int:
+    """Largest public category list of one column (``DPCORE_MAX_CATEGORIES``, default 1,000): each
+    category becomes a one-hot column."""
+    return _env_number("DPCORE_MAX_CATEGORIES", DEFAULT_MAX_CATEGORIES)
+
+
 def max_memory_bytes() -> int:
     """Largest estimated peak memory of one release (``DPCORE_MAX_MEMORY``, default 8 GiB)."""
     return _env_number("DPCORE_MAX_MEMORY", DEFAULT_MAX_MEMORY, byte_units=True)
@@ -112,6 +122,18 @@ def check_n_classes(n_classes: int, label: Any = None, limit: int | None = None)
         raise ResourceLimitError(
             f"{named} has {n_classes:,} classes, over the limit of {limit:,} (DPCORE_MAX_CLASSES): "
             "is it an identifier or a continuous value? Choose task 'regression' or another label"
+        )
+
+
+def check_n_categories(n_categories: int, column: Any, limit: int | None = None) -> None:
+    """Refuse a public category list of more than :func:`max_categories` values (before any of
+    its one-hot columns is made)."""
+    limit = max_categories() if limit is None else limit
+    if n_categories > limit:
+        raise ResourceLimitError(
+            f"the category list of column {column!r} has {n_categories:,} values, over the limit of "
+            f"{limit:,} (DPCORE_MAX_CATEGORIES): each category is a one-hot column; is the column an "
+            "identifier? Drop it, or group its values"
         )
 
 

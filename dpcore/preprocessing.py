@@ -21,6 +21,7 @@ from dpcore.limits import check_n_classes
 from dpcore.threads import cpu_count
 from dpcore.validation import (  # TASKS and normalize_bounds: re-exported (their old home)
     TASKS,
+    class_list,
     normalize_bounds,
     resolve_task,
     warn_data_bounds,
@@ -468,7 +469,9 @@ def prepare_input(
             classes_source = "data"
             notes.append("the class list was read from the private data: the guarantee does NOT hold")
         else:
-            cls = np.asarray(classes)
+            if hasattr(classes, "__len__"):
+                check_n_classes(len(classes), label_name)
+            cls = class_list(classes, label_name)  # no missing, nested or repeated class
         check_n_classes(len(cls), label_name)
         if classes is not None:
             unknown = ~np.isin(y_arr, cls)

@@ -13,6 +13,8 @@ What is here
 * public facts of a table: :func:`normalize_bounds` (feature bounds as an array),
   :func:`bound_pair` (one column's ``(lo, hi)``, strictly), :func:`check_bound_magnitude`, :data:`TASKS`,
   :func:`check_task`, :func:`resolve_task`, :data:`MISSING_POLICIES`, :func:`check_missing`;
+* public lists (a label's classes, a column's categories, the columns named by bounds):
+  :func:`check_value_list`, :func:`class_list`, :func:`parse_value_list`, :func:`check_column_keys`;
 * the :class:`~dpcore.exceptions.PrivacyLeakWarning` for bounds or a class list taken from the
   private data (:func:`data_bounds_message`, :func:`warn_data_bounds`, :func:`warn_data_classes`),
   written once for the library and the app.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +39,7 @@ __all__ = [
     "TASKS",
     "bound_pair",
     "check_bound_magnitude",
+    "check_column_keys",
     "check_delta",
     "check_epsilon",
     "check_integer",
@@ -44,9 +48,12 @@ __all__ = [
     "check_positive_array",
     "check_random_state",
     "check_task",
+    "check_value_list",
+    "class_list",
     "data_bounds_message",
     "warn_data_classes",
     "normalize_bounds",
+    "parse_value_list",
     "resolve_task",
     "warn_data_bounds",
 ]
@@ -294,6 +301,146 @@ def check_missing(missing: Any, error: type[ValueError] = ValueError) -> str:
     if missing not in MISSING_POLICIES:
         raise error(f"missing must be 'error', 'impute' or 'drop', got {missing!r}")
     return missing
+
+
+# ------------------------------------------------------------------------------ public lists
+#: What a value of a public list is: a number (int or float, finite) or a text; booleans are text.
+LIST_KINDS = ("number", "text")
+
+
+def check_value_list(values: Any, what: str, *, least: int = 1,
+                     as_text: bool = False) -> tuple[list[Any], str]:
+    """``values`` (a public list: the classes of a label, the categories of a column) as a list of
+    plain scalars and its kind, ``"number"`` or ``"text"``.
+
+    Every value is a finite number or a text (a boolean counts as the text ``"True"`` /
+    ``"False"``, as a label column of booleans is compared); a list holds one kind only. Two
+    values that are equal once compared are refused: as numbers ``1``, ``1.0`` and ``1e0`` are one
+    value; with ``as_text`` (category lists, compared with the table's cells as text) ``1`` and
+    ``"1"`` are.
+
+    Raises
+    ------
+    DataValidationError
+        Not a list, fewer than ``least`` values, a missing value (``None``/``null``, NaN), a
+        nested list or object, another type, numbers mixed with texts, a repeated value; the
+        message names ``what`` and the value.
+    """
+    if isinstance(values, (str, bytes, dict, set, frozenset)) or not hasattr(values, "__iter__"):
+        raise DataValidationError(f"{what} must be a list of values, got {_short(values)}")
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    if len(items) < least:
+        raise DataValidationError(f"{what} needs at least {least} value(s), got {len(items)}")
+    kinds, out = set(), []
+    for v in items:
+        if isinstance(v, np.generic):
+            v = v.item()
+        if v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in ("NAType", "NaTType"):
+            raise DataValidationError(f"{what} holds a missing value ({_short(v)}); list only the values "
+                                      "a cell can take")
+        if isinstance(v, (list, tuple, dict, set, frozenset, np.ndarray)):
+            raise DataValidationError(f"{what} holds a nested value {_short(v)}; list plain values (numbers "
+                                      "or texts), one per entry")
+        if isinstance(v, bool):
+            v = str(v)
+        if isinstance(v, numbers.Real):
+            if not math.isfinite(v):
+                raise DataValidationError(f"{what} holds the non-finite number {v!r}")
+            kinds.add("number")
+        elif isinstance(v, str):
+            kinds.add("text")
+        else:
+            raise DataValidationError(f"{what} holds {_short(v)} of type {type(v).__name__}; list numbers "
+                                      "or texts")
+        out.append(v)
+    if len(kinds) > 1 and not as_text:
+        num = next(v for v in out if not isinstance(v, str))
+        txt = next(v for v in out if isinstance(v, str))
+        raise DataValidationError(f"{what} mixes numbers ({num!r}) and texts ({txt!r}): give every value "
+                                  "as a number or every value as a text")
+    kind = "text" if as_text or kinds == {"text"} else "number"
+    seen: dict[Any, Any] = {}
+    for v in out:
+        key = str(v) if kind == "text" else float(v)
+        if key in seen:
+            same = f"{seen[key]!r} and {v!r} are the same {'text' if kind == 'text' else 'number'}" \
+                if repr(seen[key]) != repr(v) else f"{v!r} is listed twice"
+            raise DataValidationError(f"{what} repeats a value: {same}; list each value once")
+        seen[key] = v
+    return out, kind
+
+
+def class_list(classes: Any, label: Any = None) -> np.ndarray:
+    """A public class list as an array: checked by :func:`check_value_list` (at least two
+    classes); numbers as ``int64`` (all integral) or ``float64``, texts as strings.
+
+    Raises
+    ------
+    DataValidationError
+        As :func:`check_value_list`, naming the label.
+    """
+    whose = "the class list" if label is None else f"the class list of {label!r}"
+    values, kind = check_value_list(classes, whose, least=2)
+    if kind == "text":
+        return np.asarray(values, dtype=str)
+    if all(isinstance(v, numbers.Integral) or float(v).is_integer() for v in values) and \
+            all(abs(v) < 2**62 for v in values):
+        return np.asarray([int(v) for v in values], dtype=np.int64)
+    return np.asarray(values, dtype=float)
+
+
+_NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def parse_value_list(text: str, what: str) -> list[Any]:
+    """A comma-separated list typed by a user (the CLI's ``--classes 0,1``, the app's text fields):
+    numbers where every entry is a plain decimal number, else texts. Two entries that are one
+    number (``1`` and ``01``, ``1`` and ``1.0``) are refused, naming both as written: the list's
+    kind decides whether labels are numbers or texts, and ``01`` and ``1`` would otherwise be one
+    class, silently. Codes such as ``01`` stay texts in a JSON list of strings.
+
+    Raises
+    ------
+    DataValidationError
+        Two entries that are one number (or one text).
+    """
+    items = [v.strip() for v in text.split(",") if v.strip()]
+    if not items or not all(_NUMBER_TEXT.fullmatch(v) for v in items):
+        check_value_list(items, what, least=0)
+        return items
+    seen: dict[float, str] = {}
+    out: list[Any] = []
+    for v in items:
+        number = float(v)
+        if number in seen:
+            raise DataValidationError(
+                f"{what} repeats a value: {seen[number]!r} and {v!r} are the same number {number:g}; list "
+                "each value once (codes such as 01 and 1 that are different classes: give the list as a "
+                "JSON file of strings, [\"01\", \"1\"], and they are compared as texts)")
+        seen[number] = v
+        out.append(int(v) if re.fullmatch(r"[-+]?\d+", v) else number)
+    check_value_list(out, what, least=0)
+    return out
+
+
+def check_column_keys(keys: Any, what: str) -> list[str]:
+    """The column names a public mapping is keyed by (bounds, category lists): texts only.
+
+    Raises
+    ------
+    DataValidationError
+        A key that is not a text (``None``, a number, a tuple), naming it.
+    """
+    bad = [k for k in keys if not isinstance(k, str)]
+    if bad:
+        raise DataValidationError(f"{what} must be keyed by column names (texts), got {_short(bad[0])} of "
+                                  f"type {type(bad[0]).__name__}")
+    return list(keys)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ----------------------------------------------------------------------- bounds from private data

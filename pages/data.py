@@ -18,7 +18,7 @@ from app.markdown import md_escape
 from dpcore.data import Dataset, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.release import spreadsheet_safe
-from dpcore.validation import TASKS
+from dpcore.validation import TASKS, parse_value_list
 
 
 def _import_classes() -> None:
@@ -153,10 +153,15 @@ else:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", PrivacyLeakWarning)
                     from_file = st.session_state.get("upload_classes_list")
+                    # typed: numbers if every entry is a number, else texts (01 and 1: refused as one
+                    # number; a classes file of JSON strings keeps them as two texts)
                     classes = (from_file if from_file is not None and classes_text ==
                                ", ".join(str(c) for c in from_file)
-                               else [v.strip() for v in classes_text.split(",") if v.strip()] or None)
-                    ds = load_dataset(frame, label=label, task=None if task == "(choose)" else task,
+                               else parse_value_list(classes_text, "the class list") or None)
+                    # read again from the file: the category columns and a text class list's label
+                    # as text, as the CLI reads them (the preview above inferred their types)
+                    ds = load_dataset(upload.getvalue(), filename=upload.name, label=label,
+                                      task=None if task == "(choose)" else task,
                                       categories=categories, classes=classes,
                                       missing="error" if missing == "refuse" else missing)
                 ds = dataclasses.replace(ds, name=upload.name)  # Dataset is frozen

@@ -16,6 +16,7 @@ bomb, hostile parameters (API, CLI, app widget ranges) and the bounds editor's p
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import os
@@ -35,6 +36,7 @@ from dpcore import io as dpio
 from dpcore.cli import main
 from dpcore.data import Dataset, load_bounds_file, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
+from dpcore.limits import ResourceLimitError
 from dpcore.mechanisms import DPMix, DPPro, JLLaplace, LocalGaussian, PCAGauss, RONGauss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -675,6 +677,235 @@ def test_dask_blocks_name_the_ragged_line_by_its_number_in_the_file(missing, tmp
                      "--missing", missing)
     _assert_cli_error(code, err, "line 15002 has 2 fields but the header has 3")
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "big.csv"]
+
+
+# ---------------------------------------------------------- public lists (round three)
+@pytest.mark.parametrize(("classes", "fragment"), [
+    ("0,1.0,1", "'1.0' and '1' are the same number 1"),
+    ("1,01,2", "'1' and '01' are the same number 1"),
+    ("01,1", "'01' and '1' are the same number 1"),
+    ("1,2,2.0", "'2' and '2.0' are the same number 2"),
+    ("[0, null]", "holds a missing value (None)"),
+    ("[[0, 1], [2]]", "holds a nested value [0, 1]"),
+    ('[1, "a"]', "mixes numbers (1) and texts ('a')"),
+    ('["a", "b", "a"]', "'a' is listed twice"),
+])
+def test_class_lists_are_checked_value_by_value(classes, fragment, tmp_path, capsys):
+    """Class lists whose values collide once converted to numbers gave 'internal error
+    (InvalidIndexError)' (or '[1, 1]'); null and nested lists a TypeError. Each is refused naming
+    the value, before the table is read."""
+    if classes.startswith("["):
+        path = tmp_path / "classes.json"
+        path.write_text(classes)
+        classes = str(path)
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "far_outside_bounds.csv"), "-o",
+                     str(out / "r.csv"), "--label", "y", "--task", "classification", "--classes", classes,
+                     "--bounds", str(BAD / "far_outside_bounds.bounds.json"))
+    _assert_cli_error(code, err, fragment)
+    assert not list(out.iterdir())
+
+
+def _codes_table(tmp_path: Path) -> Path:
+    path = tmp_path / "codes.csv"
+    path.write_text("a,y\n" + "".join(f"{i % 7},{['01', '1', '2'][i % 3]}\n" for i in range(60)))
+    return path
+
+
+def test_a_text_class_list_keeps_codes_such_as_01_and_1_apart(tmp_path):
+    """The public class list decides whether labels are numbers or texts: a list of JSON strings
+    reads a CSV label as text, so the codes 01 and 1 are two classes (they were the number 1:
+    'single class (1)', or one class of three), in memory and on the Dask engine."""
+    path = _codes_table(tmp_path)
+    ds = load_dataset(path, label="y", task="classification", classes=["01", "1", "2"], bounds={"a": (0, 10)})
+    assert ds.classes.tolist() == ["01", "1", "2"]
+    assert sorted(np.unique(ds.y, return_counts=True)[1].tolist()) == [20, 20, 20]
+    from dpcore import dask_engine
+
+    table = dask_engine.open_table(str(path), label="y", task="classification", classes=["01", "1", "2"],
+                                   bounds={"a": (0, 10)}, blocksize=256)
+    labels = table.frame["label"].compute()
+    assert sorted(labels.value_counts().tolist()) == [20, 20, 20] and set(labels) == {"01", "1", "2"}
+    # a numeric list compares them as numbers: 01 is the number 1
+    ds = load_dataset(path, label="y", task="classification", classes=[1, 2], bounds={"a": (0, 10)})
+    assert ds.classes.tolist() == [1, 2] and int(np.count_nonzero(ds.y == 1)) == 40
+
+
+@pytest.mark.parametrize(("categories", "fragment"), [
+    ({"c": ["k1", None]}, "holds a missing value"),
+    ({"c": ["k1", ["k2"]]}, "holds a nested value"),
+    ({"c": [1, "1"]}, "1 and '1' are the same text"),
+    ({"c": [f"k{i}" for i in range(1_001)]}, "1,001 values, over the limit of 1,000 (DPCORE_MAX_CATEGORIES)"),
+])
+def test_category_lists_are_checked_before_the_table_is_encoded(categories, fragment, tmp_path, capsys):
+    """A 200,003-category list on 100 rows ran for minutes (one pandas comparison per category);
+    lists are capped (DPCORE_MAX_CATEGORIES) and checked value by value before any one-hot
+    column is made."""
+    table = tmp_path / "cats.csv"
+    table.write_text("a,c,y\n" + "".join(f"{i % 7},k{i % 5},{i % 2}\n" for i in range(100)))
+    path = tmp_path / "categories.json"
+    path.write_text(json.dumps(categories))
+    code, err = _cli(capsys, "describe", str(table), "--label", "y", *CLASS_ARGS, "--categories", str(path))
+    _assert_cli_error(code, err, fragment)
+
+
+@pytest.mark.parametrize("bounds", [{0: (0, 1), None: (0, 1)}, {("a",): (0, 1)}])
+def test_bounds_keys_must_be_column_names(bounds):
+    frame = pd.DataFrame({"a": [0.1, 0.5, 0.9], "b": [1.0, 2.0, 3.0]})
+    with pytest.raises(DataValidationError, match="bounds must be keyed by column names"):
+        load_dataset(frame, bounds=bounds)
+
+
+def test_mechanism_class_lists_are_checked_too(small):
+    """A class list given to a mechanism (not to the table) with two classes equal as numbers
+    gave InvalidIndexError from pandas' indexer."""
+    with pytest.raises(ValueError, match="1.0 and 1 are the same number"):
+        LocalGaussian(classes=[0, 1.0, 1], task="classification").release(small)
+
+
+# ------------------------------------------------ limits before allocation (round three)
+def test_a_dictionary_text_column_is_never_expanded_row_by_row():
+    """A categorical column of one 1 MiB text on 200 rows (200 MiB if each row got its own copy,
+    as astype(str) made: the app's server reached 5.85 GB) is refused as not numeric from its
+    distinct values."""
+    import tracemalloc
+
+    frame = pd.DataFrame({"a": np.arange(200.0), "s": pd.Categorical(["x" * (1 << 20)] * 200)})
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataValidationError, match=r"column\(s\) \['s'\] are not numeric"):
+            load_dataset(frame, bounds={"a": (0, 200)})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 30 * 2**20, f"{peak / 2**20:.0f} MiB"
+
+
+def _wide_gzip(tmp_path: Path, rows: int = 20_000, columns: int = 1_000) -> Path:
+    path = tmp_path / "wide.csv.gz"
+    text = ",".join(f"x{j}" for j in range(columns)) + "\n" + (",".join(["0"] * columns) + "\n") * rows
+    path.write_bytes(gzip.compress(text.encode(), mtime=0))
+    return path
+
+
+@pytest.mark.parametrize(("command", "fragment"), [
+    (["describe"], "the cheapest in-memory release"),
+    (["release", "local-gaussian"], "local-gaussian on 20,000 rows x 1,000 features needs about"),
+])
+def test_memory_estimates_come_from_the_shape_before_the_table_is_read(command, fragment, tmp_path, capsys,
+                                                                       monkeypatch):
+    """A 1,000-column gzip CSV under the cell limit reached 6.1 GB before the release's estimate
+    refused it (the estimate came after the read), and describe loaded it whole: both are now
+    refused from the file's shape (its lines, counted as the text is decompressed in pieces, and
+    its header's fields) before anything is allocated."""
+    import tracemalloc
+
+    path = _wide_gzip(tmp_path)
+    monkeypatch.setenv("DPCORE_MAX_MEMORY", "640M")  # 20,000 x 1,000 cells: at least 64 bytes a cell
+    args = [*command, str(path), "--label", ""]
+    if command[0] == "release":
+        args += ["-o", str(tmp_path / "r.csv"), "--data-bounds"]
+    tracemalloc.start()
+    try:
+        code, err = _cli(capsys, *args)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    _assert_cli_error(code, err, fragment)
+    assert peak < 40 * 2**20, f"{peak / 2**20:.1f} MiB allocated before the refusal"  # the table: 160 MB
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wide.csv.gz"]
+
+
+@pytest.mark.parametrize(("facts", "fragment"), [
+    ({"n": 10, "n_features": 5, "task": "classification", "n_classes": 10**7}, "10,000,000 classes"),
+    ({"n": 10, "n_features": 10**6}, "10,000,000 cells"),
+])
+@pytest.mark.parametrize("mechanism", ["jl-laplace", "dppro", "ron-gauss", "pca-gauss"])
+def test_noise_plans_check_their_placeholder_before_building_it(mechanism, facts, fragment, monkeypatch):
+    """calibrate MECH --n 10 --features 100000000 allocated 6.5 GB, then MemoryError; --n-classes
+    1000000000 MemoryError: the placeholder table's classes, cells and memory are checked first."""
+    import tracemalloc
+
+    from dpcore import planning
+
+    monkeypatch.setenv("DPCORE_MAX_CELLS", "1000000")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ResourceLimitError, match=fragment):
+            planning.noise_plan(mechanism, {}, **facts)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 2**20, f"{peak / 2**20:.1f} MiB"
+
+
+def test_calibrate_refuses_absurd_shapes_with_exit_2(capsys):
+    for args in (["--n", "10", "--features", "100000000"],
+                 ["--n", "10", "--features", "5", "--task", "classification", "--n-classes", "1000000000"]):
+        code, err = _cli(capsys, "calibrate", "ron-gauss", *args)
+        _assert_cli_error(code, err, "over the limit of")
+
+
+def test_the_app_refuses_a_parquet_text_bomb_under_its_upload_limit():
+    """1.6 KB of Parquet decoding to 400 MB (a dictionary of one 1 MiB text, 400 rows) was
+    accepted by the app, whose 50 MB limit counted the footer's encoded sizes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    texts = pa.array(["x" * (1 << 20)] * 400).dictionary_encode()
+    pq.write_table(pa.table({"a": np.arange(400.0), "s": texts}), buf, compression="zstd")
+    data = buf.getvalue()
+    assert len(data) < 10_000
+    at = _new_upload_app()
+    _upload(at, "bomb.parquet", data)
+    assert any("expands to more than 50 MB when decoded" in e for e in _errors(at)), _errors(at)
+    assert not [b for b in at.button if b.label == "Use this table"]
+
+
+class _CountedName(str):
+    """A column name that counts its equality tests (a membership test in a list makes them)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        type(self).compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_column_handling_is_linear_in_the_number_of_columns():
+    """100,000-column releases were killed at 120 s: PublicSchema.original_columns tested each
+    name against a list (quadratic), the loader and the CSV writer went through pandas column by
+    column. Counted, not timed: equality tests of the names, pandas column lookups."""
+    from dpcore.decode import PublicSchema
+
+    d = 2_000
+    names = tuple(_CountedName(f"x{j}") for j in range(d))
+    schema = PublicSchema(feature_names=names, bounds=np.tile([0.0, 1.0], (d, 1)), categories={})
+    _CountedName.compared = 0
+    assert schema.original_columns() == list(names)
+    assert _CountedName.compared < 10 * d, _CountedName.compared
+    frame = pd.DataFrame(np.random.default_rng(0).uniform(0, 1, (4, d)), columns=[f"x{j}" for j in range(d)])
+    calls = {"getitem": 0, "iloc": 0}
+    real_getitem, real_iloc = pd.DataFrame.__getitem__, pd.core.indexing._iLocIndexer.__getitem__
+
+    def getitem(self, key):
+        calls["getitem"] += 1
+        return real_getitem(self, key)
+
+    def iloc(self, key):
+        calls["iloc"] += 1
+        return real_iloc(self, key)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pd.DataFrame, "__getitem__", getitem)
+        mp.setattr(pd.core.indexing._iLocIndexer, "__getitem__", iloc)
+        ds = load_dataset(frame, bounds=(0, 1))
+        LocalGaussian(epsilon=1.0, delta=1e-5).release(ds).to_csv_bytes()
+    assert calls["getitem"] + calls["iloc"] < 100, calls
 
 
 # -------------------------------------------------------------------------------------------- app

@@ -220,6 +220,37 @@ def _round_three() -> dict[str, bytes]:
     text = _csv(["a", "b", "y"], _rows(20, 2))
     f["utf16_no_bom.csv"] = text.encode("utf-16-le")
     f["utf32.csv"] = text.encode("utf-32")
+    f.update(_round_three_parquet())
+    return f
+
+
+def _parquet(table: object, **options: object) -> bytes:
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **options)
+    return buf.getvalue()
+
+
+def _round_three_parquet() -> dict[str, bytes]:
+    """Parquet files whose footers, not their values, must be read first: a text column of one
+    1 MiB value repeated on 40 rows (a dictionary of one entry: 40 MiB decoded from about 2 KB),
+    two columns of one name, a nested column, front-coded texts (their decoded size unbounded by
+    the footer)."""
+    import pyarrow as pa
+
+    f: dict[str, bytes] = {}
+    rows = 40
+    long = pa.array(["x" * (1 << 20)] * rows).dictionary_encode()
+    f["parquet_string_bomb.parquet"] = _parquet(pa.table({"a": np.arange(rows, dtype=float), "s": long,
+                                                          "y": np.arange(rows) % 2}), compression="zstd")
+    columns = [pa.array(np.arange(20.0)), pa.array(np.arange(20.0)), pa.array(np.arange(20) % 2)]
+    f["parquet_duplicate_names.parquet"] = _parquet(pa.Table.from_arrays(columns, names=["a", "a", "y"]))
+    f["parquet_nested.parquet"] = _parquet(pa.table({"a": np.arange(20.0), "v": pa.array([[1.0, 2.0]] * 20),
+                                                     "y": np.arange(20) % 2}))
+    f["parquet_front_coded.parquet"] = _parquet(
+        pa.table({"a": np.arange(20.0), "s": pa.array([f"v{i}" for i in range(20)]), "y": np.arange(20) % 2}),
+        use_dictionary=False, column_encoding={"s": "DELTA_BYTE_ARRAY"})
     return f
 
 
