@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpcore.marginals import faithful_decode
 from dpcore.release import Release
 
 __all__ = [
@@ -282,11 +283,13 @@ def decode_features(X: np.ndarray, schema: PublicSchema, *, clip: bool = True) -
     return pd.DataFrame(out)
 
 
-def _decoded_labels(release: Release, schema: PublicSchema, clip: bool) -> dict[str, Any]:
-    """The release's label column in the original schema (soft DPMix label columns dropped)."""
+def _decoded_labels(release: Release, schema: PublicSchema, clip: bool,
+                    labels: np.ndarray | None = None) -> dict[str, Any]:
+    """The release's label column in the original schema (soft DPMix label columns dropped);
+    ``labels``: the release's labels after :func:`_faithful` (default: ``release.labels``)."""
     if release.labels is None or not release.label_columns:
         return {}
-    lab = np.asarray(release.labels)
+    lab = np.asarray(release.labels if labels is None else labels)
     name = schema.label_name or release.label_columns[-1]
     col = lab if lab.ndim == 1 else lab[:, release.label_columns.index(name)
                                        if name in release.label_columns else -1]
@@ -307,7 +310,29 @@ def _decoded_labels(release: Release, schema: PublicSchema, clip: bool) -> dict[
     return {name: col}
 
 
-def to_original(release: Release, schema: PublicSchema, *, clip: bool = True) -> Release:
+def _faithful(release: Release, schema: PublicSchema, X: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray | None]:
+    """``X`` (encoded units) and the release's labels mapped onto its DP marginals
+    (:func:`dpcore.marginals.faithful_decode`); class labels go through their index in the public
+    class list and come back as values."""
+    marg = release.marginals
+    assert marg is not None
+    labels = None if release.labels is None else np.asarray(release.labels)
+    if labels is not None and labels.ndim != 1:
+        labels = None
+    if marg.plan.conditional:
+        if labels is None or schema.classes is None:
+            raise NotDecodableError("class-conditional marginals need the release's class labels and "
+                                    "the public class list")
+        position = {v: i for i, v in enumerate(np.asarray(schema.classes).tolist())}
+        index = np.array([position.get(v, -1) for v in labels.tolist()], dtype=np.int64)
+        X, _ = faithful_decode(X, index, marg)
+        return X, labels
+    return faithful_decode(X, labels, marg)
+
+
+def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,
+                marginals: bool = True) -> Release:
     """``release`` with its table in the original schema and units (a copy; the card's epsilon,
     noise records and every other field unchanged).
 
@@ -318,6 +343,10 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True) ->
         The public schema of the table the release was drawn from (:meth:`PublicSchema.from_dataset`).
     clip : bool, default True
         Clip every numeric value to its public bounds (the regression label to its label bounds).
+    marginals : bool, default True
+        Map the rows onto the release's DP marginals when it has some (:mod:`dpcore.marginals`:
+        numeric columns by quantile mapping, categories by counts following the DP counts); False
+        decodes the model's rows as they are (argmax within each one-hot group).
 
     Returns
     -------
@@ -341,11 +370,22 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True) ->
             inverse is _features and list(release.columns) != list(schema.feature_names)):
         raise NotDecodableError("the release's columns are not those of the schema given: decode it "
                                 "with the schema of the table it was drawn from")
+    faithful = marginals and release.marginals is not None
+    labels = None
+    if faithful:
+        X, labels = _faithful(release, schema, X)
     frame = decode_features(X, schema, clip=clip)
-    for name, col in _decoded_labels(release, schema, clip).items():
+    for name, col in _decoded_labels(release, schema, clip, labels).items():
         frame[name] = col
     steps = [what]
-    if schema.categories:
+    if faithful:
+        steps.append("each column then mapped onto its DP marginal"
+                     + (" within each class" if release.marginals.plan.conditional else "")
+                     + " (measured with a share of the budget, on the card): numeric columns by their "
+                       "ranks (quantile mapping; values at a bound come out as the bound), categories "
+                       "assigned so their counts follow the DP counts, each row taking the category the "
+                       "model scores highest")
+    if schema.categories and not faithful:
         steps.append(f"one-hot groups decoded to one column each ({', '.join(list(schema.categories)[:6])}"
                      f"{', ...' if len(schema.categories) > 6 else ''}): the category with the largest "
                      "released value, always one of the public categories")
@@ -360,6 +400,7 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True) ->
                                details={**release.details, "output": {
                                    "space": "original", "clipped": bool(clip),
                                    "integer_columns": sorted(schema.integer_columns),
+                                   "marginals": bool(faithful),
                                    "categories": {c: list(v) for c, v in schema.categories.items()},
                                    "source": DECODING_SOURCE}})
 

@@ -33,13 +33,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from dpcore import __version__, dask_engine
 from dpcore.exceptions import NotPrivateError
+
+if TYPE_CHECKING:
+    from dpcore.marginals import DPMarginals
 
 __all__ = [
     "CSV_ESCAPE_RULE",
@@ -239,6 +242,10 @@ class Release:
         and the card's ``columns`` follow it; ``data`` stays the mechanism's output.
     output_space : {"released", "original"}
         Which space the file is in (card key ``output_space``); ``output_note`` says it in words.
+    marginals : DPMarginals, optional
+        DP one-way marginals measured with a share of this release's budget (their noise is in
+        ``noise``, their counts on the card's ``details["marginals"]``), onto which
+        :func:`dpcore.decode.to_original` maps the file (:mod:`dpcore.marginals`).
     row_level : Guarantee, optional
         For a release whose ``guarantee`` is under another relation (the papers' ``element`` or
         ``row-l2`` modes): the row-level equivalent for the drawn randomness, i.e. the guarantee
@@ -270,6 +277,7 @@ class Release:
     table: pd.DataFrame | None = field(default=None, repr=False)
     output_space: str = "released"
     output_note: str = ""
+    marginals: DPMarginals | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ privacy status
     @property

@@ -92,7 +92,9 @@ from typing import Any
 import numpy as np
 
 from dpcore import dask_engine
+from dpcore import marginals as dpmarg
 from dpcore import noise as dpnoise
+from dpcore.accounting import zcdp_epsilon, zcdp_rho
 from dpcore.calibration import (
     EpsilonSplit,
     analytic_gaussian_sigma,
@@ -128,6 +130,7 @@ from dpcore.mechanisms._gaussian_model import (
     label_to_unit,
     mixture_weights,
     second_moment_l2_sensitivity,
+    zcdp_sigma,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
@@ -284,6 +287,17 @@ def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tigh
 
 #: ``pca_source`` values whose ``W`` costs no budget
 PUBLIC_BASES = ("public", "dct")
+
+
+def _model_epsilon(epsilon: float, delta: float | None, marg: float) -> float:
+    """The budget left to the model after the marginals' share ``marg``, as the epsilon the public
+    rule of ``p`` sees: ``(1 - marg) epsilon`` (Laplace), or the epsilon of ``(1 - marg) rho`` at
+    ``delta`` (Gaussian noise composed in zCDP)."""
+    if marg <= 0 or math.isinf(epsilon):
+        return epsilon
+    if delta is None:
+        return (1.0 - marg) * epsilon
+    return zcdp_epsilon((1.0 - marg) * zcdp_rho(epsilon, delta), delta)
 
 
 def _dct_basis(data: PreparedInput, p: int) -> np.ndarray:
@@ -443,6 +457,8 @@ class PCAGauss(GaussianGenerator):
               "the eigenvalues to what the public noise scale implies (shrink: the noise bulk goes to 0, "
               "spikes are debiased; dpcore.calibration.shrink_noisy_covariance). Post-processing: no "
               "budget.", choices=("clip", "shrink")),
+        dpmarg.MARGINALS_PARAM,
+        dpmarg.MARGINAL_FRACTION_PARAM,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -475,14 +491,15 @@ class PCAGauss(GaussianGenerator):
         approximate = params["noise"] == "gaussian" or params["pca_source"] == "analyze-gauss"
         if params["delta"] is None and approximate:  # (epsilon, delta) asked for without a delta
             params = {**params, "delta": default_delta(n)}
-        params, split_rule = self._epsilon_split(params, data)
-        p, pca_fraction, rule = self._components(params, data)
+        marg = self._marginal_share(params, data)
+        params, split_rule = self._epsilon_split(params, data, marg)
+        p, pca_fraction, rule = self._components(params, data, marg)
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
         if data.task == "unsupervised":
             fitted = self._alg1(data, params, p, bits, bmap)
         else:
-            fitted = self._supervised(data, params, p, bits, bmap, pca_fraction, n_samples)
+            fitted = self._supervised(data, params, p, bits, bmap, pca_fraction, n_samples, marg)
         rel = fitted.template
         rel.details["row_norm_bound"] = bmap.bound.card()
         if split_rule is not None:
@@ -495,8 +512,20 @@ class PCAGauss(GaussianGenerator):
                     n_classes=0 if data.classes is None else data.classes.size, image_shape=data.image_shape)}
         return fitted
 
+    @staticmethod
+    def _marginal_share(params: dict[str, Any], data: PreparedInput) -> float:
+        """The marginals' share of the budget (:mod:`dpcore.marginals`), 0 when none are measured:
+        ``marginals="off"``, Alg. 1 (its basis is private: the file cannot return to the original
+        columns), images (a public ``image_shape``: a marginal per pixel is not worth its noise), or a
+        table larger than memory (its parts stay in the released space). Public facts only."""
+        image = data.image_shape is not None and int(np.prod(data.image_shape)) == data.X.shape[1]
+        if (params["marginals"] == "off" or data.task == "unsupervised" or image
+                or not isinstance(data.X, np.ndarray)):
+            return 0.0
+        return dpmarg.marginal_fraction(params["marginal_fraction"])
+
     @classmethod
-    def _epsilon_split(cls, params: dict[str, Any], data: PreparedInput
+    def _epsilon_split(cls, params: dict[str, Any], data: PreparedInput, marg: float = 0.0
                        ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """``params`` with ``epsilon_split`` resolved: given, the paper's ``(0.1, 0.9)`` with
         ``covariance_type="full"`` (and outside classification, where it is not used), or with
@@ -510,12 +539,12 @@ class PCAGauss(GaussianGenerator):
         if params["covariance_type"] != "tied" or not gmm:
             return paper, None
         assert data.classes is not None
-        guess = cls._components({**params, "epsilon_split": (0.5, 0.5)}, data)[0]
+        guess = cls._components({**params, "epsilon_split": (0.5, 0.5)}, data, marg)[0]
         rule = tied_mean_share(guess, data.classes.size, gaussian=params["noise"] == "gaussian")
         return {**params, "epsilon_split": (rule["mean_share"], 1.0 - rule["mean_share"])}, rule
 
     @staticmethod
-    def _components(params: dict[str, Any], data: PreparedInput
+    def _components(params: dict[str, Any], data: PreparedInput, marg: float = 0.0
                     ) -> tuple[int, float | None, dict[str, Any] | None]:
         """``p`` and ``pca_fraction``: given, or (empty) from the public rule
         :func:`dpcore.calibration.recommended_n_components` (n, d, the class count, epsilon, delta,
@@ -542,7 +571,8 @@ class PCAGauss(GaussianGenerator):
         basis_l1 = (d * d if params["calibration"] == "paper"
                     else lap_pca_sensitivity(d, 1, bound=bound)) / b2
         rec = recommended_n_components(
-            n, d, epsilon=params["epsilon"], delta=params["delta"] if gaussian else None,
+            n, d, epsilon=_model_epsilon(params["epsilon"], params["delta"] if gaussian else None, marg),
+            delta=params["delta"] if gaussian else None,
             n_classes=n_classes, model_share=model_share, dp_basis=dp_basis, basis_l1=basis_l1,
             pca_fraction=params["pca_fraction"], row_norm=bound.l2, n_components=params["n_components"],
             # Gaussian noise: the class means decide p (the second moments' noise does not grow with p);
@@ -552,6 +582,47 @@ class PCAGauss(GaussianGenerator):
             tied=tied)
         f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
         return check_n_components(rec["n_components"], d), f, rec
+
+    @staticmethod
+    def _marginal_plan(data: PreparedInput, noise_sd: float) -> dpmarg.MarginalPlan:
+        """The public tables of the release's marginals (:func:`dpcore.marginals.plan_marginals`)."""
+        n_classes = 0 if data.classes is None else data.classes.size
+        return dpmarg.plan_marginals(data.feature_names, data.bounds, data.onehot_groups, task=data.task,
+                                     n_rows=data.n_samples, noise_sd=noise_sd, n_classes=n_classes,
+                                     label_name=data.label_name, label_bounds=data.label_bounds)
+
+    @classmethod
+    def _measure_marginals(cls, data: PreparedInput, marg: float, split: EpsilonSplit,
+                           gauss: ZCDPBudget | None, bits: BitSource
+                           ) -> tuple[dpmarg.DPMarginals, NoiseRecord]:
+        """The DP marginals with the ``"marginals"`` part of the budget: Gaussian noise in the zCDP
+        budget (``S2 = sqrt(2 m)``) or Laplace noise (``S1 = 2 m``) on the counts of the ``m`` tables
+        (:func:`dpcore.marginals.marginal_sensitivities`); the cells are chosen for that noise."""
+        m = cls._marginal_plan(data, 0.0).n_tables
+        s1, s2 = dpmarg.marginal_sensitivities(m)
+        if gauss is not None:
+            sd = zcdp_sigma(s2, gauss.rho["marginals"])
+        else:
+            sd = math.sqrt(2.0) * laplace_scale(s1, split["marginals"])
+        plan = cls._marginal_plan(data, sd)
+        counts = plan.counts(data.X, data.y)
+        statistic = (f"counts of {m} one-way marginals" + (" by class" if plan.conditional else "")
+                     + f" over public cells ({counts.size} cells)")
+        why = ("replace-one: a record leaves one cell and joins one cell of each of the m tables, "
+               "whatever its class (dpcore.marginals.marginal_sensitivities)")
+        if gauss is not None:
+            noisy, rec = gauss.add(counts.ravel(), "marginals", s2, 2 * m, laplace_s1=s1, statistic=statistic,
+                                   formula=f"S2 = sqrt(2 m), m = {m} ({why})", source=dpmarg.MARGINAL_SOURCE)
+        else:
+            draw = dpnoise.laplace(counts.ravel(), s1, scale=laplace_scale(s1, split["marginals"]),
+                                   n_changed=2 * m, bits=bits)
+            noisy = draw.values
+            rec = NoiseRecord(statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace",
+                              norm="L1", epsilon=split["marginals"], **dpnoise.record_fields(draw),
+                              formula=f"S1 = 2 m, m = {m} ({why}); b = S1/eps_marginals",
+                              source=dpmarg.MARGINAL_SOURCE)
+        data.diagnostics["marginal_counts"] = counts
+        return dpmarg.DPMarginals(plan, np.asarray(noisy, dtype=float).reshape(counts.shape), marg), rec
 
     # ------------------------------------------------------------------------------ Alg. 1
     def _alg1(self, data: PreparedInput, params: dict[str, Any], p: int, bits: BitSource,
@@ -612,7 +683,8 @@ class PCAGauss(GaussianGenerator):
 
     # ------------------------------------------------------------------------------ Alg. 2 / 3
     def _supervised(self, data: PreparedInput, params: dict[str, Any], p: int, bits: BitSource,
-                    bmap: BoxMap, pca_fraction: float | None, n_samples: int | None) -> FittedGaussian:
+                    bmap: BoxMap, pca_fraction: float | None, n_samples: int | None,
+                    marg: float = 0.0) -> FittedGaussian:
         n, d = data.X.shape
         X = data.X
         B = _norm(bmap)
@@ -633,18 +705,26 @@ class PCAGauss(GaussianGenerator):
             f = pca_fraction
             assert f is not None
             fractions = {"pca": f, **{k: (1 - f) * v for k, v in model.items()}}
+        plan = None
+        if marg > 0:  # the marginals' share first, the mechanism's parts scaled into the rest
+            fractions = {"marginals": marg, **{k: (1 - marg) * v for k, v in fractions.items()}}
+            plan = self._marginal_plan(data, 0.0)
         gauss = None
         if gaussian:
             delta = check_delta(params["delta"])
             n_classes = data.classes.size if gmm and data.classes is not None else 0
             gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions,
                                     _gaussian_coordinates(d, p, not public_basis, gmm, protected,
-                                                          n_classes, params["covariance_type"] == "tied"),
+                                                          n_classes, params["covariance_type"] == "tied")
+                                    + (2 * plan.n_tables if plan is not None else 0),
                                     bits)
             split = gauss.split
         else:
             split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
             delta = check_delta(params["delta"]) if source == "analyze-gauss" else 0.0
+        marginals = None
+        if plan is not None:
+            marginals, marg_rec = self._measure_marginals(data, marg, split, gauss, bits)
 
         y = data.y
         noise: list[NoiseRecord] = []
@@ -732,6 +812,8 @@ class PCAGauss(GaussianGenerator):
             model, recs = self._alg2(data, stats, p, split, cal, bits, diag, gauss)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
+        if marginals is not None:
+            noise.append(marg_rec)
 
         gaussian_details: dict[str, Any] = {}
         if gauss is not None:
@@ -778,6 +860,7 @@ class PCAGauss(GaussianGenerator):
             "noise_slack": slack,
             "assumptions": assumptions,
             **diag.get("public_data", {}),
+            **({"marginals": marginals.card()} if marginals is not None else {}),
             # noise the tight calibration saves: paper S1 / tight S1 (1.0 when calibration="paper")
             "paper_over_tight_sensitivity": {
                 "second_moment": pca_second_moment_sensitivity(p, 1, calibration="paper",
@@ -794,7 +877,7 @@ class PCAGauss(GaussianGenerator):
             guarantee=Guarantee(epsilon=eps_total, delta=delta, kind=kind,
                                 neighbouring=WITHIN_CLASS if gmm and not protected else "replace-one"),
             noise=noise, calibration=cal, label_columns=label_columns, transform_arrays=transform_arrays,
-            details=details,
+            details=details, marginals=marginals,
         )
         data.diagnostics.update(diag)
         # Alg. 2: the label is the model's last coordinate, on [-a, a]
