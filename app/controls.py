@@ -85,7 +85,9 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
         return st.select_slider("ε (epsilon) :material/lock:", eps_grid, format_func=_fmt,
                                 **initial(key, "value", default), **common)
     if p.name == "delta" or (p.kind == "float" and p.log and p.high == 1.0):
-        values = sorted({*DELTA_GRID, *([] if p.default is None else [float(p.default)])})
+        # the schema default and a value set for this session (the recommended delta) are choices
+        chosen = [v for v in (p.default, st.session_state.get(key)) if v is not None]
+        values = sorted({*DELTA_GRID, *(float(v) for v in chosen)})
         grid: list[float | None] = [None, *values] if p.optional else values
         default = p.default
         return st.select_slider("δ (delta) :material/lock:" if p.name == "delta" else label, grid,
@@ -100,9 +102,9 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
     if p.kind == "bool":
         return st.checkbox(label, **initial(key, "value", bool(p.default)), **common)
     if p.kind == "choice":
-        choices = list(p.choices or ())
-        return st.selectbox(label, choices, **initial(key, "index", choices.index(p.default)),
-                            **common)
+        choices: list[Any] = ([None] if p.optional else []) + list(p.choices or ())
+        return st.selectbox(label, choices, format_func=lambda v: "automatic" if v is None else str(v),
+                            **initial(key, "index", choices.index(p.default)), **common)
     if p.kind == "fraction_split":
         names = p.split_names or ("first", "second")
         if p.optional:  # an untouched control stays automatic; unticking reveals the slider

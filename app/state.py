@@ -46,6 +46,7 @@ __all__ = [
     "REAP_INTERVAL_S",
     "WIDGET_PREFIX",
     "apply_bounds_edit",
+    "apply_recommendation",
     "apply_bounds_file",
     "approx_nbytes",
     "bundled_catalogue",
@@ -61,6 +62,7 @@ __all__ = [
     "parse_classes_upload",
     "public_table",
     "read_ledger_upload",
+    "recommendation",
     "reap_ended_sessions",
     "reclaim_memory",
     "set_column_bounds",
@@ -74,7 +76,11 @@ __all__ = [
 ]
 
 DEFAULT_DATASET = "digits"
-DEFAULT_MECHANISM = "local-gaussian"
+#: the mechanism of a session whose dataset has no recommendation (never the case for a table with
+#: two or more features): the recommended one (:func:`recommendation`) is the default
+DEFAULT_MECHANISM = "pca-gauss"
+#: the epsilon the recommendation is made for (the epsilon control's default)
+RECOMMENDATION_EPSILON = 1.0
 MEMO_SIZE = 12
 #: Bytes of arrays and tables one session's memo may hold (parsed uploads, splits, releases): the
 #: oldest entries are dropped first, the newest is always kept. With the 50 MB upload cap one entry
@@ -256,6 +262,7 @@ def init_state() -> None:
         ss.dataset_label = f"bundled: {DEFAULT_DATASET}"
     ss.setdefault("p:test_size", 0.25)
     ss.setdefault("mechanism", DEFAULT_MECHANISM)
+    ss.setdefault("mechanism_chosen", False)  # True once the user picks a mechanism in the sidebar
     ss.setdefault("ledger", Ledger())  # the current dataset's ledger, read from the store (Release page)
     ss.setdefault("dataset_key", f"bundled:{DEFAULT_DATASET}")  # its key in the ledger store
     ss.setdefault("_memo", OrderedDict())
@@ -349,6 +356,37 @@ def approx_nbytes(value: Any, _depth: int = 0, _seen: set[int] | None = None) ->
     else:
         return 0
     return sum(approx_nbytes(v, _depth + 1, seen) for v in items)
+
+
+def recommendation(ds: Dataset) -> dict[str, Any]:
+    """The recommended mechanism and settings for ``ds``'s public facts
+    (:func:`dpcore.calibration.recommended_mechanism` at epsilon = 1 with the automatic delta
+    ``min(1e-5, n^-1.5)``, so the Gaussian variants where the rule names them)."""
+    from dpcore.calibration import default_delta, recommended_mechanism
+
+    def build() -> dict[str, Any]:
+        rec = recommended_mechanism(ds.task, ds.n_samples, ds.n_features, epsilon=RECOMMENDATION_EPSILON,
+                                    delta=default_delta(ds.n_samples), image_shape=ds.image_shape,
+                                    n_classes=0 if ds.classes is None else len(ds.classes))
+        if rec["mechanism"] not in mechanism_names(ds.task):
+            rec = {"mechanism": mechanism_names(ds.task)[0], "parameters": {}, "reason": ""}
+        return rec
+    return memo(("recommendation", ds.fingerprint), build)
+
+
+def apply_recommendation(ds: Dataset) -> dict[str, Any]:
+    """Make the recommendation the session's default: the sidebar's mechanism, while the user has
+    not chosen one (``mechanism_chosen``), and the recommended parameters as the initial values of
+    their controls (a control the user has moved keeps its value). Returns the recommendation."""
+    ss = st.session_state
+    rec = recommendation(ds)
+    if not ss.get("mechanism_chosen"):
+        ss.mechanism = rec["mechanism"]
+    for name, value in rec["parameters"].items():
+        key = f"{WIDGET_PREFIX}{rec['mechanism']}:{name}"
+        if name == "delta" and key not in ss:  # the control starts at the automatic delta
+            ss[key] = value
+    return rec
 
 
 def mechanism_names(task: str) -> list[str]:

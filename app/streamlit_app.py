@@ -26,7 +26,6 @@ import streamlit as st  # noqa: E402
 
 from app import state  # noqa: E402
 from app.markdown import md_escape  # noqa: E402
-from dpcore.calibration import default_delta, recommended_mechanism  # noqa: E402
 from dpcore.mechanisms import MECHANISMS  # noqa: E402
 
 PAGES = ROOT / "pages"
@@ -55,17 +54,18 @@ with st.sidebar:
     if ds.bounds_source == "data":
         st.warning("Bounds come from the data: no privacy guarantee holds.", icon=":material/warning:")
     names = state.mechanism_names(ds.task)
+    rec = state.apply_recommendation(ds)  # the default mechanism and its settings: the public rule's
     if st.session_state.mechanism not in names:
         st.session_state.mechanism = names[0]
     st.selectbox(
         "Mechanism", names, key="mechanism",
-        format_func=lambda n: f"{n} — {MECHANISMS[n].title}",
-        help="The release mechanism used on the Explore, Privacy, Distances and Release pages.",
+        format_func=lambda n: f"{n} — {MECHANISMS[n].title}" + (" (recommended)" if n == rec["mechanism"]
+                                                                else ""),
+        on_change=lambda: st.session_state.update(mechanism_chosen=True),
+        help="The release mechanism used on the Explore, Privacy, Distances and Release pages. It starts "
+             "at the recommended one for this table's public facts.",
     )
     st.caption(MECHANISMS[st.session_state.mechanism].summary)
-    rec = recommended_mechanism(ds.task, ds.n_samples, ds.n_features, epsilon=1.0,
-                                delta=default_delta(ds.n_samples), image_shape=ds.image_shape,
-                                n_classes=0 if ds.classes is None else len(ds.classes))
     setting = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}"
                         for k, v in rec["parameters"].items())
     st.caption(f"**Recommended for this task and data shape:** {rec['mechanism']} ({md_escape(setting)})",

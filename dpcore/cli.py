@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -67,7 +68,7 @@ from dpcore.limits import check_memory, max_input_bytes
 from dpcore.mechanisms import MECHANISMS, get_mechanism
 from dpcore.mechanisms.base import _check_n_samples
 from dpcore.release import Release, output_lock, release_paths
-from dpcore.schema import Param, validate_params
+from dpcore.schema import EPSILON, Param, validate_params
 from dpcore.threads import blas_limit
 from dpcore.validation import MISSING_POLICIES, TASKS, parse_value_list
 
@@ -82,6 +83,15 @@ __all__ = [
 ]
 
 PROG = "dpcore"
+#: ``dpcore release auto``: the recommended mechanism (dpcore.calibration.recommended_mechanism)
+AUTO = "auto"
+AUTO_PARAMS = (
+    EPSILON,
+    Param("delta", "float", None, "Failure probability of (epsilon, delta)-DP, in (0, 1): given, the rule "
+          "chooses the Gaussian variants (far less noise than Laplace for the same epsilon); empty = "
+          "pure epsilon-DP.", low=0.0, high=1.0, low_open=True, high_open=True, log=True, privacy=True,
+          optional=True),
+)
 
 
 class CLIError(Exception):
@@ -231,14 +241,21 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(and OUT.transform.npz for projected releases).",
                          epilog=_release_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     mech_sub = rel.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
-    for name, cls in MECHANISMS.items():
-        mp = mech_sub.add_parser(name, help=cls.title, prog=f"{PROG} release {name}",
-                                 description=f"{cls.title}: {cls.summary} Source: {cls.citation}")
+    choices: list[tuple[str, str, str, tuple[Param, ...], tuple[str, ...]]] = [
+        (AUTO, "the recommended mechanism for the table's public facts",
+         "The mechanism and settings dpcore.calibration.recommended_mechanism names for the table's "
+         "public facts (task, n, d, classes, image shape, epsilon, delta), each of its other "
+         "parameters at its automatic default; the choice and its reason are printed and put on the card.",
+         AUTO_PARAMS, ("public_data",))]
+    choices += [(name, cls.title, f"{cls.title}: {cls.summary} Source: {cls.citation}", cls.params,
+                 cls.extra_args) for name, cls in MECHANISMS.items()]
+    for name, title, description, params_of, extra_args in choices:
+        mp = mech_sub.add_parser(name, help=title, prog=f"{PROG} release {name}", description=description)
         mp.add_argument("input", metavar="INPUT", help="CSV/Parquet/.npz file or bundled dataset name")
         mp.add_argument("-o", "--output", required=True, help="output CSV path")
         _add_data_options(mp.add_argument_group("input data"))
         _add_data_fact_flags(mp, "the guarantee then does NOT hold")
-        if "public_data" in cls.extra_args:
+        if "public_data" in extra_args:
             mp.add_argument("--public-data", metavar="FILE",
                             help="a separate table of PUBLIC rows with the input's columns (read with "
                                  "the same options; never a part of the private input)")
@@ -267,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="delta budget of the ledger, per neighbouring relation (0: pure DP only)")
         _add_engine_options(mp.add_argument_group("large tables (Dask engine)"))
         params = mp.add_argument_group(f"{name} parameters (omitted = the default shown)")
-        for p in cls.params:
+        for p in params_of:
             _add_param_option(params, p)
 
     for verb, helptext in (("epsilon", "privacy accounting: epsilon of given noise"),
@@ -731,7 +748,7 @@ def _use_dask(args: argparse.Namespace) -> bool:
         and not dask_engine.fits_in_memory(source)
 
 
-def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -> None:
+def _release_dask(args: argparse.Namespace, cls: type | None, params: dict[str, Any]) -> None:
     """``dpcore release ... --engine dask``: the table is read partition by partition."""
     from dpcore import dask_engine
 
@@ -762,6 +779,10 @@ def _release_dask(args: argparse.Namespace, cls: type, params: dict[str, Any]) -
             raise CLIError("no public bounds for some columns of the input: pass --bounds FILE, or "
                            "--data-bounds to accept bounds from the data (the guarantee then does NOT hold)")
         print(f"{table.n:,} rows in {table.n_partitions:,} partitions (n: {table.n_source})", file=sys.stderr)
+        if cls is None:  # dpcore release auto: the rule sees the table's public facts
+            head = table.head
+            cls, params, _ = _auto_choice(args, head.task, table.n, head.n_features, head.classes,
+                                          head.image_shape)
         if getattr(args, "public_data", None):  # public rows, in memory (small by nature)
             params = {**params, "public_data": _public_rows(args, table.head)}
         if not args.ledger:
@@ -819,10 +840,31 @@ def _require_public_facts(args: argparse.Namespace, ds: Dataset) -> None:
         )
 
 
+def _auto_choice(args: argparse.Namespace, task: str, n: int, d: int, classes: Any,
+                 image_shape: Any) -> tuple[type, dict[str, Any], dict[str, Any]]:
+    """``dpcore release auto``: the mechanism class, its parameters and the rule's record, from the
+    table's public facts (:func:`dpcore.calibration.recommended_mechanism`); printed on stderr."""
+    from dpcore.calibration import recommended_mechanism
+
+    epsilon, delta = getattr(args, "epsilon", EPSILON.default), getattr(args, "delta", None)
+    rec = recommended_mechanism(task, n, d, epsilon=epsilon, delta=delta,
+                                n_classes=0 if classes is None else len(classes), image_shape=image_shape)
+    cls = get_mechanism(rec["mechanism"])
+    params = {**rec["parameters"], "epsilon": epsilon}
+    if delta is not None and any(p.name == "delta" for p in cls.params):
+        params["delta"] = delta
+    shown = ", ".join(f"{k} = {v}" for k, v in params.items())
+    print(f"{PROG}: auto: {rec['mechanism']} ({shown}): {rec['reason']}", file=sys.stderr)
+    return cls, params, {"rule": "dpcore.calibration.recommended_mechanism (public facts only)",
+                         "mechanism": rec["mechanism"], "parameters": params, "reason": rec["reason"]}
+
+
 def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     """``dpcore release``; ``dask``: the table goes to the Dask engine (:func:`_use_dask`)."""
-    cls = get_mechanism(args.mechanism)
-    params = {p.name: getattr(args, p.name) for p in cls.params if hasattr(args, p.name)}
+    auto = args.mechanism == AUTO
+    cls = None if auto else get_mechanism(args.mechanism)
+    params = {p.name: getattr(args, p.name) for p in (AUTO_PARAMS if auto else cls.params)
+              if hasattr(args, p.name)}
     if "epsilon" in params and math.isinf(params["epsilon"]):
         raise CLIError("epsilon = inf is NOT PRIVATE: the CLI refuses it (use the app's explore mode)")
     if args.missing == "drop" or args.drop_nonfinite:
@@ -845,16 +887,25 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     if args.n is not None and args.n != ds.n_samples:  # as open_table(n=...) on the Dask engine
         raise CLIError(f"--n {args.n:,} was given but the input holds {ds.n_samples:,} rows; a mismatch is "
                        "refused, never a silent change of n")
+    chosen = None
+    if auto:  # the rule sees the table's public facts (its shape, task, classes, image shape)
+        cls, params, chosen = _auto_choice(args, ds.task, ds.n_samples, ds.n_features, ds.classes,
+                                           ds.image_shape)
+    assert cls is not None
     estimate = None
     if args.dp_bounds is not None:
         ds, estimate = _estimate_dp_bounds(args, cls, params, ds)
     _require_public_facts(args, ds)
     if getattr(args, "public_data", None):
         params["public_data"] = _public_rows(args, ds)
+    if args.output_space == "released" and any(p.name == "marginals" for p in cls.params):
+        params["marginals"] = "off"  # no file in the original columns: no budget for their marginals
     mech = cls(**params)
     release = mech.release(ds, n_samples=args.n_samples)
     if estimate is not None:  # the bounds' epsilon composed into the card's guarantee
         release = compose_release(release, estimate)
+    if chosen is not None:
+        release = dataclasses.replace(release, details={**release.details, "chosen_by": chosen})
     release.check_downloadable()
     ints = [c.strip() for c in args.integer_columns.split(",") if c.strip()]
     release = with_output_space(release, PublicSchema.from_dataset(ds, ints), args.output_space,

@@ -30,6 +30,7 @@ also gives in plain words for the card and the app.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -180,13 +181,28 @@ def _unbox(s: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 
 def _pca_gauss(rel: Release, schema: PublicSchema) -> np.ndarray:
-    """PCA-Gauss: rows ``z = W^T s(x) / sqrt(d)``; rank-p reconstruction ``s = sqrt(d) z W^T``."""
-    if "W" not in rel.transform_arrays:
+    """PCA-Gauss: rows ``x^ = W^T z / B`` of the mapped rows ``z = (x - centre) * factor``
+    (:class:`~dpcore.mechanisms._box.BoxMap`: numerics onto ``[-1, 1]``, one-hot columns onto
+    ``[0, 1]``); rank-``p`` reconstruction ``z = B x^ W^T + offset``, ``x = centre + z / factor``
+    (``offset``: the DP mean's part outside the span of ``W``, where the release has one; a
+    constant column gives its lower bound). Releases saved before ``centre`` / ``factor`` were
+    published are decoded with ``B = sqrt(d)`` and the box ``[-1, 1]``."""
+    arrays = rel.transform_arrays
+    if "W" not in arrays:
         raise NotDecodableError("this PCA-Gauss release does not publish its basis W (the basis is "
                                 "private), so its rows cannot be mapped back to your columns")
-    W = rel.transform_arrays["W"]
-    s = math.sqrt(W.shape[0]) * (np.asarray(rel.data, dtype=float) @ W.T)
-    return _unbox(s, rel.transform_arrays["bounds"])
+    W = arrays["W"]
+    data = np.asarray(rel.data, dtype=float)
+    if "centre" not in arrays or "factor" not in arrays:
+        return _unbox(math.sqrt(W.shape[0]) * (data @ W.T), arrays["bounds"])
+    z = float(arrays["norm_bound"]) * (data @ W.T)
+    if "offset" in arrays:
+        z = z + arrays["offset"]
+    factor, centre = np.asarray(arrays["factor"], dtype=float), np.asarray(arrays["centre"], dtype=float)
+    active = factor > 0
+    x = np.tile(np.asarray(arrays["bounds"], dtype=float)[:, 0], (data.shape[0], 1))
+    x[:, active] = centre[active] + z[:, active] / factor[active]
+    return x
 
 
 def _pca_identity(rel: Release, schema: PublicSchema) -> np.ndarray:
@@ -317,6 +333,10 @@ def _faithful(release: Release, schema: PublicSchema, X: np.ndarray
     class list and come back as values."""
     marg = release.marginals
     assert marg is not None
+    # the unique variance is drawn from a generator keyed by the released rows (public): the same
+    # release always decodes to the same file
+    digest = hashlib.sha256(np.ascontiguousarray(release.data, dtype=float).tobytes()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:16], "little"))
     labels = None if release.labels is None else np.asarray(release.labels)
     if labels is not None and labels.ndim != 1:
         labels = None
@@ -326,9 +346,9 @@ def _faithful(release: Release, schema: PublicSchema, X: np.ndarray
                                     "the public class list")
         position = {v: i for i, v in enumerate(np.asarray(schema.classes).tolist())}
         index = np.array([position.get(v, -1) for v in labels.tolist()], dtype=np.int64)
-        X, _ = faithful_decode(X, index, marg)
+        X, _ = faithful_decode(X, index, marg, rng)
         return X, labels
-    return faithful_decode(X, labels, marg)
+    return faithful_decode(X, labels, marg, rng)
 
 
 def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,

@@ -65,6 +65,7 @@ __all__ = [
     "MARGINALS_PARAM",
     "MARGINAL_FRACTION_PARAM",
     "CELL_SNR",
+    "EXACT_ASSIGNMENT_ROWS",
     "MARGINAL_FRACTION",
     "MARGINALS",
     "MARGINAL_SOURCE",
@@ -74,6 +75,8 @@ __all__ = [
     "MarginalPlan",
     "faithful_decode",
     "marginal_fraction",
+    "marginal_noise_sd",
+    "measured_share",
     "marginal_sensitivities",
     "plan_marginals",
     "quota_assign",
@@ -99,6 +102,8 @@ MARGINAL_FRACTION_PARAM = Param(
     "marginal_fraction", "float", None, "Share of epsilon spent on the marginals (marginals='auto'); "
     f"empty = {MARGINAL_FRACTION:g}, a public constant (dpcore.marginals.marginal_fraction).",
     low=0.0, high=1.0, low_open=True, high_open=True, privacy=True, optional=True)
+#: up to this many rows a category assignment is solved exactly (:func:`quota_assign`)
+EXACT_ASSIGNMENT_ROWS = 1500
 #: largest number of interior cells of a numeric column
 MAX_BINS = 64
 #: expected rows per cell over the counts' noise standard deviation, at least (the cell rule)
@@ -114,6 +119,36 @@ def marginal_fraction(value: float | None) -> float:
     too noisy for more than two cells and 0.6 or more starves the model.
     """
     return MARGINAL_FRACTION if value is None else float(value)
+
+
+def marginal_noise_sd(epsilon: float, delta: float | None, fraction: float, n_tables: int) -> float:
+    """Standard deviation of each count's noise with ``fraction`` of the budget: Gaussian (``delta``
+    given, the share ``fraction rho`` of the zCDP budget, :func:`dpcore.accounting.zcdp_rho`),
+    ``sqrt(2 m)/sqrt(2 fraction rho)``; Laplace ``sqrt(2) 2 m/(fraction epsilon)``. 0 at
+    ``epsilon = inf``. Public facts only (the plan's figure; the release's own scale is on its card)."""
+    from dpcore.accounting import zcdp_rho
+
+    if math.isinf(epsilon):
+        return 0.0
+    s1, s2 = marginal_sensitivities(n_tables)
+    if delta is None:
+        return math.sqrt(2.0) * s1 / (fraction * epsilon)
+    return s2 / math.sqrt(2.0 * fraction * zcdp_rho(epsilon, delta))
+
+
+def measured_share(fraction: float, *, epsilon: float, delta: float | None, n_rows: int, n_groups: int,
+                   n_tables: int) -> float:
+    """``fraction`` when the marginals are worth their budget, else 0 (none measured).
+
+    Public rule: measured when at least one interior cell per group can hold ``CELL_SNR`` noise
+    standard deviations of rows, ``n/groups >= CELL_SNR sd`` (:func:`marginal_noise_sd`); below
+    that every count is mostly noise (e.g. 442 rows at epsilon = 1 without delta: sd = 103 per
+    count) and the budget is better left to the model.
+    """
+    if fraction <= 0 or n_tables <= 0:
+        return 0.0
+    sd = marginal_noise_sd(epsilon, delta, fraction, n_tables)
+    return fraction if n_rows >= max(1, n_groups) * CELL_SNR * sd else 0.0
 
 
 def marginal_sensitivities(n_tables: int) -> tuple[float, float]:
@@ -175,6 +210,19 @@ class MarginalColumn:
         width = (self.hi - self.lo) / self.n_bins
         inner = 1 + np.clip(np.floor((v - self.lo) / width), 0, self.n_bins - 1).astype(np.int64)
         return np.where(v <= self.lo, 0, np.where(v >= self.hi, self.n_bins + 1, inner))
+
+    def variance(self, probs: np.ndarray) -> np.ndarray:
+        """The variance of the column under the marginal ``probs`` over its cells, in its units:
+        numeric, a scalar (point masses at ``lo``/``hi``, uniform inside each interior cell);
+        categorical, each category's indicator variance ``r (1 - r)``."""
+        p = np.asarray(probs, dtype=float)
+        if self.kind == "categorical":
+            return p * (1.0 - p)
+        e = self.edges()
+        mids = np.concatenate([[self.lo], (e[:-1] + e[1:]) / 2, [self.hi]])
+        inner = np.concatenate([[0.0], np.diff(e) ** 2 / 12.0, [0.0]])
+        mean = float(p @ mids)
+        return np.asarray(float(p @ (inner + (mids - mean) ** 2)))
 
     def card(self) -> dict[str, Any]:
         out: dict[str, Any] = {"column": self.name, "kind": self.kind, "cells": self.n_cells}
@@ -388,10 +436,12 @@ def quota_assign(scores: np.ndarray, quotas: np.ndarray, *, iterations: int = 10
     """One category per row, exactly ``quotas[k]`` rows in category ``k``, rows taking the categories
     they score highest.
 
-    The assignment problem ``max sum_i scores[i, k_i]`` under the quotas is solved through its dual:
-    each row takes ``argmax_k scores[i, k] + b_k`` with per-category prices ``b`` moved by the log
-    ratio of the quota to the current count (at most ``iterations`` steps; a few dozen suffice), then
-    the rows still in excess move to a short category in order of least loss. Deterministic.
+    The assignment problem ``max sum_i scores[i, k_i]`` under the quotas: up to
+    :data:`EXACT_ASSIGNMENT_ROWS` rows, exactly (scipy's ``linear_sum_assignment`` on rows against
+    category slots); above, through its dual: each row takes ``argmax_k scores[i, k] + b_k`` with
+    per-category prices ``b`` moved by the log ratio of the quota to the current count (at most
+    ``iterations`` steps; a few dozen suffice), then the rows still in excess move to a short
+    category in order of least loss. Deterministic.
 
     Parameters
     ----------
@@ -416,6 +466,14 @@ def quota_assign(scores: np.ndarray, quotas: np.ndarray, *, iterations: int = 10
         raise ValueError(f"quotas sum to {q.sum()}, expected {n}")
     if k == 1 or n == 0:
         return np.zeros(n, dtype=np.int64)
+    if n <= EXACT_ASSIGNMENT_ROWS:  # small: the exact optimum (Hungarian method, scipy)
+        from scipy.optimize import linear_sum_assignment
+
+        slots = np.repeat(np.arange(k), q)
+        rows, cols = linear_sum_assignment(S[:, slots], maximize=True)
+        choice = np.empty(n, dtype=np.int64)
+        choice[rows] = slots[cols]
+        return choice
     step = 0.3 * (float(np.std(S)) or 1.0)
     b = np.zeros(k)
     for _ in range(iterations):
@@ -455,8 +513,17 @@ def _quotas(total: int, probs: np.ndarray) -> np.ndarray:
     return base
 
 
-def faithful_decode(X: np.ndarray, labels: np.ndarray | None, marginals: DPMarginals
-                    ) -> tuple[np.ndarray, np.ndarray | None]:
+def _unique(values: np.ndarray, target: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``values`` (rows x columns) plus independent Gaussian noise of variance ``target - var``
+    per column where the rows vary less than the marginal says (a factor model's unique variance)."""
+    extra = np.clip(np.asarray(target, dtype=float) - values.var(axis=0), 0.0, None)
+    if not np.any(extra > 0):
+        return values
+    return values + rng.standard_normal(values.shape) * np.sqrt(extra)
+
+
+def faithful_decode(X: np.ndarray, labels: np.ndarray | None, marginals: DPMarginals,
+                    rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Rows in the encoded units mapped onto the DP marginals (post-processing).
 
     Parameters
@@ -468,6 +535,12 @@ def faithful_decode(X: np.ndarray, labels: np.ndarray | None, marginals: DPMargi
         Class indices into the public class list (class-conditional tables), or the regression label
         in its units (mapped when the plan has a label table), or ``None``.
     marginals : DPMarginals
+    rng : numpy Generator, optional
+        Draws each column's unique variance: where the model's rows vary less than the column's DP
+        marginal (a rank-``p`` reconstruction has no variance outside its ``p`` directions, and
+        the rows of a class share its model's spread), independent Gaussian noise brings the
+        column's variance up to the marginal's before the mapping, as the unique factors of factor
+        analysis. Without it (``None``) no variance is added.
 
     Returns
     -------
@@ -489,15 +562,29 @@ def faithful_decode(X: np.ndarray, labels: np.ndarray | None, marginals: DPMargi
             continue
         for j, col in enumerate(plan.columns):
             probs = marginals.probabilities(j, g)
+            target = col.variance(probs)
             if col.kind == "categorical":
                 idx = list(col.features)
-                choice = quota_assign(out[np.ix_(rows, idx)], _quotas(rows.size, probs))
+                scores = out[np.ix_(rows, idx)]
+                if rng is not None:
+                    scores = _unique(scores, target, rng)
+                choice = quota_assign(scores, _quotas(rows.size, probs))
                 block = np.zeros((rows.size, len(idx)))
                 block[np.arange(rows.size), choice] = 1.0
                 out[np.ix_(rows, idx)] = block
-            elif col.features:
-                out[rows, col.features[0]] = quantile_map(out[rows, col.features[0]], col, probs)
+                continue
+            if col.features:
+                values = out[rows, col.features[0]]
             elif lab is not None:
                 lab = lab.astype(float)
-                lab[rows] = quantile_map(lab[rows], col, probs)
+                values = lab[rows]
+            else:
+                continue
+            if rng is not None:
+                values = _unique(values[:, None], target[None], rng)[:, 0]
+            mapped = quantile_map(values, col, probs)
+            if col.features:
+                out[rows, col.features[0]] = mapped
+            else:
+                lab[rows] = mapped
     return out, lab

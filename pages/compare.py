@@ -32,7 +32,9 @@ st.markdown(
 )
 
 problems = {n: evaluation_problem(MECHANISMS[n], ds.task) for n in names}
-evaluable = [n for n in names if problems[n] is None]
+recommended = state.recommendation(ds)["mechanism"]
+# the recommended mechanism first (with its recommended settings), then the others
+evaluable = sorted((n for n in names if problems[n] is None), key=lambda n: n != recommended)
 c1, c2, c3 = st.columns([2, 2, 1])
 chosen = c1.multiselect("Mechanisms", names, key="p:compare_mechs",
                         **initial("p:compare_mechs", "default", evaluable[: min(4, len(evaluable))]))

@@ -143,10 +143,12 @@ def test_pca_gauss_inverse_is_the_rank_p_reconstruction():
     real = ds.X[:40]
     z = rel.transform(real)  # real rows in the release's space
     probe = type(rel)(**{**rel.__dict__, "data": z, "labels": None, "label_columns": []})
-    got = to_original(probe, PublicSchema.from_dataset(ds), clip=False).to_frame().to_numpy(float)
+    got = to_original(probe, PublicSchema.from_dataset(ds), clip=False, marginals=False)
+    got = got.to_frame().to_numpy(float)
     s = scale_to_box(real, ds.bounds)
     lo, hi = ds.bounds[:, 0], ds.bounds[:, 1]
-    want = lo + (s @ W @ W.T + 1) / 2 * (hi - lo)
+    # the rank-p reconstruction, centred in the left-out directions on the DP mean's part there
+    want = lo + (s @ W @ W.T + rel.transform_arrays["offset"] + 1) / 2 * (hi - lo)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-8)
 
 
@@ -204,3 +206,27 @@ def test_cli_refuses_original_space_it_cannot_reach(tmp_path):
                          check=False)
     assert res.returncode == 2 and "row lengths" in res.stderr and not out.exists()
     assert math.isfinite(1.0)
+
+
+def test_pca_gauss_inverse_undoes_the_one_hot_map_and_the_row_norm_bound():
+    # one-hot groups map onto [0, 1] (centre lo, factor 1/width) and rows are divided by
+    # B = sqrt(#numerics + #groups), not sqrt(d): the decoder must use the published map
+    from dpcore.mechanisms._box import BoxMap
+    from dpcore.preprocessing import prepare_input
+
+    ds = load_dataset("adult").subset(np.arange(3000))
+    rel = PCAGauss(epsilon=2.0, delta=1e-6, marginals="off", random_state=0).release(ds)
+    arrays = rel.transform_arrays
+    assert float(arrays["norm_bound"]) == pytest.approx(np.sqrt(14))
+    real = ds.X[:50]
+    probe = type(rel)(**{**rel.__dict__, "data": rel.transform(real), "labels": None, "label_columns": []})
+    got = to_original(probe, PublicSchema.from_dataset(ds), clip=False, marginals=False)
+    bmap = BoxMap.of(prepare_input(ds))
+    W = arrays["W"]
+    z = bmap.apply(real) @ W @ W.T
+    active = bmap.factor > 0
+    want = np.tile(ds.bounds[:, 0], (50, 1))
+    want[:, active] = bmap.centre[active] + z[:, active] / bmap.factor[active]
+    numeric = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
+    idx = [ds.feature_names.index(c) for c in numeric]
+    np.testing.assert_allclose(got.to_frame()[numeric].to_numpy(float), want[:, idx], rtol=1e-9, atol=1e-6)

@@ -8,10 +8,13 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from histogram_check import check_histogram_noise
 
 from dpcore.calibration import analytic_gaussian_sigma
+from dpcore.data import load_dataset
+from dpcore.decode import PublicSchema, with_output_space
 from dpcore.mechanisms import PCAGauss
 from dpcore.mechanisms._box import scale_to_box
 from dpcore.mechanisms.pca_gauss import (
@@ -246,11 +249,15 @@ def test_regression_alg2_scale_and_labels():
     X = rng.uniform(-1, 1, size=(500, 8))
     y = 50 + 10 * X[:, 0]
     public = rng.uniform(-1, 1, size=(50, 8))  # a separate sample from the same distribution
-    kw = {"pca_source": "public", "public_data": public, "bounds": (-1, 1), "label_bounds": (30, 70)}
+    kw = {"pca_source": "public", "public_data": public, "bounds": (-1, 1), "label_bounds": (30, 70),
+          "marginals": "off"}
     rel = PCAGauss(epsilon=2.0, n_components=3, random_state=0, **kw).release(X, y)
-    (rec,) = rel.noise
+    mean, rec = rel.noise
     n = 500  # all private rows (the public rows are a separate input)
-    assert rec.scale == pytest.approx((3 + 2 + 2 * math.sqrt(3)) / (n * 2.0))
+    # the mean of [x^, y] with 0.1 of epsilon (L1 (2 sqrt(p) + 2)/n), the second moment with 0.9
+    assert mean.statistic.startswith("mean of [x^, y]") and mean.epsilon == pytest.approx(0.2)
+    assert mean.scale == pytest.approx((2 * math.sqrt(3) + 2) / (n * 0.2))
+    assert rec.scale == pytest.approx((3 + 2 + 2 * math.sqrt(3)) / (n * 1.8))
     assert rel.labels.shape == (500,) and rel.data.shape == (500, 3)
     rel = PCAGauss(epsilon=INF, n_components=3, random_state=0, **kw).release(X, y, n_samples=50_000)
     # second moment of the label on the [-1, 1] scale is preserved at epsilon = inf
@@ -448,3 +455,43 @@ def test_public_pca_needs_public_data_and_w_depends_on_it_only():
     card = json.loads(rel_a.card_json())
     assert card["details"]["public_data_sha256"] == hashlib.sha256(pub_a.tobytes()).hexdigest()
     assert card["details"]["n_public_rows"] == 100 and card["n_released"] == 500
+
+
+def test_alg2_mean_sensitivity_by_search_and_attained():
+    # z = [x^, y], ||x^||_2 <= 1, |y| <= 1: the L1 bound 2 sqrt(p) + 2 and the L2 bound 2 sqrt(2)
+    rng = np.random.default_rng(11)
+    p = 5
+    worst1 = worst2 = 0.0
+    for _ in range(20_000):
+        u, v = rng.normal(size=(2, p))
+        u *= rng.random() ** (1 / p) / np.linalg.norm(u)
+        v *= rng.random() ** (1 / p) / np.linalg.norm(v)
+        y, y2 = rng.uniform(-1, 1, 2)
+        dz = np.append(u - v, y - y2)
+        worst1, worst2 = max(worst1, np.abs(dz).sum()), max(worst2, np.linalg.norm(dz))
+    assert worst1 <= 2 * math.sqrt(p) + 2 and worst2 <= 2 * math.sqrt(2)
+    corner = np.full(p, 1 / math.sqrt(p))  # attains both: x^ = -x^' on the diagonal, y = -y' = 1
+    dz = np.append(2 * corner, 2.0)
+    assert np.abs(dz).sum() == pytest.approx(2 * math.sqrt(p) + 2)
+    assert np.linalg.norm(dz) == pytest.approx(2 * math.sqrt(2))
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_regression_file_is_centred_on_the_data_not_the_box(noise):
+    # ages around 30 and wages around 60 in public bounds whose midpoints are 53 and 200: the paper's
+    # Alg. 2 (N(0, M)) put the file's means at the midpoints at any epsilon
+    rng = np.random.default_rng(12)
+    n = 4000
+    age = np.clip(rng.normal(30, 5, n), 16, 90)
+    year = rng.integers(2003, 2010, n).astype(float)
+    wage = np.clip(20 + 1.3 * age + rng.normal(0, 10, n), 0, 400)
+    frame = pd.DataFrame({"year": year, "age": age, "wage": wage})
+    ds = load_dataset(frame, label="wage", task="regression", bounds={"year": [2003, 2009], "age": [16, 90]},
+                      label_bounds=(0, 400))
+    kw = {"delta": 1e-6} if noise == "gaussian" else {}
+    rel = PCAGauss(epsilon=1e4, marginals="off", random_state=0, **kw).release(ds)
+    out = with_output_space(rel, PublicSchema.from_dataset(ds), None).to_frame()
+    for col in ("age", "wage"):
+        assert out[col].mean() == pytest.approx(frame[col].mean(), rel=0.10), col
+    assert any(r.statistic.startswith("mean of [z/B, y]") for r in rel.noise)
+    assert "offset" in rel.transform_arrays

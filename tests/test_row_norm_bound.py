@@ -136,7 +136,8 @@ def test_pca_gauss_gaussian_noise_scales_follow_the_zcdp_shares():
     rho = rel.details["rho_parts"]
     for rec in rel.noise:
         assert rec.distribution == "gaussian"
-        part = {"class histogram": "histogram", "DP PCA": "pca", "sum of": "mean", "second": "covariance"}
+        part = {"class histogram": "histogram", "DP PCA": "pca", "sum of": "mean", "second": "covariance",
+                "counts of": "marginals"}
         key = next(v for k, v in part.items() if rec.statistic.startswith(k))
         # sigma = S2'/sqrt(2 rho_part), S2' the grid-inflated sensitivity
         assert rec.scale == pytest.approx(rec.sensitivity_used / math.sqrt(2 * rho[key]), rel=1e-9)
@@ -211,6 +212,8 @@ def test_recommended_mechanism_and_fraction_follow_public_facts():
     rel = PCAGauss(epsilon=1.0, noise="gaussian", delta=1e-6, random_state=0).release(ds)
     rec = rel.details["recommended"]
     assert rec["mechanism"]["mechanism"] == "pca-gauss"
-    assert rel.details["epsilon_parts"]["pca"] == pytest.approx(rec["pca_fraction"])
+    # the model's parts share what the marginals leave (dpcore.marginals), in the rule's proportions
+    share = rel.marginals.epsilon_share if rel.marginals is not None else 0.0
+    assert rel.details["epsilon_parts"]["pca"] == pytest.approx((1 - share) * rec["pca_fraction"])
     assert rel.details["n_components"] == rec["n_components"]
     assert rel.card()["parameters"]["pca_fraction"] is None  # parameters as given: empty

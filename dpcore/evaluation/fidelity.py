@@ -66,7 +66,8 @@ def encode_file(frame: pd.DataFrame, schema: Any) -> tuple[np.ndarray, np.ndarra
     member = {f"{c}={v}": (c, str(v)) for c, vals in schema.categories.items() for v in vals}
     missing = sorted({member.get(n, (n,))[0] for n in schema.feature_names} - set(map(str, frame.columns)))
     if missing:
-        raise ValueError(f"the file has no column(s) {missing[:5]}: it is not in the schema's original columns")
+        raise ValueError(f"the file has no column(s) {missing[:5]}: it is not in the schema's original "
+                         "columns")
     cols = []
     text = {c: frame[c].astype(str).to_numpy() for c in schema.categories}
     for j, name in enumerate(schema.feature_names):

@@ -145,18 +145,22 @@ def box_gram(X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | None
 
 
 def box_moments(X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | None = None,
-                v: np.ndarray | None = None, *, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                v: np.ndarray | None = None, *, clip: bool = True, sums: bool = False
+                ) -> tuple[np.ndarray, ...]:
     """``(Xs^T Xs, Xs^T v)`` for ``Xs = scale_to_box(X[rows], bounds)`` in one streaming pass;
-    ``v`` (one value per selected row) defaults to ones, giving the column sums."""
+    ``v`` (one value per selected row) defaults to ones, giving the column sums. ``sums``: also the
+    column sums ``Xs^T 1`` as a third item (with ``v`` given), in the same pass."""
     if dask_engine.is_lazy(X):  # partitions of a table larger than memory, summed by Dask
         assert rows is None and v is None
         return dask_engine.block_sums(partial(box_moments, bounds=bounds, clip=clip), X)
     d = X.shape[1]
-    G, s = np.zeros((d, d)), np.zeros(d)
+    G, s, t = np.zeros((d, d)), np.zeros(d), np.zeros(d)
     for sl, T in _box_blocks(X, bounds, rows, clip=clip):
         G += T.T @ T
         s += T.sum(axis=0) if v is None else v[sl] @ T
-    return G, s
+        if sums:
+            t += T.sum(axis=0)
+    return (G, s, t) if sums else (G, s)
 
 
 def box_project(X: np.ndarray, bounds: np.ndarray | BoxMap, W: np.ndarray, rows: np.ndarray | None = None,

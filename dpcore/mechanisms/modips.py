@@ -43,6 +43,7 @@ from dpcore.calibration import (
     laplace_scale,
     psd_repair,
 )
+from dpcore.marginals import MARGINAL_FRACTION_PARAM, MARGINALS_PARAM
 from dpcore.mechanisms._box import (
     BOX,
     BoxMap,
@@ -70,6 +71,7 @@ from dpcore.mechanisms._labels import (
     label_privacy_assumption,
     rows_by_class,
 )
+from dpcore.mechanisms._marginals import marginal_plan, marginal_share, measure_marginals
 from dpcore.noise import BitSource
 from dpcore.preprocessing import PreparedInput, RowNormBound
 from dpcore.release import Guarantee, NoiseRecord
@@ -207,6 +209,8 @@ class MODIPS(GaussianGenerator):
         HISTOGRAM_FRACTION,
         NOISE,
         GAUSSIAN_DELTA,
+        MARGINALS_PARAM,
+        MARGINAL_FRACTION_PARAM,
     )
     neighbouring = "replace-one"
     guarantee_kind = "pure"
@@ -247,15 +251,25 @@ class MODIPS(GaussianGenerator):
                                               n_classes=n_classes)
         sizes = np.rint(sizes).astype(np.int64)
         gauss = None
-        if params["noise"] == "gaussian":
-            delta = check_delta(delta_or_default(params["delta"], n))
+        gaussian = params["noise"] == "gaussian"
+        if gaussian:
+            params = {**params, "delta": delta_or_default(params["delta"], n)}
+        marg = marginal_share(params, data)
+        n_tables = marginal_plan(data, 0.0).n_tables if marg else 0
+        if marg:  # the marginals' share first, the model's parts scaled into the rest
+            fractions = {"marginals": marg, **{k: (1 - marg) * v for k, v in fractions.items()}}
+        if gaussian:
+            delta = check_delta(params["delta"])
             k = totals.shape[1]
             n_groups = data.classes.size if data.task == "classification" and data.classes is not None else 1
             coords = (2 if protected else 1) * n_groups * (k + k * (k + 1) // 2) + (2 if protected else 0)
-            gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions, coords, bits)
+            gauss = ZCDPBudget.plan(params["epsilon"], delta, fractions, coords + 2 * n_tables, bits)
             split = gauss.split
         else:
             split = EpsilonSplit.from_fractions(params["epsilon"], fractions)
+        marginals = None
+        if marg:
+            marginals, marg_rec = measure_marginals(data, marg, split, gauss, bits)
         diag: dict[str, Any] = {"mean_dp": {}, "second_moment_dp": {}, "mean": {}, "second_moment": {}}
         noise: list[NoiseRecord] = []
         noisy_counts = None
@@ -284,6 +298,8 @@ class MODIPS(GaussianGenerator):
             means.append(mu)
             covariances.append(cov)
             noise += recs
+        if marginals is not None:
+            noise.append(marg_rec)
         model = GaussianModel(weights, np.array(means), np.array(covariances), classes)
         # synthetic rows go back to the original units: x = centre + z/factor on the active features
         output_map = OutputMap(d, label_bounds=data.label_bounds if regression else None, label_scale=1.0,
@@ -302,7 +318,7 @@ class MODIPS(GaussianGenerator):
                               neighbouring=WITHIN_CLASS if data.task == "classification"
                               and not protected else "replace-one")
         if gauss is not None:
-            eps_g, delta_g, gaussian_details = gauss.guarantee(params["delta"] is not None)
+            eps_g, delta_g, gaussian_details = gauss.guarantee(self.delta is not None)
             guarantee = dataclasses.replace(guarantee, epsilon=eps_g, delta=delta_g, kind="approx")
         details = {
             "noise": params["noise"],
@@ -313,11 +329,12 @@ class MODIPS(GaussianGenerator):
             "n_constant_features": int(d - active.sum()),
             "epsilon_parts": split.as_dict(),
             "assumptions": assumptions,
+            **({"marginals": marginals.card()} if marginals is not None else {}),
         }
         template = self._new_release(
             data, params, values=np.empty((0, d)), columns=list(data.feature_names),
             guarantee=guarantee, noise=noise, calibration="sound", label_columns=label_columns,
-            details=details,
+            details=details, marginals=marginals,
         )
         data.diagnostics.update(diag)
         return FittedGaussian(model, output_map, template)
