@@ -24,10 +24,15 @@ PAGES = ["data", "explore", "privacy", "distances", "utility", "compare", "attac
 TIMEOUT = 120
 
 
-def new_app() -> AppTest:
+def new_app(mechanism: str | None = None) -> AppTest:
+    """A fresh session on the bundled digits; ``mechanism``: chosen in the sidebar as a user would
+    (the untouched default is the recommended one, pca-gauss on digits)."""
     at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
     at.run()
     assert not at.exception, at.exception
+    if mechanism is not None:
+        at.sidebar.selectbox(key="mechanism").select(mechanism).run()
+        assert not at.exception, at.exception
     return at
 
 
@@ -104,7 +109,7 @@ def _pending(at: AppTest) -> dict:
 
 
 def test_release_download_carries_csv_and_matching_card():
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     at.select_slider(key="p:local-gaussian:epsilon").set_value(2.0).run()
     at.select_slider(key="p:local-gaussian:delta").set_value(1e-6).run()
@@ -248,7 +253,7 @@ def test_ledger_download_is_the_cli_file_and_an_upload_adds_its_releases(tmp_pat
 
 
 def test_not_private_settings_cannot_be_downloaded():
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     at.select_slider(key="p:local-gaussian:epsilon").set_value(float("inf")).run()
     goto(at, "release")

@@ -59,7 +59,7 @@ def _upload_mixed_table(at) -> None:
 
 
 def test_release_page_downloads_the_original_schema_report_and_snippet(served, tmp_path):  # noqa: F811
-    at = new_app()
+    at = new_app("local-gaussian")
     _upload_mixed_table(at)
     goto(at, "release")
     next(b for b in at.button if b.label == "Draw release").click().run()

@@ -124,7 +124,7 @@ def test_compare_defaults_exclude_mechanisms_that_cannot_be_evaluated_and_say_wh
 
 @pytest.mark.slow
 def test_compare_sweep_is_labelled_not_private_with_intervals_in_range_and_no_stale_controls(served):
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "compare")
     at.multiselect(key="p:compare_mechs").set_value(["local-gaussian", "modips", "jl-laplace"]).run()
     at.multiselect(key="p:compare_eps").set_value([0.1, 50.0]).run()
@@ -160,7 +160,7 @@ def test_compare_sweep_is_labelled_not_private_with_intervals_in_range_and_no_st
 
 
 def test_utility_download_is_labelled_not_private(served):
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "utility")
     at.multiselect(key="p:utility_eps").set_value([1.0]).run()
     at.slider(key="p:utility_trials").set_value(2).run()
@@ -187,7 +187,7 @@ def test_utility_page_says_why_jl_laplace_cannot_be_evaluated_on_a_classificatio
 def test_explore_scatter_has_axis_titles_with_units_and_a_class_legend():
     from tests.test_latency import scatter
 
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     spec, data = scatter(at)
     encoding = spec["layer"][0]["encoding"]
@@ -313,7 +313,7 @@ def test_release_page_shows_card_in_words_and_a_command_that_reproduces_the_sett
 @pytest.mark.slow
 def test_upload_bulk_bounds_then_release_command_reproduces_it(served, tmp_path):
     csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "data")
     at.radio(key="p:data_source").set_value("Upload a file").run()
     at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
@@ -531,7 +531,7 @@ def test_gaussian_noise_savings_are_said_on_explore_and_in_the_card_text():
                          .release(load_dataset("digits")).card_json())
     assert noise_savings(laplace["details"]) is None and "Gaussian against" not in card_in_words(laplace)
 
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     assert not [c for c in at.caption if "Gaussian against Laplace" in c.value]  # local-gaussian
     at.sidebar.selectbox(key="mechanism").select("pca-gauss").run()

@@ -36,7 +36,7 @@ def scatter(at) -> tuple[dict, pd.DataFrame]:
 
 
 def test_explore_scatter_draws_at_most_display_points_per_set_on_a_canvas():
-    at = new_app()  # digits: 1,347 released (training) rows, 450 real held-out rows
+    at = new_app("local-gaussian")  # digits: 1,347 released (training) rows, 450 real held-out rows
     goto(at, "explore")
     spec, data = scatter(at)
     assert not at.get("plotly_chart")
@@ -49,7 +49,7 @@ def test_explore_scatter_draws_at_most_display_points_per_set_on_a_canvas():
 def test_explore_scatter_spec_is_the_same_for_every_epsilon_only_the_points_change():
     """Streamlit re-creates a Vega view when the spec changes and otherwise replaces its data in
     place; a chart with an element id (selections) would be remounted: it has none."""
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     spec, data = scatter(at)
     assert not at.get("vega_lite_chart")[0].proto.id
@@ -64,7 +64,7 @@ def test_explore_scatter_spec_is_the_same_for_every_epsilon_only_the_points_chan
 
 
 def test_explore_noise_table_is_a_plain_table_that_follows_epsilon():
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     assert not at.dataframe  # no interactive grid rebuilt per move
     before = at.table[0].value
@@ -80,7 +80,7 @@ def test_explore_noise_table_is_a_plain_table_that_follows_epsilon():
 def test_split_sizes_on_the_data_page_are_those_of_the_split(dataset, test_size):
     from tests.test_app import choose_dataset
 
-    at = new_app()
+    at = new_app("local-gaussian")
     choose_dataset(at, dataset)
     at.slider(key="p:test_size").set_value(test_size).run()
     assert not at.exception
@@ -122,7 +122,7 @@ def test_two_d_view_axes_do_not_depend_on_how_many_points_are_drawn():
 
 
 def test_real_image_grid_is_built_once_per_dataset_and_split():
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     keys = [k for k in at.session_state._memo if k[0] == "real_images"]
     figure = at.session_state._memo[keys[0]]
@@ -187,13 +187,13 @@ def test_image_grid_pixels_match_the_figures_gray_scale_and_tiles():
 
 
 def test_first_page_shows_the_digit_images_as_a_picture_without_plotly():
-    at = new_app()  # opens on the Data page with digits
+    at = new_app("local-gaussian")  # opens on the Data page with digits
     assert not at.exception
     assert len(at.get("image")) == 1 and not at.get("plotly_chart")
 
 
 def test_explore_view_axes_are_fitted_once_per_real_rows_not_per_move():
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     views = [k for k in at.session_state._memo if k[0] == "view"]
     assert len(views) == 1
@@ -207,7 +207,7 @@ def test_explore_view_axes_are_fitted_once_per_real_rows_not_per_move():
 def test_explore_image_grids_are_pictures_and_the_released_one_follows_epsilon():
     """digits on Explore: the real and released grids are still pictures (no Plotly heatmaps to
     redraw per move); moving epsilon changes the released picture and keeps the real one."""
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
 
     def urls() -> list[str]:
@@ -252,7 +252,7 @@ def test_explore_draws_only_the_displayed_rows_of_a_row_wise_release_and_shows_t
     from app.figures.common import noise_table
     from app.runner import displayed_rows, fit_view, preview_rows, real_in_release_space
 
-    at = new_app()
+    at = new_app("local-gaussian")
     goto(at, "explore")
     ss = at.session_state
     train, test = ss.dataset.split(ss["p:test_size"], random_state=0)
@@ -300,14 +300,14 @@ def test_bounds_tools_are_built_only_while_their_expander_is_open():
         ids = [u.proto.id for u in at.get("file_uploader")]
         return [k for k in ("bounds_file",) if any(k in i for i in ids)] + [n.key for n in at.number_input]
 
-    at = new_app()
+    at = new_app("local-gaussian")
     assert at.title[0].value == "Data" and tools(at) == []
     assert [e.label for e in at.expander][-1] == "Import a bounds file, or set many columns at once"
     at.session_state[f"bounds_tools:{at.session_state.dataset.fingerprint[:12]}"] = True  # the user opens it
     at.run()
     assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]
 
-    at = new_app()
+    at = new_app("local-gaussian")
     go(at, "data")
     at.radio(key="p:data_source").set_value("Upload a file").run()
     csv = "a,b\n" + "\n".join(f"{i % 7},{(i * 3) % 5}" for i in range(30))
@@ -327,7 +327,7 @@ def test_first_page_builds_no_grid_until_asked_and_keeps_both_grids_one_click_aw
     def grids(at) -> list[str]:
         return [("editor" if "bounds_editor" in (d.proto.id or "") else "preview") for d in at.dataframe]
 
-    at = new_app()
+    at = new_app("local-gaussian")
     ds = at.session_state.dataset
     assert at.title[0].value == "Data" and grids(at) == [] and ds.image_shape
     assert any(c.value == "All 64 columns: [0, 16]." for c in at.caption)

@@ -248,7 +248,6 @@ def test_original_schema_file_follows_its_dp_marginals(mixed):
         expected = marg.probabilities(2, g)
         observed = rows["colour"].value_counts(normalize=True).reindex(colour.categories, fill_value=0)
         assert np.allclose(observed.to_numpy(), expected, atol=1.0 / max(1, len(rows)) + 1e-12)
-        gain = marg.plan.columns[1]
         share_zero = marg.probabilities(1, g)[0]
         assert np.mean(rows["gain"].to_numpy() == 0) == pytest.approx(share_zero, abs=2.0 / len(rows))
     # the same release always decodes to the same file
