@@ -360,13 +360,12 @@ def approx_nbytes(value: Any, _depth: int = 0, _seen: set[int] | None = None) ->
 
 def recommendation(ds: Dataset) -> dict[str, Any]:
     """The recommended mechanism and settings for ``ds``'s public facts
-    (:func:`dpcore.calibration.recommended_mechanism` at epsilon = 1 with the automatic delta
-    ``min(1e-5, n^-1.5)``, so the Gaussian variants where the rule names them)."""
-    from dpcore.calibration import default_delta, recommended_mechanism
+    (:func:`dpcore.calibration.recommended_mechanism` at epsilon = 1 with the automatic delta)."""
+    from dpcore.calibration import recommended_mechanism
 
     def build() -> dict[str, Any]:
         rec = recommended_mechanism(ds.task, ds.n_samples, ds.n_features, epsilon=RECOMMENDATION_EPSILON,
-                                    delta=default_delta(ds.n_samples), image_shape=ds.image_shape,
+                                    image_shape=ds.image_shape,
                                     n_classes=0 if ds.classes is None else len(ds.classes))
         if rec["mechanism"] not in mechanism_names(ds.task):
             rec = {"mechanism": mechanism_names(ds.task)[0], "parameters": {}, "reason": ""}
@@ -376,16 +375,12 @@ def recommendation(ds: Dataset) -> dict[str, Any]:
 
 def apply_recommendation(ds: Dataset) -> dict[str, Any]:
     """Make the recommendation the session's default: the sidebar's mechanism, while the user has
-    not chosen one (``mechanism_chosen``), and the recommended parameters as the initial values of
-    their controls (a control the user has moved keeps its value). Returns the recommendation."""
+    not chosen one (``mechanism_chosen``). Its settings are the mechanism's own automatic values
+    (untouched controls), as in ``dpcore release`` without options. Returns the recommendation."""
     ss = st.session_state
     rec = recommendation(ds)
     if not ss.get("mechanism_chosen"):
         ss.mechanism = rec["mechanism"]
-    for name, value in rec["parameters"].items():
-        key = f"{WIDGET_PREFIX}{rec['mechanism']}:{name}"
-        if name == "delta" and key not in ss:  # the control starts at the automatic delta
-            ss[key] = value
     return rec
 
 

@@ -26,6 +26,7 @@ import streamlit as st  # noqa: E402
 
 from app import state  # noqa: E402
 from app.markdown import md_escape  # noqa: E402
+from dpcore.calibration import default_delta  # noqa: E402
 from dpcore.mechanisms import MECHANISMS  # noqa: E402
 
 PAGES = ROOT / "pages"
@@ -66,8 +67,10 @@ with st.sidebar:
              "at the recommended one for this table's public facts.",
     )
     st.caption(MECHANISMS[st.session_state.mechanism].summary)
-    setting = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}"
-                        for k, v in rec["parameters"].items())
+    shown = dict(rec["parameters"])
+    if shown.get("noise") == "gaussian" and "delta" not in shown:  # the mechanism's automatic delta
+        shown["delta"] = f"automatic, {default_delta(ds.n_samples):.2g}"
+    setting = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in shown.items())
     st.caption(f"**Recommended for this task and data shape:** {rec['mechanism']} ({md_escape(setting)})",
                help=md_escape(rec["reason"]) + " (dpcore.calibration.recommended_mechanism: public facts "
                "only)")

@@ -393,16 +393,16 @@ NOISE_AUTO = "auto"
 
 
 def resolve_noise(noise: str, delta: float | None) -> tuple[str, str]:
-    """The noise a ``noise="auto"`` release uses, and why (issue 13, item 5), from the user's own
-    choice of guarantee only.
+    """The noise a ``noise="auto"`` release uses, and why.
 
-    Rule: ``"gaussian"`` when the user gives ``delta > 0`` (an (epsilon, delta) guarantee is then
-    acceptable), the papers' ``"laplace"`` (pure epsilon) when ``delta`` is absent or 0. Gaussian
-    noise is calibrated to L2 sensitivities, which do not grow with ``p`` or ``d`` (second moments
+    Rule: ``"gaussian"``, with the ``delta`` given or, left empty, the automatic
+    :func:`default_delta` of ``n`` (``min(1e-5, n^-1.5)``, well below ``1/n``). Gaussian noise is
+    calibrated to L2 sensitivities, which do not grow with ``p`` or ``d`` (second moments
     ``sqrt(2)/n``, means ``2/n`` for rows of norm <= 1, SPEC section 10) where the L1 ones grow like
-    ``p`` (model) and ``d^2`` (DP basis): for the same epsilon it adds far less noise whenever a
-    ``delta`` is allowed (:func:`recommended_mechanism`). ``"laplace"`` and ``"gaussian"`` are returned
-    unchanged (the papers' mode by name).
+    ``p`` (model) and ``d^2`` (DP basis): for the same epsilon it adds far less noise
+    (:func:`recommended_mechanism`), so the recommended setting is the default. Pure epsilon-DP
+    (the papers' Laplace mechanism, no delta) is ``noise="laplace"``, by name. ``"laplace"`` and
+    ``"gaussian"`` are returned unchanged.
 
     Returns
     -------
@@ -419,12 +419,11 @@ def resolve_noise(noise: str, delta: float | None) -> tuple[str, str]:
         return noise, f"noise={noise!r} given"
     if noise != NOISE_AUTO:
         raise ValueError(f"noise must be 'auto', 'laplace' or 'gaussian', got {noise!r}")
-    if delta is not None and delta > 0:
-        return "gaussian", (f"noise='auto': delta = {delta:g} was given, so an (epsilon, delta) guarantee "
-                            "is acceptable and Gaussian noise on L2 sensitivities (which do not grow with "
-                            "p or d) adds far less noise than Laplace (dpcore.calibration.resolve_noise)")
-    return "laplace", ("noise='auto': no delta was given, so the papers' pure epsilon-DP Laplace "
-                       "mechanism (give delta for the Gaussian variant; dpcore.calibration.resolve_noise)")
+    given = f"delta = {delta:g} was given" if delta is not None and delta > 0 else \
+        "delta left empty takes its automatic value min(1e-5, n^-1.5)"
+    return "gaussian", (f"noise='auto': Gaussian noise ({given}): on L2 sensitivities, which do not grow "
+                        "with p or d, it adds far less noise than Laplace for the same epsilon; choose "
+                        "noise='laplace' for pure epsilon-DP (dpcore.calibration.resolve_noise)")
 
 
 #: E ||N||_* / (sigma p^1.5) for a p x p symmetric matrix N with i.i.d. N(0, sigma^2) entries on
@@ -609,10 +608,11 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
     Rule: with labels (classification or regression) and ``d >= 2``, PCA-Gauss: a DP basis keeps
     the directions with the most mass (``tail(p)`` of :func:`recommended_n_components`), while a
     random orthonormal projection (RON-Gauss) keeps a fraction ``p/d`` of every direction's mass
-    whatever the spectrum. Its noise is ``noise="gaussian"`` when an (epsilon, delta) guarantee is
-    acceptable (``delta`` given): the L2 sensitivities of the second moments (``sqrt(2)/n``) do not
-    grow with ``p`` or ``d`` while the L1 ones grow like ``p`` (model) and ``d^2`` (basis), so the
-    Laplace variant needs about ``p`` (and ``d``) times the epsilon for the same noise. Images
+    whatever the spectrum. Its noise is ``noise="gaussian"``, with the ``delta`` given or, left empty,
+    its automatic value :func:`default_delta` (``min(1e-5, n^-1.5)``): the L2 sensitivities of the
+    second moments (``sqrt(2)/n``) do not grow with ``p`` or ``d`` while the L1 ones grow like ``p``
+    (model) and ``d^2`` (basis), so the Laplace variant (pure epsilon, ``noise="laplace"``) needs
+    about ``p`` (and ``d``) times the epsilon for the same noise. Images
     (a public ``image_shape`` whose pixels are the ``d`` features): ``pca_source="dct"``, the
     low-frequency DCT basis (:func:`image_dct_basis`), which needs no budget, where a DP basis of
     ``d = 784`` pixels hides every direction below its noise (BBP threshold ``sigma_B sqrt(d)``; on
@@ -630,16 +630,22 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
     dict
         ``mechanism`` (CLI name), ``parameters`` and ``reason``.
     """
+    # delta empty: its automatic value min(1e-5, n^-1.5) (what the mechanisms use), Gaussian noise
+    automatic = delta is None
+    delta_used = default_delta(n_rows) if automatic else delta
     if task not in ("classification", "regression") and n_features >= 2:
         from dpcore.unsupervised import recommended_unsupervised  # no labels: its own public rule
 
-        rule = recommended_unsupervised(n_rows, n_features, epsilon=epsilon, delta=delta)
-        return {k: rule[k] for k in ("mechanism", "parameters", "reason")}
-    gaussian = delta is not None
-    params: dict = {"noise": "gaussian", "delta": delta} if gaussian else {}
+        rule = recommended_unsupervised(n_rows, n_features, epsilon=epsilon, delta=delta_used)
+        params = dict(rule["parameters"])
+        if automatic:
+            params.pop("delta", None)
+        return {"mechanism": rule["mechanism"], "parameters": params, "reason": rule["reason"]}
+    params: dict = {"noise": "gaussian"} if automatic else {"noise": "gaussian", "delta": delta}
     image = image_shape is not None and int(np.prod(image_shape)) == n_features
-    noise = ("Gaussian noise (zCDP): L2 sensitivities do not grow with p or d" if gaussian else
-             "Laplace noise (pure epsilon; give delta for the Gaussian variant, which adds far less noise)")
+    noise = ("Gaussian noise (zCDP, delta " + (f"= {delta:g}" if not automatic else
+                                              f"automatic: min(1e-5, n^-1.5) = {delta_used:.2g}")
+             + "): L2 sensitivities do not grow with p or d; noise='laplace' for pure epsilon")
     if task in ("classification", "regression") and n_features >= 2:
         basis = ("images: the low-frequency 2-D DCT basis of the public image shape (no budget) keeps "
                  "most of an image's mass" if image else

@@ -385,13 +385,14 @@ def test_utility_page_reports_clustering_against_the_isotropic_null():
 
 def test_sidebar_shows_the_recommended_mechanism_for_the_data():
     at = new_app()  # digits: 8 x 8 images, classification
+    assert at.session_state.mechanism == "pca-gauss"  # the recommendation is the untouched default
     shown = [c.value for c in at.sidebar.caption if "Recommended" in c.value]
     assert shown and "pca-gauss" in shown[0] and "= dct" in shown[0] and "gaussian" in shown[0]
     choose_dataset(at, "adult")
     shown = [c.value for c in at.sidebar.caption if "Recommended" in c.value]
     assert shown and "pca-gauss" in shown[0] and "dct" not in shown[0]
-    # delta = min(1e-5, n^-1.5) on adult's n, shown to 3 significant digits (was 1.70198e-07)
-    assert "delta = 1.7e-07" in shown[0].replace("\\", ""), shown[0]  # markdown-escaped
+    # delta automatic: min(1e-5, n^-1.5) on adult's n, shown to 2 significant digits
+    assert "delta = automatic, 1.7e-07" in shown[0].replace("\\", ""), shown[0]  # markdown-escaped
 
 
 def test_switching_back_to_bundled_keeps_an_uploaded_table_until_one_is_chosen():

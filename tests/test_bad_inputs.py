@@ -474,7 +474,9 @@ HOSTILE_API = [
     (RONGauss, {"epsilon": math.nan}, "epsilon"),
     # issue 17: no non-finite noise scale or cell is ever published; memory estimated before work
     (JLLaplace, {"epsilon": 1e-310}, "epsilon = 1e-310 gives an infinite noise scale"),
-    (RONGauss, {"epsilon": 1e-320}, "epsilon = 9.99989e-321 gives an infinite noise scale"),
+    (RONGauss, {"epsilon": 1e-320, "noise": "laplace"},
+     "epsilon = 9.99989e-321 gives an infinite noise scale"),
+    (RONGauss, {"epsilon": 1e-320}, "epsilon = 9.99989e-321 .* is too small for a finite noise scale"),
     (PCAGauss, {"epsilon": 1e-310}, "epsilon = 1e-310"),
     (DPMix, {"epsilon": 1e-310}, "too small for a finite noise scale"),
     (DPMix, {"n_mixtures": 10**9, "ell": 4}, "n_mixtures = 1,000,000,000 needs about"),
@@ -515,7 +517,10 @@ HOSTILE_CLI = [
     # issue 17
     ("jl-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
     ("identity-laplace", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
-    ("modips", ["--epsilon", "1e-310"], "epsilon = 1e-310 gives an infinite noise scale"),
+    ("modips", ["--epsilon", "1e-310", "--noise", "laplace"],
+     "epsilon = 1e-310 gives an infinite noise scale"),
+    ("modips", ["--epsilon", "1e-310"],
+     "epsilon = 1e-310 (delta = 1e-05) is too small for a finite noise scale"),
     ("dpmix", ["--epsilon", "1e-320"], "is too small for a finite noise scale"),
     ("dpmix", ["--ell", "4", "--n-mixtures", "1000000000"], "n_mixtures = 1,000,000,000 needs about"),
     ("local-gaussian", ["--eps", "1"], "unrecognized arguments: --eps"),

@@ -188,7 +188,8 @@ def test_modips_noise_on_mean_and_second_moment_matches_the_formulas():
     mu_noise, m_noise = [], []
     iu = np.triu_indices(6)
     for seed in range(40):
-        rel, rel_diag = MODIPS(epsilon=eps, epsilon_split=split, bounds=(0, 4), random_state=seed).explore(X)
+        rel, rel_diag = MODIPS(noise="laplace",
+                               epsilon=eps, epsilon_split=split, bounds=(0, 4), random_state=seed).explore(X)
         assert [r.scale for r in rel.noise] == [pytest.approx(b_mu), pytest.approx(b_m)]
         dg = rel_diag
         mu_noise.append(dg["mean_dp"][0] - dg["mean"][0])
@@ -206,7 +207,7 @@ def test_modips_noise_on_mean_and_second_moment_matches_the_formulas():
 def test_modips_classification_is_one_gaussian_per_class_with_class_size_sensitivities():
     X = box_data(n=300, d=4, seed=3)
     y = np.repeat([0, 1, 2], [50, 100, 150])
-    rel = MODIPS(epsilon=1.0, bounds=(0, 4), classes=[0, 1, 2], label_privacy="within-class",
+    rel = MODIPS(noise="laplace", epsilon=1.0, bounds=(0, 4), classes=[0, 1, 2], label_privacy="within-class",
                  random_state=0).release(X, y)  # the papers' per-class model: class sizes public
     assert rel.guarantee.neighbouring == "replace-one-within-class"
     assert np.array_equal(np.bincount(rel.labels), [50, 100, 150])  # n_c rows per class
@@ -404,7 +405,7 @@ def test_modips_protected_class_histogram_noise_is_laplace_with_scale_2_over_eps
     every class counted): KS-consistent with Lap(2/eps_histogram); 1.5x wrong scales rejected."""
     X, y = box_data(n=200, d=3, seed=30), np.arange(200) % 50
     eps, h = 1.0, 0.25
-    mech = MODIPS(epsilon=eps, histogram_fraction=h, bounds=(0, 4), classes=list(range(50)))
+    mech = MODIPS(noise="laplace", epsilon=eps, histogram_fraction=h, bounds=(0, 4), classes=list(range(50)))
     check_histogram_noise(mech, X, y, h * eps)
 
 
@@ -414,7 +415,7 @@ def test_modips_protected_class_sum_sensitivities_hold_with_a_class_change():
     change of the stacked sums (mean; second moment upper triangle) never exceeds the stated 2k
     and k(k+1); a box corner leaving one class and joining another attains both."""
     k, classes = 4, [0, 1, 2]
-    mech = MODIPS(epsilon=math.inf, bounds=(0, 4), classes=classes, random_state=0)
+    mech = MODIPS(noise="laplace", epsilon=math.inf, bounds=(0, 4), classes=classes, random_state=0)
     iu = np.triu_indices(k)
 
     def sums(X, y):
@@ -470,7 +471,7 @@ def test_modips_protected_card_states_replace_one_and_the_histogram_part():
     X, y = box_data(n=300, d=4, seed=33), np.arange(300) % 3
     eps, h, k = 2.0, 0.2, 4
     kw = {"epsilon": eps, "bounds": (0, 4), "classes": [0, 1, 2], "random_state": 0}
-    card = json.loads(MODIPS(histogram_fraction=h, **kw).release(X, y).card_json())
+    card = json.loads(MODIPS(noise="laplace", histogram_fraction=h, **kw).release(X, y).card_json())
     assert card["guarantee"]["neighbouring"] == "replace-one" and card["guarantee"]["holds"] is True
     assert card["guarantee"]["epsilon"] == pytest.approx(eps)
     parts = card["details"]["epsilon_parts"]
@@ -481,7 +482,7 @@ def test_modips_protected_card_states_replace_one_and_the_histogram_part():
     means = [r for r in card["noise"] if r["statistic"].startswith("mean of class")]
     assert len(means) == 3 and all(r["scale"] == pytest.approx(2 * k / parts["mean"]) for r in means)
     assert any("labels are protected" in a for a in card["details"]["assumptions"])
-    paper = json.loads(MODIPS(label_privacy="within-class", **kw).release(X, y).card_json())
+    paper = json.loads(MODIPS(noise="laplace", label_privacy="within-class", **kw).release(X, y).card_json())
     assert paper["guarantee"]["neighbouring"] == "replace-one-within-class"
     assert "histogram" not in paper["details"]["epsilon_parts"]
     assert not any(r["statistic"].startswith("class histogram") for r in paper["noise"])

@@ -44,7 +44,8 @@ def test_tied_second_moment_sensitivities_hold_with_a_class_change(cal, label_pr
     upper triangle ("tight") or of every entry ("paper") times n never exceeds S1 * n, and the L2
     change of the upper triangle never exceeds S2 * n = sqrt(2); vertex rows come close."""
     p, d, n, classes = 2, 4, 9, [0, 1, 2]
-    mech = PCAGauss(epsilon=INF, n_components=p, pca_source="public", public_data=_public_rows(),
+    mech = PCAGauss(noise="laplace",
+                    epsilon=INF, n_components=p, pca_source="public", public_data=_public_rows(),
                     calibration=cal, bounds=(-1, 1), classes=classes, covariance_type="tied",
                     label_privacy=label_privacy, random_state=0)
     s1, s2 = tied_second_moment_sensitivities(p, n, calibration=cal)

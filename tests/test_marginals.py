@@ -137,7 +137,7 @@ def mixed():
 
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 def test_pca_gauss_measures_marginals_within_the_total_budget(mixed, noise):
-    kwargs = {"delta": 1e-6} if noise == "gaussian" else {}
+    kwargs = {"delta": 1e-6} if noise == "gaussian" else {"noise": "laplace"}
     rel = PCAGauss(epsilon=1.0, random_state=0, **kwargs).release(mixed)
     assert rel.guarantee.epsilon <= 1.0 + 1e-12
     assert rel.marginals is not None and rel.marginals.epsilon_share == dpmarg.MARGINAL_FRACTION
@@ -183,7 +183,7 @@ def test_marginal_noise_matches_the_card_and_catches_a_1_5x_miscalibration(mixed
 
 def test_marginals_are_skipped_when_their_noise_swamps_the_counts():
     small = _dataset(_mixed_frame(200, np.random.default_rng(5)))
-    rel = PCAGauss(epsilon=0.5, random_state=0).release(small)  # Laplace: sd ~ 2 * 4 * sqrt(2)/0.15
+    rel = PCAGauss(epsilon=0.5, noise="laplace", random_state=0).release(small)  # sd ~ 2 * 4 * sqrt(2)/0.15
     assert rel.marginals is None
 
 

@@ -123,7 +123,8 @@ def test_scale_to_box():
 @pytest.mark.parametrize("p,cal", [(1, "tight"), (4, "tight"), (4, "paper"), (6, "paper")])
 def test_alg1_noise_scale_and_no_transform(p, cal):
     n, eps = 400, 0.7
-    rel = PCAGauss(epsilon=eps, n_components=p, calibration=cal, random_state=0, bounds=(-1, 1)
+    rel = PCAGauss(noise="laplace",
+                   epsilon=eps, n_components=p, calibration=cal, random_state=0, bounds=(-1, 1)
                    ).release(_data(n))
     (rec,) = rel.noise
     k = p if cal == "paper" else min(p, 2)
@@ -172,7 +173,7 @@ def test_gmm_noise_scales_budget_parts_and_class_sizes():
     X, y = _blobs(n=902, seed=1)
     n, d, p, eps = len(y), X.shape[1], 4, 2.0
     paper = {"bounds": (-1, 1), "classes": [0, 1, 2], "label_privacy": "within-class"}
-    rel = PCAGauss(epsilon=eps, n_components=p, pca_source="lap", pca_fraction=0.4,
+    rel = PCAGauss(noise="laplace", epsilon=eps, n_components=p, pca_source="lap", pca_fraction=0.4,
                    random_state=0, **paper).release(X, y)
     assert rel.guarantee.neighbouring == "replace-one-within-class"
     e_pca, e_mu, e_cov = 0.4 * eps, 0.6 * 0.1 * eps, 0.6 * 0.9 * eps
@@ -190,7 +191,7 @@ def test_gmm_noise_scales_budget_parts_and_class_sizes():
         assert mean_rec.scale == pytest.approx(2 * math.sqrt(p) / (n_c * e_mu))
         assert mom_rec.scale == pytest.approx((p + 1) / (n_c * e_cov))
     assert np.array_equal(np.bincount(rel.labels), sizes)
-    rel = PCAGauss(epsilon=eps, n_components=p, calibration="paper", pca_source="lap",
+    rel = PCAGauss(noise="laplace", epsilon=eps, n_components=p, calibration="paper", pca_source="lap",
                    random_state=0, **paper).release(X, y, n_samples=50)
     assert rel.noise[0].scale == pytest.approx(d * d / (n * 0.5 * eps))
     assert rel.noise[1].scale == pytest.approx(2 * p / (sizes[0] * 0.5 * 0.1 * eps))
@@ -227,7 +228,7 @@ def test_analyze_gauss_and_public_sources():
     assert ag.scale == pytest.approx(analytic_gaussian_sigma(math.sqrt(2), 0.5, 1e-6))
     assert rel.guarantee.kind == "approx" and rel.guarantee.delta == 1e-6
     assert rel.guarantee.epsilon == pytest.approx(1.0)
-    rel = PCAGauss(epsilon=1.0, n_components=3, pca_source="public", public_data=public,
+    rel = PCAGauss(noise="laplace", epsilon=1.0, n_components=3, pca_source="public", public_data=public,
                    random_state=0, bounds=(-1, 1), classes=[0, 1, 2],
                    label_privacy="within-class").release(X, y)
     assert rel.guarantee.kind == "pure" and rel.guarantee.delta == 0
@@ -251,7 +252,7 @@ def test_regression_alg2_scale_and_labels():
     public = rng.uniform(-1, 1, size=(50, 8))  # a separate sample from the same distribution
     kw = {"pca_source": "public", "public_data": public, "bounds": (-1, 1), "label_bounds": (30, 70),
           "marginals": "off"}
-    rel = PCAGauss(epsilon=2.0, n_components=3, random_state=0, **kw).release(X, y)
+    rel = PCAGauss(noise="laplace", epsilon=2.0, n_components=3, random_state=0, **kw).release(X, y)
     mean, rec = rel.noise
     n = 500  # all private rows (the public rows are a separate input)
     # the mean of [x^, y] with 0.1 of epsilon (L1 (2 sqrt(p) + 2)/n), the second moment with 0.9
@@ -259,7 +260,8 @@ def test_regression_alg2_scale_and_labels():
     assert mean.scale == pytest.approx((2 * math.sqrt(3) + 2) / (n * 0.2))
     assert rec.scale == pytest.approx((3 + 2 + 2 * math.sqrt(3)) / (n * 1.8))
     assert rel.labels.shape == (500,) and rel.data.shape == (500, 3)
-    rel = PCAGauss(epsilon=INF, n_components=3, random_state=0, **kw).release(X, y, n_samples=50_000)
+    rel = PCAGauss(noise="laplace",
+                   epsilon=INF, n_components=3, random_state=0, **kw).release(X, y, n_samples=50_000)
     # second moment of the label on the [-1, 1] scale is preserved at epsilon = inf
     y_unit = (rel.labels - 50) / 20
     assert np.mean(y_unit**2) == pytest.approx(np.mean(((y - 50) / 20) ** 2), rel=0.03)
@@ -316,7 +318,7 @@ def test_protected_class_histogram_noise_is_laplace_with_scale_2_over_eps_histog
     rng = np.random.default_rng(20)
     X, y = rng.uniform(-1, 1, size=(200, 4)), np.arange(200) % 50
     eps, h, f = 2.0, 0.25, 0.5
-    mech = PCAGauss(epsilon=eps, histogram_fraction=h, pca_fraction=f, n_components=2,
+    mech = PCAGauss(noise="laplace", epsilon=eps, histogram_fraction=h, pca_fraction=f, n_components=2,
                     pca_source="lap", bounds=(-1, 1), classes=list(range(50)))
     check_histogram_noise(mech, X, y, h * (1 - f) * eps)
 
@@ -339,7 +341,7 @@ def test_protected_class_sum_sensitivities_hold_with_a_class_change(cal):
     "tight", every entry for "paper") never exceeds class_sum_sensitivities; the tight bounds
     are attained by a vertex in W's span that changes class."""
     p, d, classes = 2, 4, [0, 1, 2]
-    mech = PCAGauss(epsilon=INF, n_components=p, pca_source="public",
+    mech = PCAGauss(noise="laplace", epsilon=INF, n_components=p, pca_source="public",
                     public_data=_designed_public_rows(), calibration=cal, bounds=(-1, 1),
                     classes=classes, random_state=0)
     s_mu, s_m = class_sum_sensitivities(p, calibration=cal)
@@ -401,7 +403,7 @@ def test_protected_card_states_replace_one_and_the_histogram_part():
     eps, h, f, p = 2.0, 0.2, 0.4, 2
     kw = {"epsilon": eps, "n_components": p, "pca_source": "lap", "pca_fraction": f,
           "bounds": (-1, 1), "classes": [0, 1, 2], "random_state": 0}
-    card = json.loads(PCAGauss(histogram_fraction=h, **kw).release(X, y).card_json())
+    card = json.loads(PCAGauss(noise="laplace", histogram_fraction=h, **kw).release(X, y).card_json())
     assert card["guarantee"]["neighbouring"] == "replace-one" and card["guarantee"]["holds"] is True
     assert card["guarantee"]["epsilon"] == pytest.approx(eps)
     parts = card["details"]["epsilon_parts"]
@@ -414,7 +416,8 @@ def test_protected_card_states_replace_one_and_the_histogram_part():
     assert len(sums) == 3 and all(r["scale"] == pytest.approx(s_mu / parts["mean"]) for r in sums)
     moms = [r for r in card["noise"] if r["statistic"].startswith("second moment of PCA features")]
     assert len(moms) == 3 and all(r["scale"] == pytest.approx(s_m / parts["covariance"]) for r in moms)
-    paper = json.loads(PCAGauss(label_privacy="within-class", **kw).release(X, y).card_json())
+    paper = json.loads(PCAGauss(noise="laplace",
+                                label_privacy="within-class", **kw).release(X, y).card_json())
     assert paper["guarantee"]["neighbouring"] == "replace-one-within-class"
     assert "histogram" not in paper["details"]["epsilon_parts"]
     assert not any(r["statistic"].startswith("class histogram") for r in paper["noise"])

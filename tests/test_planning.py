@@ -118,9 +118,10 @@ def test_cli_calibrate_prints_the_cards_noise(capsys):
 
 def test_cli_epsilon_and_its_errors(capsys, tmp_path):
     assert main(["epsilon", "pca-gauss", "--n", "1000", "--features", "6", "--statistic", "1",
-                 "--scale", "0.001", "--n-components", "3"]) == 0
+                 "--scale", "0.001", "--n-components", "3", "--noise", "laplace"]) == 0
     out = capsys.readouterr().out
-    plan = noise_plan("pca-gauss", {"epsilon": 1.0, "n_components": 3}, n=1000, n_features=6)
+    plan = noise_plan("pca-gauss", {"epsilon": 1.0, "n_components": 3, "noise": "laplace"}, n=1000,
+                      n_features=6)
     s1 = plan.noise[0].sensitivity
     assert out.startswith(f"epsilon = {s1 / 0.001:.6g}")
     assert main(["calibrate", "ron-gauss"]) == 2

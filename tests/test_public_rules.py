@@ -15,8 +15,10 @@ from dpcore.mechanisms.modips import MODIPS
 
 
 def test_resolve_noise_rule():
-    assert resolve_noise("auto", None)[0] == "laplace"
-    assert resolve_noise("auto", 0.0)[0] == "laplace"
+    # the recommended setting is the default: Gaussian noise, delta given or automatic
+    noise, reason = resolve_noise("auto", None)
+    assert noise == "gaussian" and "automatic value min(1e-5, n^-1.5)" in reason
+    assert "noise='laplace' for pure epsilon" in reason
     noise, reason = resolve_noise("auto", 1e-6)
     assert noise == "gaussian" and "delta = 1e-06" in reason
     assert resolve_noise("laplace", 1e-6)[0] == "laplace"  # the papers' mode by name
@@ -31,14 +33,20 @@ def adult_rows():
 
 
 @pytest.mark.parametrize("cls", [PCAGauss, RONGauss, MODIPS])
-def test_auto_is_laplace_without_delta_and_gaussian_with_it(cls, adult_rows):
+def test_auto_is_gaussian_with_the_automatic_delta_and_laplace_by_name(cls, adult_rows):
+    from dpcore.calibration import default_delta
+
     assert cls.param("noise").default == "auto"
-    pure = cls(epsilon=1.0, random_state=0).release(adult_rows)
+    untouched = cls(epsilon=1.0, random_state=0).release(adult_rows)
+    g = untouched.guarantee
+    assert g.kind == "approx" and g.delta == pytest.approx(default_delta(1500)) and g.epsilon <= 1.0 + 1e-12
+    assert {r.distribution for r in untouched.noise} == {"gaussian"}
+    card = untouched.card()
+    assert card["parameters"]["noise"] == "auto" and card["details"]["noise"] == "gaussian"
+    assert "automatic value" in card["details"]["noise_choice"]
+    pure = cls(epsilon=1.0, noise="laplace", random_state=0).release(adult_rows)  # pure epsilon, by name
     assert pure.guarantee.kind == "pure" and pure.guarantee.delta == 0
     assert {r.distribution for r in pure.noise} == {"laplace"}
-    card = pure.card()
-    assert card["parameters"]["noise"] == "auto" and card["details"]["noise"] == "laplace"
-    assert "no delta" in card["details"]["noise_choice"]
 
     auto = cls(epsilon=1.0, delta=1e-6, random_state=0).release(adult_rows)
     named = cls(epsilon=1.0, delta=1e-6, noise="gaussian", random_state=0).release(adult_rows)

@@ -104,7 +104,7 @@ def test_default_n_components_and_normalisation():
                                          (1000, 30, 1, (0.1, 0.9))])
 def test_release_noise_scales_equal_formulas(n, d, p, split):
     eps = 1.7
-    rel = RONGauss(epsilon=eps, epsilon_split=split, n_components=p, random_state=0,
+    rel = RONGauss(noise="laplace", epsilon=eps, epsilon_split=split, n_components=p, random_state=0,
                    bounds=(-1, 1)).release(_data(n, d))
     parts = EpsilonSplit.from_fractions(eps, {"mean": split[0], "covariance": split[1]})
     mean_rec, cov_rec = rel.noise
@@ -124,7 +124,8 @@ def test_regression_noise_scale_uses_label_bound():
     X = _data(400, 12)
     y = X[:, 0] * 3 + 1
     a = 2.0
-    rel = RONGauss(epsilon=2.0, n_components=4, label_bound=a, random_state=0, bounds=(-1, 1),
+    rel = RONGauss(noise="laplace",
+                   epsilon=2.0, n_components=4, label_bound=a, random_state=0, bounds=(-1, 1),
                    label_bounds=(-2, 4)).release(X, y)
     s1 = (4 + 1 + 2 * a * 2 + a * a) / 400
     assert rel.noise[1].sensitivity == pytest.approx(s1)
@@ -162,7 +163,7 @@ def test_published_mode_reports_larger_guaranteed_epsilon():
     X = _data(300, 20)
     y = X[:, 1]
     for p in (2, 4, 9):
-        rel, rel_diag = RONGauss(epsilon=1.0, n_components=p, epsilon_split=(0.3, 0.7),
+        rel, rel_diag = RONGauss(noise="laplace", epsilon=1.0, n_components=p, epsilon_split=(0.3, 0.7),
                                  calibration="published", random_state=0, bounds=(-1, 1)).explore(X)
         expected = 0.3 + 0.7 * math.sqrt(p)  # S1_sound,full / S1_published = 2p / (2 sqrt p)
         assert rel.guarantee.epsilon == pytest.approx(expected)
@@ -174,7 +175,8 @@ def test_published_mode_reports_larger_guaranteed_epsilon():
         assert not np.allclose(rel_diag["sigma_dp"], rel_diag["sigma_dp"].T)
         assert np.allclose(rel_diag["sigma_dp_repaired"], rel_diag["sigma_dp_repaired"].T)
     a, p = 1.0, 4
-    rel, rel_diag = RONGauss(epsilon=1.0, n_components=p, calibration="published", random_state=0,
+    rel, rel_diag = RONGauss(noise="laplace",
+                             epsilon=1.0, n_components=p, calibration="published", random_state=0,
                    bounds=(-1, 1), label_bounds=(-1, 1)).explore(X, y)
     ratio = (2 * p + 4 * a * 2 + a * a) / (2 * 2 + 4 * a * 2 + a * a)
     assert rel.guarantee.epsilon == pytest.approx(0.3 + 0.7 * ratio)
@@ -211,7 +213,7 @@ def test_gmm_labels_match_class_sizes_and_parallel_composition():
     sizes = {c: int(np.sum(y == c)) for c in (0, 1, 7)}
     eps = 0.8
     paper = {"bounds": (-2, 2), "classes": [0, 1, 7], "label_privacy": "within-class"}
-    rel = RONGauss(epsilon=eps, n_components=3, random_state=0, **paper).release(X, y)
+    rel = RONGauss(noise="laplace", epsilon=eps, n_components=3, random_state=0, **paper).release(X, y)
     assert rel.guarantee.neighbouring == "replace-one-within-class"  # class sizes are public
     got = dict(zip(*np.unique(rel.labels, return_counts=True), strict=True))
     assert {int(k): int(v) for k, v in got.items()} == sizes
@@ -224,7 +226,8 @@ def test_gmm_labels_match_class_sizes_and_parallel_composition():
         assert cov_rec.scale == pytest.approx(4 / (n_c * 0.7 * eps))
     assert any("class sizes n_c are public" in a for a in rel.details["assumptions"])
     # n_samples split in proportion to the public class sizes
-    rel = RONGauss(epsilon=eps, n_components=3, random_state=1, **paper).release(X, y, n_samples=100)
+    rel = RONGauss(noise="laplace",
+                   epsilon=eps, n_components=3, random_state=1, **paper).release(X, y, n_samples=100)
     counts = {int(k): int(v) for k, v in zip(*np.unique(rel.labels, return_counts=True), strict=True)}
     assert sum(counts.values()) == 100
     for c, n_c in sizes.items():
@@ -336,7 +339,7 @@ def test_protected_class_histogram_noise_is_laplace_with_scale_2_over_eps_histog
     way) is rejected. (n_samples=1: one class is modelled, every class is counted.)"""
     X, y = _labelled()
     eps, h = 1.0, 0.25
-    mech = RONGauss(epsilon=eps, histogram_fraction=h, n_components=1, bounds=(-1, 1),
+    mech = RONGauss(noise="laplace", epsilon=eps, histogram_fraction=h, n_components=1, bounds=(-1, 1),
                     classes=list(range(50)))
     check_histogram_noise(mech, X, y, h * eps)
 
@@ -355,7 +358,7 @@ def test_protected_unit_row_sums_sensitivity_holds_with_a_class_change(scaling):
     never exceeds the stated S1 = 2 sqrt(d), and the adversarial pairs reach it."""
     rng = np.random.default_rng(11)
     n, d, classes = 12, 5, [0, 1, 2]
-    mech = RONGauss(epsilon=INF, n_components=2, bounds=(-1, 1), classes=classes,
+    mech = RONGauss(noise="laplace", epsilon=INF, n_components=2, bounds=(-1, 1), classes=classes,
                     feature_scaling=scaling, random_state=0)
 
     def sums(X, y):
@@ -394,7 +397,8 @@ def test_protected_second_moment_sums_are_over_unit_rows_and_their_sensitivity_h
     moving class attains it."""
     X, y = _blobs(n=60, d=8, k=3, seed=12)
     p, classes = 3, [0, 1, 2]
-    rel, rel_diag = RONGauss(epsilon=INF, n_components=p, bounds=(-2, 2), feature_scaling="none",
+    rel, rel_diag = RONGauss(noise="laplace",
+                             epsilon=INF, n_components=p, bounds=(-2, 2), feature_scaling="none",
                    classes=classes, random_state=0).explore(X, y)
     W, counts = rel.transform_arrays["W"], rel_diag["class_counts_dp"]
     for c in classes:
@@ -456,7 +460,7 @@ def test_protected_one_label_change_does_not_fix_the_released_class_sizes():
 def test_protected_card_states_replace_one_and_the_histogram_part():
     X, y = _blobs(n=300, d=6, k=3, seed=15)
     eps, h, d, p = 2.0, 0.2, 6, 2
-    rel = RONGauss(epsilon=eps, histogram_fraction=h, n_components=p, bounds=(-2, 2),
+    rel = RONGauss(noise="laplace", epsilon=eps, histogram_fraction=h, n_components=p, bounds=(-2, 2),
                    classes=[0, 1, 2], random_state=0).release(X, y)
     card = json.loads(rel.card_json())
     assert card["guarantee"]["neighbouring"] == "replace-one" and card["guarantee"]["holds"] is True
@@ -471,7 +475,8 @@ def test_protected_card_states_replace_one_and_the_histogram_part():
     assert len(sums) == 3 and all(r["scale"] == pytest.approx(2 * math.sqrt(d) / parts["mean"])
                                   for r in sums)
     assert any("labels are protected" in a for a in card["details"]["assumptions"])
-    paper = json.loads(RONGauss(epsilon=eps, n_components=p, bounds=(-2, 2), classes=[0, 1, 2],
+    paper = json.loads(RONGauss(noise="laplace",
+                                epsilon=eps, n_components=p, bounds=(-2, 2), classes=[0, 1, 2],
                                 label_privacy="within-class", random_state=0).release(X, y).card_json())
     assert paper["guarantee"]["neighbouring"] == "replace-one-within-class"
     assert "histogram" not in paper["details"]["epsilon_parts"]

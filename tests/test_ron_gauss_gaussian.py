@@ -250,7 +250,7 @@ def test_gaussian_card_states_approx_guarantee_rho_split_and_variance_saving():
     for rec, part, frac in ((rel.noise[0], "mean", 0.3), (rel.noise[1], "covariance", 0.7)):
         assert saving[part] == pytest.approx(2 * (s1[part] / (frac * 1.0)) ** 2 / rec.scale**2, rel=1e-6)
         assert saving[part] > 1
-    lap = RONGauss(epsilon=1.0, n_components=6, epsilon_split=(0.3, 0.7), bounds=(-1, 1),
+    lap = RONGauss(epsilon=1.0, n_components=6, epsilon_split=(0.3, 0.7), bounds=(-1, 1), noise="laplace",
                    random_state=0).release(X)
     assert lap.details["noise"] == "laplace" and lap.guarantee.kind == "pure"
     assert all(r.rho is None for r in lap.noise)

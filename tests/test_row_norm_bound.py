@@ -175,7 +175,7 @@ def test_modips_gaussian_uses_the_row_bound_and_is_approx():
     stated = {r.statistic.split(" of")[0]: r.sensitivity for r in rel.noise}
     assert stated["mean"] == pytest.approx(s_mu) and stated["second moment (1/n) Z^T Z"] == pytest.approx(s_m)
     assert s_m == pytest.approx(math.sqrt(14**2 + 14))
-    lap = MODIPS(epsilon=1.0, random_state=0).release(ds)
+    lap = MODIPS(epsilon=1.0, noise="laplace", random_state=0).release(ds)
     s1 = {r.statistic.split(" of")[0]: r.sensitivity for r in lap.noise}
     assert s1["second moment (1/n) Z^T Z"] == pytest.approx(14**2 + 14)  # not 105 * 106
     # released one-hot columns come back in their [0, 1] units
@@ -200,7 +200,9 @@ def test_recommended_mechanism_and_fraction_follow_public_facts():
 
     sup = recommended_mechanism("classification", 1000, 20, epsilon=1.0, delta=1e-6, n_classes=2)
     assert sup["mechanism"] == "pca-gauss" and sup["parameters"]["noise"] == "gaussian"
-    assert recommended_mechanism("classification", 1000, 20, epsilon=1.0)["parameters"] == {}
+    # no delta: Gaussian noise with the automatic delta (the mechanism fills it in)
+    untouched = recommended_mechanism("classification", 1000, 20, epsilon=1.0)
+    assert untouched["parameters"] == {"noise": "gaussian"}
     assert recommended_mechanism("unsupervised", 1000, 20, epsilon=1.0)["mechanism"] == "ron-gauss"
     rule = recommended_n_components(24420, 105, epsilon=1.0, delta=1e-6, n_classes=2, dp_basis=True)
     assert 0 < rule["pca_fraction"] < 1

@@ -56,7 +56,14 @@ def test_rule_is_the_minimiser_of_its_stated_error_over_public_facts(n, d, delta
     assert rule["predicted_error"] == pytest.approx(min(float(e.min()) for e in grid), rel=1e-12)
     # deterministic: public facts in, the same setting out
     assert recommended_unsupervised(n, d, epsilon=1.0, delta=delta) == rule
-    assert recommended_mechanism("unsupervised", n, d, epsilon=1.0, delta=delta)["parameters"] == params
+    if delta is not None:
+        assert recommended_mechanism("unsupervised", n, d, epsilon=1.0, delta=delta)["parameters"] == params
+    else:  # the recommended setting without a delta: Gaussian noise with the automatic delta
+        from dpcore.calibration import default_delta
+
+        automatic = dict(recommended_unsupervised(n, d, epsilon=1.0, delta=default_delta(n))["parameters"])
+        automatic.pop("delta")
+        assert recommended_mechanism("unsupervised", n, d, epsilon=1.0, delta=None)["parameters"] == automatic
 
 
 def test_rule_responds_to_the_noise_as_derived():
@@ -86,8 +93,7 @@ def test_predicted_centring_error_is_the_dp_means_error(delta):
     n, d, f = 400, 12, 0.5
     X = rng.uniform(0, 1, size=(n, d))
     kw = dict(n_components=3, epsilon_split=(f, 1 - f), bounds=(0, 1), task="unsupervised")
-    if delta is not None:
-        kw.update(noise="gaussian", delta=delta)
+    kw.update(noise="gaussian", delta=delta) if delta is not None else kw.update(noise="laplace")
     mu = RONGauss(epsilon=math.inf, random_state=0, **kw).explore(X)[1]["mu_dp"]
     err = [np.sum((RONGauss(epsilon=1.0, random_state=s, **kw).explore(X)[1]["mu_dp"] - mu) ** 2)
            for s in range(60)]
@@ -104,7 +110,8 @@ def test_model_mean_is_off_in_the_papers_mode_and_its_sensitivity_holds_for_unit
     rng = np.random.default_rng(3)
     X = rng.uniform(0, 1, size=(300, 8))
     # p and the split given: the paper's Alg. 3 (model_mean automatic = off)
-    kw = dict(epsilon=1.0, n_components=3, epsilon_split=(0.3, 0.7), bounds=(0, 1), random_state=0)
+    kw = dict(epsilon=1.0, n_components=3, epsilon_split=(0.3, 0.7), bounds=(0, 1), random_state=0,
+              noise="laplace")
     paper = RONGauss(**kw).release(X)
     assert len(paper.noise) == 2 and "with the DP mean" not in paper.details["algorithm"]
     rel = RONGauss(model_mean=True, **kw).release(X)
@@ -135,7 +142,8 @@ def test_model_mean_is_off_in_the_papers_mode_and_its_sensitivity_holds_for_unit
 def test_unsupervised_defaults_are_the_public_rule_and_given_values_win(delta):
     rng = np.random.default_rng(4)
     X = rng.uniform(0, 1, size=(400, 12))
-    base = dict(epsilon=1.0, bounds=(0, 1), random_state=0, delta=delta)
+    base = dict(epsilon=1.0, bounds=(0, 1), random_state=0, delta=delta,
+                noise="laplace" if delta is None else "auto")
     rule = recommended_unsupervised(400, 12, epsilon=1.0, delta=delta)["parameters"]
     auto = RONGauss(**base).release(X)
     f = rule["epsilon_split"][0]

@@ -156,16 +156,16 @@ ZCDP_SOURCE = "Bun & Steinke 2016 (zCDP of the Gaussian mechanism)"
 
 
 #: the ``noise`` parameter of the mechanisms with a Gaussian variant
-NOISE = Param("noise", "choice", "auto", "Noise on the statistics: 'laplace' (the paper's pure "
-                 "epsilon-DP, L1 sensitivities), 'gaussian' ((epsilon, delta)-DP, L2 sensitivities "
-                 "that grow far slower with p and d, composed in zCDP), or 'auto': gaussian when you give "
-                 "delta, laplace when you do not (dpcore.calibration.resolve_noise).",
+NOISE = Param("noise", "choice", "auto", "Noise on the statistics: 'gaussian' ((epsilon, delta)-DP, L2 "
+                 "sensitivities that grow far slower with p and d, composed in zCDP), 'laplace' (the paper's "
+                 "pure epsilon-DP, L1 sensitivities, no delta), or 'auto' (default): Gaussian, with delta "
+                 "given or its automatic value (dpcore.calibration.resolve_noise).",
                  choices=NOISE_CHOICES, privacy=True)
 
 #: ``delta`` of the ``noise="gaussian"`` variants (empty: :func:`dpcore.calibration.default_delta`)
 GAUSSIAN_DELTA = Param("delta", "float", None, "Failure probability of (epsilon, delta)-DP, in (0, 1), "
-                       "for Gaussian noise (given: noise='auto' uses Gaussian noise); empty = pure "
-                       "epsilon with noise='auto', min(1e-5, n^-1.5) where Gaussian noise is asked for.",
+                       "for Gaussian noise; empty = automatic, min(1e-5, n^-1.5) (well below 1/n); not used "
+                       "with noise='laplace' (pure epsilon).",
                        low=0.0, high=1.0, low_open=True,
                        high_open=True, log=True, privacy=True, optional=True)
 
