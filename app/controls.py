@@ -141,7 +141,11 @@ def param_control(mech: type[Mechanism], p: Param, ds: Dataset, *, disabled: boo
     high = float(p.high) if p.high is not None and math.isfinite(p.high) else None
     default = float(p.default) if p.default is not None else (low or 0.0)
     if low is not None and high is not None:
-        return st.slider(label, low, high, **initial(key, "value", default), **common)
+        # an open end is not a value the slider may reach (histogram_fraction = 0 is refused)
+        step = 0.01
+        low, high = low + (step if p.low_open else 0.0), high - (step if p.high_open else 0.0)
+        return st.slider(label, low, high, step=step, **initial(key, "value", min(max(default, low), high)),
+                         **common)
     return st.number_input(label, min_value=low, max_value=high, format="%g",
                            **initial(key, "value", default), **common)
 

@@ -379,8 +379,11 @@ def apply_recommendation(ds: Dataset) -> dict[str, Any]:
     (untouched controls), as in ``dpcore release`` without options. Returns the recommendation."""
     ss = st.session_state
     rec = recommendation(ds)
-    if not ss.get("mechanism_chosen"):
-        ss.mechanism = rec["mechanism"]
+    # follow the recommendation while the mechanism is the one it set (a choice made in the sidebar,
+    # or by any other code, is kept)
+    automatic = ss.get("mechanism") in (ss.get("mechanism_auto", DEFAULT_MECHANISM), None)
+    if not ss.get("mechanism_chosen") and automatic:
+        ss.mechanism = ss.mechanism_auto = rec["mechanism"]
     return rec
 
 

@@ -524,7 +524,7 @@ def _modips(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     after = before.copy()
     after[0] = 1.0
     X, y = _class_data(before, after, half)
-    kw = dict(bounds=(-1.0, 1.0), classes=np.arange(2 * half), task="classification",
+    kw = dict(noise="laplace", bounds=(-1.0, 1.0), classes=np.arange(2 * half), task="classification",
               label_privacy="within-class")
     s0, s1 = [], []
     for r in range(math.ceil(runs / half)):
@@ -559,7 +559,7 @@ def _ron_gauss(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     n_c, half = RON_N_C, RON_CLASSES_PER_RELEASE // 2
     s0, s1, ceilings, same_w = [], [], [], True
     for r in range(math.ceil(runs / half)):
-        kw = dict(n_components=1, feature_scaling="none", bounds=(-1.0, 1.0),
+        kw = dict(noise="laplace", n_components=1, feature_scaling="none", bounds=(-1.0, 1.0),
                   random_state=seed * 100_003 + r)
         w = cls(epsilon=EPS, **kw).release(np.eye(2)).transform_arrays["W"][:, 0]
         u = np.array([-w[1], w[0]])
@@ -597,7 +597,7 @@ def _pca_gauss(cls: type, runs: int, seed: int, bad: bool) -> Samples:
     x, xp = np.ones(4), np.array([1.0, 1.0, -1.0, -1.0])
     D0 = np.vstack([np.tile(x, (6, 1)), np.tile(xp, (4, 1))])
     D1 = np.vstack([np.tile(x, (5, 1)), np.tile(xp, (5, 1))])
-    kw = dict(n_components=2, bounds=(-1.0, 1.0))
+    kw = dict(noise="laplace", n_components=2, bounds=(-1.0, 1.0))
     c0 = cls(epsilon=math.inf, random_state=0, **kw).explore(D0, n_samples=1).diagnostics["eigenvalues_dp"]
     c1 = cls(epsilon=math.inf, random_state=0, **kw).explore(D1, n_samples=1).diagnostics["eigenvalues_dp"]
     out = []

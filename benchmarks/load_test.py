@@ -344,6 +344,8 @@ def frontend_widget_state(kind: str, el):
                                              else [el.options[int(i)] for i in el.default])
         return state
     if kind == "number_input":
+        if not el.set_value and not el.HasField("default"):  # an empty box ("automatic") reports no value
+            return None
         value = el.value if el.set_value else el.default
         if el.data_type == el.INT:
             return WidgetState(id=el.id, int_value=int(value))

@@ -23,9 +23,9 @@ mech = get_mechanism(name)
 
 if "rdp" not in mech.capabilities:
     st.markdown(
-        f"**{mech.title}** is calibrated directly (no Rényi-DP accounting): its guarantee is "
-        f"*{mech.guarantee_kind}* under the *{mech.neighbouring}* neighbouring relation, the sum of "
-        "the budget parts below (sequential composition)."
+        f"**{mech.title}** is calibrated directly (no Rényi-DP accounting), under the "
+        f"*{mech.neighbouring}* neighbouring relation: the guarantee below composes the budget parts "
+        "of its noisy statistics."
     )
     params = mechanism_controls(mech, ds)
     train, _ = state.split()

@@ -527,7 +527,7 @@ def test_gaussian_noise_savings_are_said_on_explore_and_in_the_card_text():
     for part, ratio in ratios.items():
         assert f"{part} {ratio:.3g}x" in words
     assert "Gaussian against Laplace noise" in report_html(card, dataset="digits")
-    laplace = json.loads(get_mechanism("pca-gauss")(epsilon=1.0, random_state=0)
+    laplace = json.loads(get_mechanism("pca-gauss")(epsilon=1.0, noise="laplace", random_state=0)
                          .release(load_dataset("digits")).card_json())
     assert noise_savings(laplace["details"]) is None and "Gaussian against" not in card_in_words(laplace)
 

@@ -69,7 +69,8 @@ def _class_change_scores(cls: type, mode: str, *, pairs: int, releases: int, bad
     for r in range(releases):
         for b, y in enumerate((y0, y1)):
             mech = cls(epsilon=1.0, label_privacy=mode, classes=np.arange(k), task="classification",
-                       bounds=(0.0, 1.0), random_state=np.random.default_rng([seed, r, b]), **kw)
+                       bounds=(0.0, 1.0), random_state=np.random.default_rng([seed, r, b]),
+                       **({"noise": "laplace"} | kw if "noise" in cls().get_params() else kw))
             with audit.miscalibrated(sys.modules["dpcore.mechanisms._labels"], ("laplace_scale",),
                                      MISCALIBRATION if bad else 1.0):
                 if mode == "protected":
@@ -141,7 +142,8 @@ def _zero_norm_scores(*, classes: int, releases: int, bad: bool, seed: int = 1
     X = np.vstack([np.tile(before, (half, 1)), np.tile(after, (half, 1))])
     y = np.repeat(np.arange(classes), n_c)
     kw = dict(n_components=1, feature_scaling="none", bounds=(-100.0, 100.0), epsilon_split=(0.9, 0.1),
-              label_privacy="within-class", classes=np.arange(classes), task="classification")
+              label_privacy="within-class", classes=np.arange(classes), task="classification",
+              noise="laplace")
     exact, exact_diag = RONGauss(epsilon=math.inf, random_state=0, **kw).explore(X, y, n_samples=classes)
     c0, c1 = exact_diag["mu_dp"][0], exact_diag["mu_dp"][half]
     s0, s1 = [], []

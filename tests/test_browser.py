@@ -474,7 +474,7 @@ def test_release_download_matches_card_and_slider(explore_page):
     card = json.loads(download(page, "Download release card"))
     assert card["sha256"] == hashlib.sha256(data).hexdigest()
     assert card["guarantee"]["epsilon"] == slider_eps and card["parameters"]["epsilon"] == slider_eps
-    assert card["mechanism"] == "local-gaussian" and card["n_rows"] == 1797
+    assert card["mechanism"] == "pca-gauss" and card["n_rows"] == 1797  # the untouched default
     assert "seed" not in card["parameters"] and "random_state" not in json.dumps(card)
     # the download was recorded once in the session ledger
     expect(page.get_by_text("Nothing released yet.")).to_have_count(0)
@@ -602,7 +602,7 @@ def test_mixed_table_release_in_original_schema_downloads_and_counts(page):
     assert set(frame["colour"]) <= {"red", "green", "blue", "violet"} and set(frame["y"]) <= {"no", "yes"}
     assert frame["age"].between(18, 90).all() and frame["income"].between(0, 200000).all()
     report = download(page, "Download report (HTML)").decode()
-    assert "<h2>Noise per statistic</h2>" in report and "dpcore release local-gaussian" in report
+    assert "<h2>Noise per statistic</h2>" in report and "dpcore release pca-gauss" in report
 
 
 # ------------------------------------------------------------ the persistent budget and the opt-in
@@ -673,14 +673,14 @@ def test_budget_survives_reload_second_tab_and_restart_and_releases_stay_downloa
         assert _spent(page) == "ε = 1 of 2.5"
         _draw(page)  # a second draw keeps the first listed and downloadable
         assert _spent(page) == "ε = 2 of 2.5"
-        expect(page.get_by_text("Release 1: local-gaussian")).to_be_visible()
-        expect(page.get_by_text("Release 2: local-gaussian")).to_be_visible()
+        expect(page.get_by_text("Release 1: pca-gauss")).to_be_visible()  # the untouched default
+        expect(page.get_by_text("Release 2: pca-gauss")).to_be_visible()
         name1, csv1 = _download(page, "CSV of release 1")
         _, card1 = _download(page, "Card of release 1")
         name2, csv2 = _download(page, "CSV of release 2")
         assert json.loads(card1)["sha256"] == hashlib.sha256(csv1).hexdigest()
         assert csv1 != csv2
-        assert name1 == name2 == "digits-local-gaussian.csv"
+        assert name1 == name2 == "digits-pca-gauss.csv"
         assert pd.read_csv(io.BytesIO(csv1)).shape == (1797, 65)
         screenshot(page, "ledger-two-releases")
         # past the budget nothing is shown: 2 + 1 > 2.5, refused unseen, nothing charged
@@ -725,7 +725,7 @@ def test_a_release_on_data_bounds_needs_the_opt_in_and_is_marked_not_dp(open_ses
         rerun(page, page.get_by_text("I publish it anyway").click)
         _draw(page)
         name, data = _download(page, "Download CSV")
-        assert name == "mine-local-gaussian-NOT-differentially-private.csv"
+        assert name == "mine-ron-gauss-NOT-differentially-private.csv"  # no label: RON-Gauss, the default
         card_name, card = _download(page, "Download release card")
         card = json.loads(card)
         assert card_name.endswith("NOT-differentially-private.card.json")

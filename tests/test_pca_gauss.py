@@ -144,7 +144,7 @@ def test_alg1_eigenvalue_noise_spread_is_laplace():
     n, d, p, eps = 300, 12, 6, 0.5
     X = _data(n, d, seed=2)
     lam = np.sort(np.linalg.eigvalsh(X.T @ X / (n * d)))[::-1][:p]
-    mech = PCAGauss(epsilon=eps, n_components=p, calibration="paper", bounds=(-1, 1))
+    mech = PCAGauss(noise="laplace", epsilon=eps, n_components=p, calibration="paper", bounds=(-1, 1))
     noise = np.concatenate([
         mech.set_params(random_state=s).explore(X).diagnostics["eigenvalues_dp"] - lam
         for s in range(600)
@@ -203,8 +203,9 @@ def test_gmm_noise_scales_budget_parts_and_class_sizes():
 def test_gmm_class_mean_noise_spread_is_laplace():
     X, y = _blobs(n=600, d=10, k=2, seed=3)
     p, eps = 5, 1.0
-    mech = PCAGauss(epsilon=eps, n_components=p, pca_source="lap", bounds=(-1, 1), classes=[0, 1],
-                    label_privacy="within-class", pca_fraction=0.5)  # the paper's Alg. 3: noise scaled by n_c
+    # the paper's Alg. 3: noise scaled by n_c
+    mech = PCAGauss(noise="laplace", epsilon=eps, n_components=p, pca_source="lap", bounds=(-1, 1),
+                    classes=[0, 1], label_privacy="within-class", pca_fraction=0.5)
     Xs = scale_to_box(X, np.tile([-1.0, 1.0], (10, 1)))
     noise = []
     for s in range(250):

@@ -140,7 +140,7 @@ def test_empirical_noise_spread_matches_laplace_scale():
     and std/mean|noise| = sqrt(2) (Laplace), tolerance 6% (~3.5 standard errors)."""
     n, d, p, eps = 300, 24, 8, 1.0
     X = _data(n, d, seed=3)
-    mech = RONGauss(epsilon=eps, n_components=p, bounds=(-1, 1), feature_scaling="none")
+    mech = RONGauss(noise="laplace", epsilon=eps, n_components=p, bounds=(-1, 1), feature_scaling="none")
     mean_noise, cov_noise = [], []
     iu = np.triu_indices(p)
     true_mean = (X / np.linalg.norm(X, axis=1, keepdims=True)).mean(axis=0)

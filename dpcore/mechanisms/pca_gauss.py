@@ -435,8 +435,9 @@ class PCAGauss(GaussianGenerator):
 
     name = "pca-gauss"
     title = "PCA-Gauss (PCA + Gaussian model)"
-    summary = ("Scale features to [-1, 1], reduce with PCA (private eigenvalues, a DP PCA, or a "
-               "public split), fit a Gaussian (or one per class) with Laplace noise, and sample.")
+    summary = ("Scale features to [-1, 1], reduce with PCA (private eigenvalues, a DP PCA, a public "
+               "basis), fit a DP Gaussian (or one per class), sample, and map the rows onto DP "
+               "marginals of your columns.")
     citation = ("Chanyaswad, Liu & Mittal, Coupling Dimensionality Reduction with Generative Model "
                 "for Non-Interactive Private Data Release (PCA-Gauss)")
     params = (
