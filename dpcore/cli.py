@@ -605,16 +605,19 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _check_output(args: argparse.Namespace) -> None:
+def _check_output(args: argparse.Namespace, *, folder: bool = False) -> None:
     """Refuse, before any work, an output that cannot be written or would destroy another file.
 
-    Each file the release writes (``release_paths``: CSV, card, transform) must not be the input
-    file, the bounds or categories file, the ledger or its lock file, a folder or an existing
-    non-regular file (character device such as /dev/null, FIFO, socket).
+    Each file the release writes (``release_paths``: CSV, card, transform; with ``folder``, the
+    Dask engine's folder of parts) must not be the input file, the bounds or categories file, the
+    ledger or its lock file (existing or not: a ledger is created by the release), a folder (the
+    Dask engine's: a folder that is not empty) or an existing non-regular file (character device
+    such as /dev/null, FIFO, socket).
     """
     output = args.output
     if not Path(output).name:
         raise CLIError(f"--output {output!r} names no file; give the path of the CSV to write")
+    targets = {"folder": Path(output)} if folder else release_paths(output)
     protected: list[tuple[str, Path]] = [
         (what, Path(p)) for what, p in (("input file", args.input), ("bounds file", args.bounds),
                                          ("categories file", args.categories),
@@ -623,7 +626,7 @@ def _check_output(args: argparse.Namespace) -> None:
         if p and Path(p).exists()]
     if args.ledger:
         protected += [("ledger", Path(args.ledger)), ("ledger's lock file", lock_path(args.ledger))]
-    for role, target in release_paths(output).items():
+    for role, target in targets.items():
         for what, p in protected:
             if _same_file(target, p):
                 raise CLIError(f"--output {output} would overwrite the {what} {p} (with the release's "
@@ -631,6 +634,10 @@ def _check_output(args: argparse.Namespace) -> None:
         if target.exists() and (lock_path(target).exists() or target.name.endswith(".lock")):
             raise CLIError(f"--output {output}: {target} is a lock file or a ledger (its lock file "
                            f"{lock_path(target).name} is beside it); choose another output path")
+        if folder:
+            if target.exists() and not (target.is_dir() and not any(target.iterdir())):
+                raise CLIError(f"--output {output}: with --engine dask the output is a new (or empty) folder")
+            continue
         if target.is_dir():
             hint = f", e.g. {target / 'release.csv'}" if role == "csv" else ""
             raise CLIError(f"--output {output}: {target} is a folder; give the path of the CSV to "
@@ -763,9 +770,8 @@ def _release_dask(args: argparse.Namespace, cls: type | None, params: dict[str, 
         raise CLIError(f"{', '.join(decoding)}: not available with --engine dask, whose parts are written in "
                        "the mechanism's released space (the card's output_space says so); release the "
                        "table in memory (--engine memory) for the original columns and units")
+    _check_output(args, folder=True)  # before any work, as the in-memory engine's
     key = _precheck_ledger(args)  # a bad path or file is refused before any work
-    if os.path.exists(args.output) and not (os.path.isdir(args.output) and not os.listdir(args.output)):
-        raise CLIError(f"--output {args.output}: with --engine dask the output is a new (or empty) folder")
     # the bars are drawn on the process's stderr (dask_engine._progress): by default only on a terminal
     terminal = bool(sys.__stderr__ and sys.__stderr__.isatty())
     progress = args.progress if args.progress is not None else terminal

@@ -56,6 +56,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -288,8 +289,8 @@ def public_part_rows(blocksize: int, width: int) -> int:
 
 
 def expand_paths(source: str | os.PathLike | list[Any]) -> list[str]:
-    """The files named by a path, a glob, a directory (its Parquet files) or a list of those,
-    sorted; one format only.
+    """The files named by a path, a glob, a directory (its Parquet files, or its CSV files) or a
+    list of those, sorted; one format only.
 
     Raises
     ------
@@ -300,9 +301,17 @@ def expand_paths(source: str | os.PathLike | list[Any]) -> list[str]:
     paths: list[str] = []
     for item in items:
         text = os.fspath(item)
-        if os.path.isdir(text):
-            found = sorted(p for p in glob.glob(os.path.join(text, "*"))
-                           if p.lower().endswith(PARQUET_SUFFIXES))
+        if os.path.isdir(text):  # its Parquet files, or its CSV files
+            entries = sorted(glob.glob(os.path.join(text, "*")))
+            parquet = [p for p in entries if p.lower().endswith(PARQUET_SUFFIXES)]
+            csv = [p for p in entries if p.lower().endswith(CSV_SUFFIXES)]
+            if parquet and csv:
+                raise DataValidationError(f"the folder {text!r} holds Parquet and CSV files; give one format "
+                                          f"(a glob such as {os.path.join(text, '*.parquet')!r})")
+            if not entries or not (parquet or csv):
+                raise DataValidationError(f"the folder {text!r} holds no Parquet (.parquet, .pq) or CSV "
+                                          "(.csv, .tsv, .txt) file")
+            found = parquet or csv
         elif glob.has_magic(text):
             found = sorted(glob.glob(text))
         else:
@@ -810,7 +819,7 @@ def open_table(
                                   "release the cleaned table (its row count is then its public n)")
     if n is not None and (isinstance(n, bool) or int(n) != n or n < 2):
         raise DataValidationError(f"n must be a whole number >= 2, got {n!r}")
-    size = DEFAULT_BLOCKSIZE if blocksize is None else int(parse_bytes(blocksize))
+    size = _blocksize(blocksize, parse_bytes)
     sources: tuple[str, ...] = ()
     if is_lazy(source):
         frame_in = source
@@ -825,7 +834,9 @@ def open_table(
         lengths_meta = None
     else:
         sources = tuple(expand_paths(source))
+        _check_partitions(sum(-(-os.path.getsize(p) // size) for p in sources if _kind(p) == "csv"), size)
         parts = _plan_pieces(list(sources), size)
+        _check_partitions(len(parts), size)
         if not parts:
             raise DataValidationError(f"{source}: the Parquet files hold no rows")
         first = parts[0]
@@ -874,6 +885,41 @@ def open_table(
 
 
 # ------------------------------------------------------------------------------------ preparing
+def _blocksize(blocksize: Any, parse_bytes: Callable[[Any], int]) -> int:
+    """``blocksize`` in bytes (``None``: :data:`DEFAULT_BLOCKSIZE`), a positive whole number.
+
+    Raises
+    ------
+    DataValidationError
+        Not a size, or not positive (``--blocksize 0`` gave "range() arg 3 must not be zero",
+        ``-1`` "the Parquet files hold no rows")."""
+    if blocksize is None:
+        return DEFAULT_BLOCKSIZE
+    try:
+        size = parse_bytes(blocksize)
+    except (ValueError, TypeError, KeyError):
+        raise DataValidationError(f"blocksize {blocksize!r} is not a size: give bytes, e.g. 128MiB or "
+                                  "134217728") from None
+    if isinstance(size, bool) or not size >= 1 or int(size) != size:
+        raise DataValidationError(f"blocksize must be a positive number of bytes (e.g. 128MiB), got "
+                                  f"{blocksize!r}")
+    return int(size)
+
+
+def _check_partitions(count: int, size: int) -> None:
+    """Refuse a block size that cuts the table into more than :func:`dpcore.limits.max_partitions`
+    partitions (``--blocksize 16`` on a 10 MB CSV planned 655,360 blocks, 1.8 GB, killed at 120 s;
+    each partition is a task of some 20 ms of fixed cost here, so 20,000 are minutes),
+    before the blocks are planned (CSV: from the files' sizes) and after (Parquet: row groups)."""
+    from dpcore.limits import ResourceLimitError, max_partitions
+
+    limit = max_partitions()
+    if count > limit:
+        raise ResourceLimitError(f"a block size of {size:,} bytes cuts the table into {count:,} partitions, "
+                                 f"over the limit of {limit:,} (DPCORE_MAX_PARTITIONS): give a larger block "
+                                 f"size (the default is {DEFAULT_BLOCKSIZE >> 20} MiB)")
+
+
 def check_supported(mechanism: str, task: str) -> None:
     """Refuse a mechanism or task the engine does not run (never a silent in-memory fallback).
 
@@ -1674,17 +1720,49 @@ def write_release(release: Release, output: str | os.PathLike, *, fmt: str = "pa
         NOT PRIVATE releases and seeded previews (nothing is written).
     FileExistsError
         ``output`` exists and is not an empty directory.
+    OutputBusyError
+        Another release in flight writes ``output`` (the claim of :func:`dpcore.release.output_lock`,
+        under which hidden temporary folders of killed releases to ``output`` are removed).
     """
-    import dask
-    import dask.array as da
+    from dpcore.release import output_lock
 
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt must be 'parquet' or 'csv', got {fmt!r}")
     release.check_downloadable()
+
     out = Path(output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists and is not an empty directory; choose a new output directory")
     out.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(out):  # no other release writes this folder meanwhile: a killed run's leftovers go
+        _remove_stale_folders(out)
+        return _write_release(release, out, fmt, progress, diagnostics, commit, part_rows)
+
+
+def _temporary_folders(out: Path) -> list[Path]:
+    """The hidden temporary folders :func:`write_release` makes beside ``out`` (``.<name>.XXXXXXXX``)."""
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.[a-z0-9_]{{8}}")
+    try:
+        names = os.listdir(out.parent)
+    except OSError:
+        return []
+    return [out.parent / n for n in names if pattern.fullmatch(n) and (out.parent / n).is_dir()]
+
+
+def _remove_stale_folders(out: Path) -> None:
+    """Remove the temporary folders of killed releases to ``out`` (a SIGKILL leaves its partly
+    written parts, gigabytes of them): called under the output's claim, so none is live."""
+    for folder in _temporary_folders(out):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_release(release: Release, out: Path, fmt: str, progress: bool, diagnostics: dict[str, Any] | None,
+                   commit: Callable[[dict[str, Any]], Callable[[], None] | None] | None,
+                   part_rows: int | None) -> dict[str, Path]:
+    """:func:`write_release`'s work, under the output's claim."""
+    import dask
+    import dask.array as da
+
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         values = release.data
@@ -1823,16 +1901,77 @@ def _progress(show: bool) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------ API
+#: Seconds a scheduler has to accept a connection and answer its handshake
+#: (``DPCORE_SCHEDULER_TIMEOUT``); the Client's own timeout covers the connection only.
+DEFAULT_SCHEDULER_TIMEOUT = 30.0
+
+
+def scheduler_timeout() -> float:
+    """``DPCORE_SCHEDULER_TIMEOUT`` seconds (default :data:`DEFAULT_SCHEDULER_TIMEOUT`)."""
+    raw = os.environ.get("DPCORE_SCHEDULER_TIMEOUT", "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_SCHEDULER_TIMEOUT
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise ValueError(f"the environment variable DPCORE_SCHEDULER_TIMEOUT={raw!r} is not a positive "
+                         "number of seconds")
+    return value
+
+
+def check_scheduler(scheduler: str, timeout: float | None = None) -> None:
+    """Refuse a ``--scheduler`` address that names no reachable scheduler, before any work: not a
+    ``tcp://`` / ``tls://`` address with a port (an ``inproc://`` address lives in another process),
+    or a listener that does not complete distributed's handshake within ``timeout`` seconds
+    (:func:`scheduler_timeout`; a listener that accepts and never answers hung the release until it
+    was killed).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the address and what is wrong.
+    """
+    import asyncio
+
+    from distributed.comm import connect as comm_connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    timeout = scheduler_timeout() if timeout is None else timeout
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme not in ("tcp", "tls"):
+            raise ValueError(f"an address {scheme}:// cannot be reached from this process")
+        parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise DataValidationError(f"--scheduler {scheduler!r} is not the address of a scheduler ({exc}); "
+                                  "give tcp://HOST:PORT (e.g. tcp://127.0.0.1:8786)") from None
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(comm_connect(scheduler, timeout=timeout), timeout)
+        comm.abort()
+
+    try:
+        asyncio.run(handshake())
+    except TimeoutError:
+        raise DataValidationError(f"the scheduler at {scheduler} did not answer within {timeout:g} s "
+                                  "(DPCORE_SCHEDULER_TIMEOUT): is a Dask scheduler running there?") from None
+    except OSError as exc:
+        raise DataValidationError(f"cannot connect to the scheduler at {scheduler}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
 @contextlib.contextmanager
 def connect(scheduler: str | None) -> Iterator[Any]:
     """A ``distributed.Client`` of the scheduler at ``scheduler`` (``tcp://host:8786``) while the
-    block runs; ``None``: Dask's local threaded scheduler (embedded, no server to start)."""
+    block runs, after :func:`check_scheduler`; ``None``: Dask's local threaded scheduler (embedded,
+    no server to start)."""
     if not scheduler:
         yield None
         return
     from distributed import Client
 
-    with Client(scheduler) as client:
+    check_scheduler(scheduler)
+    with Client(scheduler, timeout=scheduler_timeout()) as client:
         yield client
 
 

@@ -1,6 +1,6 @@
 """Resource limits checked *before* allocation (issue 17: small inputs must not exhaust a server).
 
-Five limits, each with a default and an environment variable that changes it (read at every check,
+Six limits, each with a default and an environment variable that changes it (read at every check,
 so a test or a server can lower them without re-importing anything):
 
 ========================  ==========================  ===================================================
@@ -10,6 +10,7 @@ decompressed input bytes  ``DPCORE_MAX_INPUT_BYTES``  1 GiB (the app also caps e
 table cells (rows x cols) ``DPCORE_MAX_CELLS``        200,000,000 (1.6 GB as float64)
 classes of a label        ``DPCORE_MAX_CLASSES``      1,000
 categories of a column    ``DPCORE_MAX_CATEGORIES``   1,000
+Dask partitions           ``DPCORE_MAX_PARTITIONS``   20,000
 peak memory of a release  ``DPCORE_MAX_MEMORY``       8 GiB
 ========================  ==========================  ===================================================
 
@@ -38,6 +39,7 @@ __all__ = [
     "max_classes",
     "max_input_bytes",
     "max_memory_bytes",
+    "max_partitions",
 ]
 
 GIB = 1 << 30
@@ -45,6 +47,7 @@ DEFAULT_MAX_INPUT_BYTES = GIB
 DEFAULT_MAX_CELLS = 200_000_000
 DEFAULT_MAX_CLASSES = 1_000
 DEFAULT_MAX_CATEGORIES = 1_000
+DEFAULT_MAX_PARTITIONS = 20_000
 DEFAULT_MAX_MEMORY = 8 * GIB
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -87,6 +90,12 @@ def max_categories() -> int:
     """Largest public category list of one column (``DPCORE_MAX_CATEGORIES``, default 1,000): each
     category becomes a one-hot column."""
     return _env_number("DPCORE_MAX_CATEGORIES", DEFAULT_MAX_CATEGORIES)
+
+
+def max_partitions() -> int:
+    """Largest number of partitions the Dask engine cuts a table into (``DPCORE_MAX_PARTITIONS``,
+    default 20,000, 2.5 TB in blocks of 128 MiB): each is a task, planned and scheduled one by one."""
+    return _env_number("DPCORE_MAX_PARTITIONS", DEFAULT_MAX_PARTITIONS)
 
 
 def max_memory_bytes() -> int:
