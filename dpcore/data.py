@@ -552,15 +552,19 @@ def _resolve_labels(
     y = y_series.to_numpy()
     if task == "classification":
         meta_classes = meta.get("classes") if label == meta.get("label") else None
-        y, cls, cls_source = _resolve_classes(y, label, classes, meta_classes, min_classes)
+        y, cls, cls_source = _resolve_classes(y, label, classes, meta_classes, min_classes,
+                                              rows=np.asarray(y_series.index))
         return _Labels(y=y, classes=cls, classes_source=cls_source)
     if task != "regression":
         return _Labels(y=y)
     try:
         y = y.astype(float)
     except (TypeError, ValueError):
+        text = pd.to_numeric(y_series, errors="coerce").isna().to_numpy()
+        rows = np.asarray(y_series.index)[text][:5].tolist()
         raise DataValidationError(
-            f"label {label!r} is not numeric; a regression label must be a number"
+            f"label {label!r} is not numeric; a regression label must be a number (e.g. "
+            f"{[str(v)[:40] for v in y[text][:3]]}; first rows: {rows})"
         ) from None
     lb = label_bounds or (tuple(meta["label_bounds"]) if meta.get("label_bounds") else None)
     source = "user"
@@ -573,6 +577,11 @@ def _resolve_labels(
             raise DataValidationError(
                 f"label bounds must be finite with lo <= hi, got [{lb[0]:g}, {lb[1]:g}]"
             )
+        if lb[0] == lb[1]:  # public bounds: as feature bounds, lo < hi (zero noise otherwise)
+            raise DataValidationError(
+                f"label bounds must have lo < hi, got [{lb[0]:g}, {lb[1]:g}]: equal bounds leave the label "
+                "no range, so its noise would be zero and nothing could be released; give the label's "
+                "public range")
     check_bound_magnitude(np.asarray([lb], dtype=float), [f"{label} (label)"])
     return _Labels(y=y, bounds=lb, bounds_source=source)
 
@@ -713,7 +722,8 @@ def _impute_midpoints(values: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarra
 
 
 def _resolve_classes(
-    y: np.ndarray, label: str | None, classes: Any, meta_classes: Any, min_classes: int
+    y: np.ndarray, label: str | None, classes: Any, meta_classes: Any, min_classes: int,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, str]:
     """The public class list of a classification label and its source.
 
@@ -724,7 +734,8 @@ def _resolve_classes(
     kind decides the labels': a numeric list compares them as numbers, a text list as texts (a CSV
     label is then read as text, so codes such as ``01`` and ``1`` stay two classes). With a list read
     from the data at least ``min_classes`` classes must be present; with a public list none need
-    be (that check would make whether anything is released depend on one record)."""
+    be (that check would make whether anything is released depend on one record). ``rows``: the
+    labels' row numbers (in their file), named when labels outside the list are refused."""
     if classes is not None or meta_classes is not None:
         source = "user" if classes is not None else "metadata"
         cls = class_list(classes if classes is not None else meta_classes, label)
@@ -733,9 +744,11 @@ def _resolve_classes(
         if unknown.any():
             shown = [v.item() if isinstance(v, np.generic) else v for v in given[unknown][:3]]
             shown = [v[:40] if isinstance(v, str) else v for v in shown]
+            where = "" if rows is None or len(rows) != len(y) else \
+                f"; first rows: {rows[unknown][:5].tolist()}"  # for a part of a file: its rows there
             raise DataValidationError(
                 f"{int(unknown.sum())} values of label {label!r} are not in its public class list "
-                f"{cls.tolist()[:10]} (e.g. {shown})"
+                f"{cls.tolist()[:10]} (e.g. {shown}{where})"
             )
     else:
         warn_data_classes(label, stacklevel=3)

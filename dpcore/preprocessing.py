@@ -499,6 +499,8 @@ def prepare_input(
             lbarr = normalize_bounds(label_bounds, 1, name="label_bounds")[0]
             if label_from_data:
                 source = "data"
+            elif lbarr[0] == lbarr[1]:
+                raise ValueError(_EQUAL_LABEL_BOUNDS.format(lo=lbarr[0], hi=lbarr[1]))
         lb = (float(lbarr[0]), float(lbarr[1]))
         y_out = np.clip(y_arr, lb[0], lb[1])
         diagnostics["n_clipped_labels"] = int(np.count_nonzero(y_out != y_arr))
@@ -547,6 +549,12 @@ def _public_facts(
         facts["label_bounds"] = list(label_bounds)
         facts["label_bounds_source"] = label_bounds_source
     return facts
+
+
+#: The refusal of public label bounds with ``lo == hi`` (the data's own range may be a point).
+_EQUAL_LABEL_BOUNDS = ("label_bounds must have lo < hi, got [{lo:g}, {hi:g}]: equal bounds leave the label "
+                       "no range, so its noise would be zero and nothing could be released; give the "
+                       "label's public range")
 
 
 def _sorted(values: np.ndarray) -> bool:

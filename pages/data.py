@@ -174,6 +174,10 @@ else:
                 st.rerun()
             except ValueError as exc:  # DataValidationError and any other value problem
                 st.error(md_escape(str(exc)))
+            except Exception as exc:  # noqa: BLE001 - never a traceback for an uploaded table
+                st.error(md_escape(f"{upload.name} could not be used ({type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:200] if str(exc) else 'no detail'}); "
+                                   "the current dataset is kept"))
 
 ds = state.dataset()
 flagged = ds.bounds_source == "data" or ds.classes_source == "data"

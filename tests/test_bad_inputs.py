@@ -913,6 +913,184 @@ def test_column_handling_is_linear_in_the_number_of_columns():
     assert calls["getitem"] + calls["iloc"] < 100, calls
 
 
+# ---------------------------------------------------------- Dask edges and messages (round three)
+def _class_table(path: Path, rows: int = 400) -> Path:
+    path.write_text("a,b,y\n" + "".join(f"{i % 7},{i % 5},{i % 2}\n" for i in range(rows)))
+    return path
+
+
+def _ab_bounds(tmp_path: Path) -> Path:
+    path = tmp_path / "ab.json"
+    path.write_text('{"a": [0, 10], "b": [0, 10]}')
+    return path
+
+
+def test_a_folder_of_csv_files_is_released_on_dask(tmp_path, capsys):
+    """A folder was read for its Parquet files only: 'no Parquet or CSV file matches'."""
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for k in range(3):
+        _class_table(folder / f"part{k}.csv")
+    out = tmp_path / "out"
+    code, err = _cli(capsys, "release", "local-gaussian", str(folder), "-o", str(out), "--label", "y",
+                     *CLASS_ARGS, "--bounds", str(_ab_bounds(tmp_path)))
+    assert code == 0, err
+    assert json.loads((out / "card.json").read_text())["n_rows"] == 1_200
+
+
+def test_dask_output_onto_the_ledger_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """-o L.json --ledger L.json ran the whole computation, then failed 'Not a directory'."""
+    from dpcore import dask_engine
+
+    def never(*args, **kwargs):
+        raise AssertionError("the table was opened")
+
+    monkeypatch.setattr(dask_engine, "open_table", never)
+    ledger = tmp_path / "L.json"
+    code, err = _cli(capsys, "release", "local-gaussian", str(_class_table(tmp_path / "t.csv")), "-o",
+                     str(ledger), "--engine", "dask", "--ledger", str(ledger), "--label", "y", *CLASS_ARGS,
+                     "--bounds", str(_ab_bounds(tmp_path)))
+    _assert_cli_error(code, err, "would overwrite the ledger")
+    assert not ledger.exists()
+
+
+def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(tmp_path, capsys):
+    """A SIGKILL leaves the hidden temporary folder of the parts (1.7 GB in the issue); the next
+    release to the same output removes it (under the output's claim, so no live run's)."""
+    stale = tmp_path / ".out.k1ll3d_x"
+    stale.mkdir()
+    (stale / "part-00000.parquet").write_bytes(b"partly written")
+    other = tmp_path / ".other.abcdefgh"  # another output's: left alone
+    other.mkdir()
+    out = tmp_path / "out"
+    code, err = _cli(capsys, "release", "local-gaussian", str(_class_table(tmp_path / "t.csv")), "-o",
+                     str(out), "--engine", "dask", "--label", "y", *CLASS_ARGS, "--bounds",
+                     str(_ab_bounds(tmp_path)))
+    assert code == 0, err
+    assert not stale.exists() and other.exists() and (out / "card.json").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+@pytest.mark.parametrize(("blocksize", "fragment"), [
+    ("0", "blocksize must be a positive number of bytes"),
+    ("-1", "blocksize must be a positive number of bytes"),
+    ("abc", "blocksize 'abc' is not a size"),
+    ("16", "cuts the table into"),
+])
+def test_block_sizes_are_checked(blocksize, fragment, tmp_path, capsys, monkeypatch):
+    """--blocksize 0: 'range() arg 3 must not be zero'; -1: 'the Parquet files hold no rows'; 1 or
+    16 on a 10 MB CSV planned millions of blocks (killed at 120 s, 1.8 GB)."""
+    monkeypatch.setenv("DPCORE_MAX_PARTITIONS", "1000")
+    table = _class_table(tmp_path / "t.csv", rows=4_000)  # 40 KB: 2,500 blocks of 16 bytes
+    code, err = _cli(capsys, "release", "local-gaussian", str(table), "-o", str(tmp_path / "out"), "--engine",
+                     "dask", f"--blocksize={blocksize}", "--label", "y", *CLASS_ARGS, "--bounds",
+                     str(_ab_bounds(tmp_path)))
+    _assert_cli_error(code, err, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+def _mute_listener() -> tuple[Any, int]:
+    """A TCP listener that accepts connections and never answers (closed with the test)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    return server, server.getsockname()[1]
+
+
+@pytest.mark.parametrize("address", ["mute", "inproc://x", "tcp://localhost:abc"])
+def test_a_scheduler_that_does_not_answer_is_refused_in_time(address, tmp_path):
+    """--scheduler naming a listener that accepts and never answers hung until killed (the
+    Client's timeout covers the connection, not the handshake); inproc://x gave 'not enough values
+    to unpack'. Run in a subprocess: a hang fails the test at its timeout instead of hanging it."""
+    server = None
+    if address == "mute":
+        server, port = _mute_listener()
+        address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "DPCORE_SCHEDULER_TIMEOUT": "2"}
+    try:
+        table = str(_class_table(tmp_path / "t.csv"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "dpcore.cli", "release", "local-gaussian", table, "-o",
+             str(tmp_path / "out"), "--engine", "dask", "--scheduler", address, "--label", "y", *CLASS_ARGS,
+             "--bounds", str(_ab_bounds(tmp_path))],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"--scheduler {address} hung for 60 s")
+    finally:
+        if server is not None:
+            server.close()
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert ("did not answer within 2 s" if "127.0.0.1" in address else "is not the address of a scheduler") \
+        in lines[0], lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_refused_values_deep_in_a_table_name_their_rows(tmp_path, capsys):
+    """A label outside the class list deep in a Parquet folder or a CSV read in blocks was refused
+    without a row; text deep in a CSV column gave 'holds numbers as Python objects' (pandas types
+    a large file in chunks), with no row or value."""
+    rng = np.random.default_rng(0)
+    n = 300_000
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, n).round(3), "b": rng.uniform(0, 10, n).round(3),
+                          "y": np.arange(n) % 2})
+    labels = frame.astype({"y": object})
+    labels.loc[250_123, "y"] = 7
+    labels.to_csv(tmp_path / "label.csv", index=False)
+    text = frame.astype({"b": object})
+    text.loc[260_001, "b"] = "oops"
+    text.to_csv(tmp_path / "text.csv", index=False)
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    for k in range(3):
+        part = frame.iloc[k * 100_000:(k + 1) * 100_000].copy()
+        if k == 2:
+            part.iloc[77_777, 2] = 9
+        part.to_parquet(folder / f"part{k}.parquet", index=False, row_group_size=20_000)
+    bounds = str(_ab_bounds(tmp_path))
+    for source, engine, fragment in [
+            ("label.csv", "dask", "(e.g. [7]; first rows: [250123])"),
+            ("pq", "dask", "part2.parquet (row groups 3-4): 1 values of label 'y' are not in its public "
+                           "class list [0, 1] (e.g. [9]; first rows: [77777])"),
+            ("text.csv", "dask", "column 'b' is numeric except for 1 value(s) that are not numbers: 'oops' "
+                                 "(row 260001)"),
+            ("text.csv", "memory", "'oops' (row 260001)")]:
+        out = tmp_path / f"out-{source}-{engine}"
+        code, err = _cli(capsys, "release", "local-gaussian", str(tmp_path / source), "-o", str(out),
+                         "--engine", engine, "--blocksize", "1MiB", "--label", "y", *CLASS_ARGS, "--bounds",
+                         bounds)
+        # the Dask engine notes the table's rows and partitions on stderr before reading them
+        err = "\n".join(line for line in err.splitlines() if " rows in " not in line)
+        _assert_cli_error(code, err, fragment)
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("mechanism", ["dpmix", "local-gaussian"])
+def test_an_epsilon_too_large_for_float64_is_called_too_large(mechanism, tmp_path, capsys):
+    """epsilon = 1e308 with a delta was refused as 'too small for a finite noise scale' (dpmix) or
+    with the advice 'use a larger epsilon'."""
+    code, err = _cli(capsys, "release", mechanism, str(BAD / "far_outside_bounds.csv"), "-o",
+                     str(tmp_path / "r.csv"), "--label", "y", *CLASS_ARGS, "--bounds",
+                     str(BAD / "far_outside_bounds.bounds.json"), "--epsilon", "1e308", "--delta", "1e-5")
+    _assert_cli_error(code, err, "epsilon = 1e+308 is too large")
+    assert "too small" not in err and "larger epsilon" not in err and "smaller --epsilon" in err
+
+
+def test_equal_label_bounds_are_refused_by_name(tmp_path, capsys):
+    """--label-bounds 0.5 0.5 got the generic 'NOT PRIVATE' refusal (equal feature bounds are
+    refused by name)."""
+    code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "far_outside_bounds.csv"), "-o",
+                     str(tmp_path / "r.csv"), "--label", "y", "--task", "regression", "--label-bounds", "0.5",
+                     "0.5", "--bounds", str(BAD / "far_outside_bounds.bounds.json"))
+    _assert_cli_error(code, err, "label bounds must have lo < hi, got [0.5, 0.5]")
+    with pytest.raises(ValueError, match="label_bounds must have lo < hi"):
+        LocalGaussian(task="regression", label_bounds=(0.5, 0.5), bounds=(0, 1)).release(
+            np.random.default_rng(0).uniform(0, 1, (20, 3)), np.full(20, 0.5))
+
+
 # -------------------------------------------------------------------------------------------- app
 st_testing = pytest.importorskip("streamlit.testing.v1")
 AppTest = st_testing.AppTest
@@ -1158,3 +1336,40 @@ def test_object_column_of_numbers_says_what_it_holds(values, message):
     frame = pd.DataFrame({"a": pd.Series(values, dtype=object), "b": [1.0, 2.0, 3.0, 4.0]})
     with pytest.raises(DataValidationError, match=message):
         load_dataset(frame, bounds={"a": (0, 5), "b": (0, 5)})
+
+
+def test_app_ledger_with_totals_past_float64_is_no_exception():
+    """An uploaded ledger with two epsilon = 1e308 entries raised OverflowError (math.fsum) on the
+    Release page; the CLI refused the same file cleanly."""
+    entry = {"mechanism": "local-gaussian", "epsilon": 1e308, "delta": 0.0, "neighbouring": "replace-one",
+             "dataset": "digits", "created_utc": "2026-01-01T00:00:00+00:00"}
+    data = json.dumps({"format": "dpcore-ledger", "version": 2,
+                       "entries": [dict(entry, sha256="a" * 64), dict(entry, sha256="b" * 64)]}).encode()
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("../pages/release.py").run()
+    _no_exception(at)
+    uploader = next(u for u in at.get("file_uploader") if "ledger" in u.proto.label.lower())
+    uploader.set_value(("L.json", data, "application/json")).run()
+    _no_exception(at)
+    at.run()
+    _no_exception(at)
+    shown = [*_errors(at), *(_unescape(w.value) for w in [*at.warning, *at.success])]
+    assert any("epsilon" in m or "ε" in m for m in shown), shown
+
+
+def test_app_use_this_table_never_shows_a_traceback(monkeypatch):
+    """'Use this table' caught ValueError only: a MemoryError (the dictionary-typed upload that took
+    the server to 5.85 GB) reached the page as an uncaught exception."""
+    import dpcore.data
+
+    at = _new_upload_app()
+    _upload(at, "good.csv", ("a,b,y\n" + "".join(f"{i % 7},{i % 5},{i % 2}\n" for i in range(60))).encode())
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(dpcore.data, "load_dataset", exhausted)
+    _use_table(at, {"label": "y", "task": "classification", "classes": [0, 1]})
+    assert any("could not be used (MemoryError" in e for e in _errors(at)), _errors(at)
+    assert at.session_state.dataset.name == "digits"

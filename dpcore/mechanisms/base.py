@@ -9,6 +9,7 @@ discover them through :data:`MECHANISMS`, so adding one never touches a page.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar
@@ -313,10 +314,16 @@ class Mechanism:
             raise NonFiniteNoiseError(f"{named} gives an infinite noise scale: the part {exc}") from None
         except (ArithmeticError, np.linalg.LinAlgError) as exc:  # overflow inside the noisy algebra
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if _too_large(values):
+                raise NonFiniteNoiseError(_too_large_message(self.name, values, first)) from None
             raise NonFiniteNoiseError(
                 f"{self.name} failed in floating-point arithmetic with {_privacy_parameters(values)} "
                 f"({type(exc).__name__}: {first}); nothing is released: use a larger epsilon"
             ) from None
+        except ValueError as exc:  # a calibration that degenerates: only an epsilon far too large here
+            if _too_large(values) and "finite noise scale" in str(exc):
+                raise ValueError(_too_large_message(self.name, values, "no finite noise scale")) from None
+            raise
 
     def _finish(self, rel: Release, values: dict[str, Any], data: PreparedInput) -> Release:
         """Refuse a non-finite release (:func:`check_finite_release`), add the input's warnings to
@@ -437,6 +444,24 @@ def _peak_description(name: str, n: int, d: int, n_classes: int, params: dict[st
     shown = ", ".join(f"{k} = {v:,}" for k, v in drivers.items())
     return (f"{name} on {n:,} rows x {d:,} features" + (f" ({n_classes:,} classes)" if n_classes else "")
             + (f" with {shown}" if shown else ""))
+
+
+#: epsilon from which a calibration failing in float64 is said to fail because epsilon is too large:
+#: the noise scales shrink like 1/epsilon and the samplers' tables like exp(-epsilon), so the
+#: arithmetic breaks down at both ends; below this, an infinite scale means epsilon is too small.
+LARGE_EPSILON = 1e3
+
+
+def _too_large(params: dict[str, Any]) -> bool:
+    eps = params.get("epsilon")
+    return isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and \
+        eps >= LARGE_EPSILON
+
+
+def _too_large_message(name: str, params: dict[str, Any], detail: str) -> str:
+    return (f"epsilon = {params['epsilon']:g} is too large: {name}'s noise calibration breaks down in "
+            f"float64 arithmetic ({detail[:120]}); nothing is released: use a smaller epsilon (a "
+            f"guarantee at epsilon >= {LARGE_EPSILON:g} says nothing a reader can use)")
 
 
 def _privacy_parameters(params: dict[str, Any]) -> str:
