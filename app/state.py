@@ -30,6 +30,7 @@ from dpcore.bounds import resolve_bound_rules
 from dpcore.data import Dataset, bundled_datasets, category_lists, load_dataset, parse_bounds, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
 from dpcore.ledger import MAX_LEDGER_BYTES, Ledger
+from dpcore.limits import env_bytes
 from dpcore.mechanisms import MECHANISMS, available_mechanisms
 from dpcore.threads import blas_threads
 from dpcore.validation import check_value_list, data_bounds_message
@@ -40,18 +41,22 @@ __all__ = [
     "DEFAULT_DATASET",
     "DEFAULT_MECHANISM",
     "DEFAULT_UPLOAD_LIMIT_MB",
+    "DEFAULT_SESSION_MEMORY",
     "MEMO_MAX_BYTES",
     "MEMO_SIZE",
     "PublicTable",
     "REAP_INTERVAL_S",
+    "SESSION_MEMORY_ENV",
     "WIDGET_PREFIX",
     "apply_bounds_edit",
     "apply_recommendation",
     "apply_bounds_file",
     "approx_nbytes",
     "bundled_catalogue",
+    "check_fits_session",
     "data_bounds_warning",
     "dataset",
+    "enforce_session_budget",
     "init_state",
     "live_session_ids",
     "load_bundled",
@@ -66,6 +71,8 @@ __all__ = [
     "reap_ended_sessions",
     "reclaim_memory",
     "set_column_bounds",
+    "session_memory",
+    "session_memory_budget",
     "set_dataset",
     "split",
     "split_sizes",
@@ -86,6 +93,12 @@ MEMO_SIZE = 12
 #: oldest entries are dropped first, the newest is always kept. With the 50 MB upload cap one entry
 #: can hold a few hundred MB, so twelve entries could otherwise keep gigabytes per session.
 MEMO_MAX_BYTES = 512 * 2**20
+#: The per-session memory budget (:func:`session_memory_budget`): every array, table and file one
+#: session holds (its uploaded table, uploaded files, the memo's releases, views and figures' data,
+#: its release history and result tables) counted by :func:`session_memory`, and kept under it by
+#: :func:`memo` and :func:`enforce_session_budget`; a table that would not fit is refused at upload.
+SESSION_MEMORY_ENV = "DP_EXPLORER_SESSION_MEMORY"
+DEFAULT_SESSION_MEMORY = 256 * 2**20
 #: Seconds between two looks for sessions that ended (:func:`start_session_reaper`).
 REAP_INTERVAL_S = 10.0
 WIDGET_PREFIX = "p:"
@@ -308,8 +321,10 @@ def split_sizes() -> tuple[int, int]:
 def memo(key: tuple, compute: Callable[[], Any]) -> Any:
     """Session-scoped LRU memo (uploaded data must not enter the shared ``st.cache_data``).
 
-    At most :data:`MEMO_SIZE` entries and :data:`MEMO_MAX_BYTES` bytes (:func:`approx_nbytes`);
-    the least recently used go first, the newest entry is always kept.
+    At most :data:`MEMO_SIZE` entries and :data:`MEMO_MAX_BYTES` bytes (:func:`approx_nbytes`),
+    and no more than what the session's memory budget leaves (:func:`session_memory_budget` less
+    what the session holds besides the memo); the least recently used go first, the newest entry
+    is always kept.
     """
     ss = st.session_state
     cache: OrderedDict = ss._memo
@@ -320,12 +335,89 @@ def memo(key: tuple, compute: Callable[[], Any]) -> Any:
     value = compute()
     cache[key] = value
     sizes[key] = approx_nbytes(value)
+    _trim_memo(ss)
+    return value
+
+
+def _trim_memo(ss: Any) -> None:
+    """Drop the least recently used memo entries (never the newest) until the memo fits its entry
+    and byte limits and the session its budget."""
+    cache: OrderedDict = ss._memo
+    sizes: dict = ss.setdefault("_memo_bytes", {})
     for stale in [k for k in sizes if k not in cache]:  # entries cleared by set_dataset
         del sizes[stale]
-    while len(cache) > 1 and (len(cache) > MEMO_SIZE or sum(sizes.get(k, 0) for k in cache) > MEMO_MAX_BYTES):
+    room = min(MEMO_MAX_BYTES, session_memory_budget() - sum(
+        v for k, v in session_memory(ss).items() if k != "cache"))
+    while len(cache) > 1 and (len(cache) > MEMO_SIZE or sum(sizes.get(k, 0) for k in cache) > room):
         old, _ = cache.popitem(last=False)
         sizes.pop(old, None)
-    return value
+
+
+def session_memory_budget() -> int:
+    """Bytes one session may hold: ``$DP_EXPLORER_SESSION_MEMORY`` (``256M``, ``1G``...), default
+    :data:`DEFAULT_SESSION_MEMORY` (256 MiB). The server's memory is then about its own (some
+    300 MB with the libraries) plus the sessions' budgets, whatever they upload or draw."""
+    return env_bytes(SESSION_MEMORY_ENV, DEFAULT_SESSION_MEMORY)
+
+
+def session_memory(ss: Any = None) -> dict[str, int]:
+    """Bytes this session holds, by holder (:func:`approx_nbytes`): ``dataset`` (an uploaded table;
+    a bundled one is shared by every session through ``st.cache_data``: 0), ``files`` (the uploaded
+    files the session's widgets keep), ``cache`` (the memo: releases, views, the data of figures),
+    ``history`` (drawn releases kept with their files), ``results`` (the other pages' tables and the
+    public reference table)."""
+    ss = st.session_state if ss is None else ss
+    ds = ss.get("dataset")
+    bundled = str(ss.get("dataset_label", "")).startswith("bundled:")
+    files = sum(int(getattr(v, "size", 0) or 0) for v in list(ss.values())
+                if type(v).__name__ == "UploadedFile")
+    return {
+        "dataset": 0 if ds is None or bundled else approx_nbytes(ds),
+        "files": files,
+        "cache": sum(ss.get("_memo_bytes", {}).values()),
+        "history": approx_nbytes(ss.get("release_history", [])),
+        "results": approx_nbytes([ss.get(k) for k in ("_utility_results", "_compare_results", "public_table",
+                                                      "not_private_release", "pending_release")]),
+    }
+
+
+def enforce_session_budget() -> dict[str, int]:
+    """Keep this session under :func:`session_memory_budget` after a run: the memo gives up its
+    least recently used entries first (:func:`_trim_memo`), then the Utility and Compare pages'
+    cached result tables (computed again when next shown). The uploaded table and files, and the
+    release history the user keeps, are not evicted: an upload that would not fit is refused
+    (:func:`check_fits_session`). Returns what the session holds afterwards."""
+    ss = st.session_state
+    if "_memo" not in ss:
+        return {}
+    _trim_memo(ss)
+    usage = session_memory(ss)
+    if sum(usage.values()) > session_memory_budget():
+        for key in ("_utility_results", "_compare_results"):
+            if key in ss:
+                ss[key] = {}
+        usage = session_memory(ss)
+    return usage
+
+
+def check_fits_session(n_bytes: float, what: str) -> None:
+    """Refuse (``DataValidationError``) a table of ``n_bytes`` that would not fit this session's
+    budget next to what it keeps (uploaded files, release history; its memo and current uploaded
+    table are let go when a new table is used).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the sizes, the budget and its variable.
+    """
+    usage = session_memory()
+    kept = usage["files"] + usage["history"]
+    budget = session_memory_budget()
+    if n_bytes + kept > budget:
+        raise DataValidationError(
+            f"{what} takes about {n_bytes / 2**20:.0f} MB in memory, and this session keeps "
+            f"{kept / 2**20:.0f} MB of files and releases: over its budget of {budget / 2**20:g} MB "
+            f"({SESSION_MEMORY_ENV}). Use fewer rows or columns, or the dpcore command line")
 
 
 def approx_nbytes(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:

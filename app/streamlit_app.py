@@ -75,4 +75,7 @@ with st.sidebar:
                help=md_escape(rec["reason"]) + " (dpcore.calibration.recommended_mechanism: public facts "
                "only)")
 
-nav.run()
+try:
+    nav.run()
+finally:  # also after st.stop() / st.rerun(): the session stays within its memory budget
+    state.enforce_session_budget()

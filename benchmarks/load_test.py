@@ -188,8 +188,10 @@ def hostile_payloads() -> list[tuple[str, str, bytes]]:
     """Small uploads that expand enormously (issue 17): (name, MIME type, bytes), made in memory.
 
     A 1.5 MB gzip of 1 GiB of CSV, an ``.npz`` whose ``X`` header declares 745 GiB, a Parquet file
-    of 8 million rows in about 70 KB. The app refuses each from its decompressed size (its cap is
-    the upload limit) or its header, before allocating the table.
+    of 8 million rows in about 70 KB, Parquet text columns that decode to 400 MiB (plain texts) and
+    20 GiB (a categorical column) from a few KB. The app refuses each from its decompressed size
+    (its cap is the upload limit), its header or its footer and dictionaries, before allocating the
+    table.
     """
     import io
     import zipfile
@@ -197,6 +199,8 @@ def hostile_payloads() -> list[tuple[str, str, bytes]]:
 
     import numpy as np
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     co = zlib.compressobj(9, zlib.DEFLATED, 31)
     chunk = b"0,0,0\n" * (1 << 20)
@@ -207,10 +211,21 @@ def hostile_payloads() -> list[tuple[str, str, bytes]]:
     npz = io.BytesIO()
     with zipfile.ZipFile(npz, "w") as zf:
         zf.writestr("X.npy", header.getvalue() + bytes(16))
-    pq = io.BytesIO()
-    pd.DataFrame({"a": np.zeros(8_000_000, dtype=np.int64)}).to_parquet(pq, compression="zstd")
+    rows = io.BytesIO()
+    pd.DataFrame({"a": np.zeros(8_000_000, dtype=np.int64)}).to_parquet(rows, compression="zstd")
+    # a text column of one 1 MiB value on 400 rows (a dictionary of one entry: 400 MiB decoded), and
+    # a categorical (dictionary-typed) column of one 1 MiB category on 20,000 rows (20 GiB expanded);
+    # built as dictionaries (a list of the rows' texts would itself be the bomb)
+    texts, categorical = io.BytesIO(), io.BytesIO()
+    for buf, n, typed in ((texts, 400, False), (categorical, 20_000, True)):
+        one = pa.array(["x" * (1 << 20)])
+        column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), one)
+        pq.write_table(pa.table({"a": np.zeros(n), "s": column}), buf, compression="zstd", store_schema=typed,
+                       dictionary_pagesize_limit=8 << 20)
     return [("bomb.csv.gz", "application/gzip", gz), ("bomb.npz", "application/octet-stream", npz.getvalue()),
-            ("bomb.parquet", "application/octet-stream", pq.getvalue())]
+            ("bomb.parquet", "application/octet-stream", rows.getvalue()),
+            ("texts.parquet", "application/octet-stream", texts.getvalue()),
+            ("categorical.parquet", "application/octet-stream", categorical.getvalue())]
 
 
 async def open_upload_box(page, url: str, timeout: float):

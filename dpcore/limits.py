@@ -33,6 +33,7 @@ __all__ = [
     "check_memory",
     "check_n_categories",
     "check_n_classes",
+    "env_bytes",
     "format_bytes",
     "max_cells",
     "max_categories",
@@ -69,6 +70,13 @@ def _env_number(var: str, default: int, *, byte_units: bool = False) -> int:
         raise ValueError(f"the environment variable {var}={raw!r} is not a positive "
                          f"{'size (e.g. 8G, 512M)' if byte_units else 'whole number'}")
     return int(value)
+
+
+def env_bytes(var: str, default: int) -> int:
+    """A byte size from the environment variable ``var`` (suffixes as the limits': ``256M``),
+    ``default`` when unset; a ``ValueError`` naming the variable for anything else (servers built
+    on :mod:`dpcore` use it for their own limits, e.g. the app's per-session memory budget)."""
+    return _env_number(var, default, byte_units=True)
 
 
 def max_input_bytes() -> int:

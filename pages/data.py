@@ -94,8 +94,12 @@ else:
                     f"{upload.name} is {upload.size / 2**20:.1f} MB, over the upload limit of "
                     f"{state.upload_limit_mb():g} MB: use a smaller file or the dpcore command line"
                 )
-            frame = state.memo(("upload", upload.file_id),
-                               lambda: read_table(upload.getvalue(), upload.name, max_bytes=limit))
+            def read_upload() -> pd.DataFrame:  # refused before the memo keeps it if it does not fit
+                table = read_table(upload.getvalue(), upload.name, max_bytes=limit)
+                state.check_fits_session(state.approx_nbytes(table), f"{upload.name} as read")
+                return table
+
+            frame = state.memo(("upload", upload.file_id), read_upload)
         except ValueError as exc:  # DataValidationError and any other value problem
             st.error(md_escape(str(exc).strip().splitlines()[0] if str(exc).strip() else "bad file"))
             st.stop()
@@ -158,6 +162,9 @@ else:
                     classes = (from_file if from_file is not None and classes_text ==
                                ", ".join(str(c) for c in from_file)
                                else parse_value_list(classes_text, "the class list") or None)
+                    # the table once encoded (one-hot columns), before it is built
+                    width = frame.shape[1] + sum(len(v) - 1 for v in categories.values())
+                    state.check_fits_session(8.0 * frame.shape[0] * width, f"{upload.name} as a table")
                     # read again from the file: the category columns and a text class list's label
                     # as text, as the CLI reads them (the preview above inferred their types)
                     ds = load_dataset(upload.getvalue(), filename=upload.name, label=label,

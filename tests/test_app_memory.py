@@ -181,3 +181,67 @@ def test_tune_process_does_not_pin_the_script_thread_that_ran_it(monkeypatch):
         assert held() is None
     finally:
         gc.unfreeze()
+
+
+# ------------------------------------------------------------------ the per-session budget
+def test_the_memo_leaves_room_for_what_the_session_keeps(session, monkeypatch):
+    """The memo was held to its own 512 MB only: a session with an uploaded table, files and a
+    release history could hold all of them and the memo's 512 MB besides. The session's budget
+    (DP_EXPLORER_SESSION_MEMORY) is now shared: the memo gets what the rest leaves, the newest
+    entry always kept."""
+    monkeypatch.setenv(state.SESSION_MEMORY_ENV, "100K")
+    frame = pd.DataFrame(np.zeros((1_000, 8)), columns=list("abcdefgh"))
+    session.update(dataset=load_dataset(frame, bounds=(0, 1)), dataset_label="upload: t.csv")  # 64,000 bytes
+    for i in range(5):
+        state.memo(("r", i), lambda: np.zeros(2_000))  # 16,000 bytes each
+    usage = state.session_memory(session)
+    assert usage["dataset"] >= 64_000 and usage["cache"] == 32_000, usage
+    assert list(session._memo) == [("r", 3), ("r", 4)]
+    assert sum(usage.values()) <= state.session_memory_budget()
+    session.update(dataset_label="bundled: digits")  # a bundled table is shared: it does not count
+    state.memo(("r", 5), lambda: np.zeros(2_000))
+    assert len(session._memo) == 3
+    monkeypatch.setenv(state.SESSION_MEMORY_ENV, "lots")
+    with pytest.raises(ValueError, match="DP_EXPLORER_SESSION_MEMORY='lots' is not a positive size"):
+        state.session_memory_budget()
+
+
+st_testing = pytest.importorskip("streamlit.testing.v1")
+ENTRY = str(state.CONFIG_FILE.parents[1] / "app" / "streamlit_app.py")
+
+
+def test_an_upload_that_does_not_fit_the_session_budget_is_refused(monkeypatch):
+    """An upload under the 50 MB limit may be a table of hundreds of MB in memory; over the
+    session's budget it is refused when read, before the session keeps it."""
+    monkeypatch.setenv(state.SESSION_MEMORY_ENV, "1M")
+    at = st_testing.AppTest.from_file(ENTRY, default_timeout=120)
+    at.run()
+    at.switch_page("../pages/data.py").run()
+    at.radio(key="p:data_source").set_value("Upload a file").run()
+    data = ("a,b,c,y\n" + "".join(f"{i % 7},{i % 5},{i % 3},{i % 2}\n" for i in range(50_000))).encode()
+    at.get("file_uploader")[0].set_value(("big.csv", data, "text/csv")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert any("over its budget of 1 MB" in e and "SESSION\\_MEMORY" in e for e in errors), errors
+    assert not [b for b in at.button if b.label == "Use this table"]
+    assert at.session_state.dataset.name == "digits"
+
+
+def test_a_session_stays_within_its_budget_while_it_explores(monkeypatch):
+    """Every slider move draws a new release; the memo kept twelve (each with its views: 2.1 MB on
+    digits) whatever the session held. With a budget of 600 KB the memo stays under it (its newest
+    entry aside)."""
+    monkeypatch.setenv(state.SESSION_MEMORY_ENV, "600K")
+    at = st_testing.AppTest.from_file(ENTRY, default_timeout=120)
+    at.run()
+    at.switch_page("../pages/explore.py").run()
+    from app.controls import EPSILON_GRID
+
+    mech = at.session_state.mechanism
+    for value in [e for e in EPSILON_GRID if e != float("inf")][:8]:
+        at.select_slider(key=f"p:{mech}:epsilon").set_value(value).run()
+        assert not at.exception, [e.value for e in at.exception]
+        sizes = at.session_state["_memo_bytes"]
+        newest = list(at.session_state["_memo"])[-1]
+        assert sum(v for k, v in sizes.items() if k != newest) <= 600 * 2**10, sizes
+    assert len(at.session_state["_memo"]) < state.MEMO_SIZE
