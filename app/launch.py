@@ -18,6 +18,7 @@ from pathlib import Path
 __all__ = [
     "APP",
     "HARDENED_SETTINGS",
+    "LAYOUT_SETTINGS",
     "LOOPBACK",
     "PRELOAD",
     "ROOT",
@@ -38,6 +39,16 @@ HARDENED_SETTINGS: dict[str, str] = {
     "server.enableXsrfProtection": "true",
     "browser.gatherUsageStats": "false",
     "client.showErrorDetails": "none",
+}
+
+
+#: The page layout of ``.streamlit/config.toml``'s ``[theme]`` (tests/test_app_ux.py checks both): a
+#: smaller gap above the title, h1-h3 and metric values, so that a page's main figure fits a 1280 x 720
+#: projector without scrolling (Streamlit's defaults: 6rem above a 2.75rem title, 2.25rem metrics).
+LAYOUT_SETTINGS: dict[str, str] = {
+    "theme.paddingTop": "1.5rem",
+    "theme.headingFontSizes": '["2rem", "1.5rem", "1.25rem"]',
+    "theme.metricValueFontSize": "1.6rem",
 }
 
 
@@ -104,7 +115,8 @@ def main() -> None:
     if str(ROOT) not in sys.path:  # `app` and `dpcore` from this checkout, as the script has them
         sys.path.insert(0, str(ROOT))
     prepare_process(PRELOAD)
-    sys.argv = ["streamlit", "run", str(APP), *_flags(HARDENED_SETTINGS), *sys.argv[1:]]
+    settings = {**HARDENED_SETTINGS, **LAYOUT_SETTINGS}
+    sys.argv = ["streamlit", "run", str(APP), *_flags(settings), *sys.argv[1:]]
     sys.exit(stcli.main())
 
 
@@ -116,8 +128,8 @@ def server_command(port: int, *, address: str = LOOPBACK) -> list[str]:
     watcher (nothing reruns while a test edits files; one less thread under load). The flags
     given here come after the launcher's defaults, so they win (``server.address``).
     """
-    settings = {**HARDENED_SETTINGS, "server.address": address, "server.port": str(port),
-                "server.headless": "true", "server.fileWatcherType": "none"}
+    settings = {**HARDENED_SETTINGS, **LAYOUT_SETTINGS, "server.address": address,
+                "server.port": str(port), "server.headless": "true", "server.fileWatcherType": "none"}
     return [sys.executable, "-m", "app.launch", *_flags(settings)]
 
 

@@ -35,7 +35,8 @@ st.set_page_config(page_title="dp-explorer", page_icon=":material/lock:", layout
 state.tune_process()
 state.init_state()
 
-pages = [
+pages = [  # the tour first: a teacher's way in (the app still opens on Data)
+    st.Page(PAGES / "tour.py", title="Guided tour", icon=":material/school:"),
     st.Page(PAGES / "data.py", title="Data", icon=":material/table:", default=True),
     st.Page(PAGES / "explore.py", title="Explore", icon=":material/explore:"),
     st.Page(PAGES / "privacy.py", title="Privacy", icon=":material/verified_user:"),
@@ -44,7 +45,6 @@ pages = [
     st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page(PAGES / "attack.py", title="Attack", icon=":material/security:"),
     st.Page(PAGES / "release.py", title="Release", icon=":material/publish:"),
-    st.Page(PAGES / "tour.py", title="Teaching tour", icon=":material/school:"),
 ]
 nav = st.navigation(pages)
 
@@ -58,15 +58,15 @@ with st.sidebar:
     rec = state.apply_recommendation(ds)  # the default mechanism and its settings: the public rule's
     if st.session_state.mechanism not in names:
         st.session_state.mechanism = names[0]
-    st.selectbox(
+    st.selectbox(  # names only: the box is narrow at 1280 px; the title is said below
         "Mechanism", names, key="mechanism",
-        format_func=lambda n: f"{n} — {MECHANISMS[n].title}" + (" (recommended)" if n == rec["mechanism"]
-                                                                else ""),
+        format_func=lambda n: n + (" (recommended)" if n == rec["mechanism"] else ""),
         on_change=lambda: st.session_state.update(mechanism_chosen=True),
         help="The release mechanism used on the Explore, Privacy, Distances and Release pages. It starts "
              "at the recommended one for this table's public facts.",
     )
-    st.caption(MECHANISMS[st.session_state.mechanism].summary)
+    chosen = MECHANISMS[st.session_state.mechanism]
+    st.caption(f"**{chosen.title}.** {chosen.summary}")
     shown = dict(rec["parameters"])
     if shown.get("noise") == "gaussian" and "delta" not in shown:  # the mechanism's automatic delta
         shown["delta"] = f"automatic, {default_delta(ds.n_samples):.2g}"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -117,6 +118,17 @@ class Figure:
     samples: list[float] = field(default_factory=list)
     target_s: float | None = None
     note: str = ""
+    #: the 1-minute load average when each sample was taken (the machine is shared)
+    loads: list[float] = field(default_factory=list)
+
+    def add(self, seconds: float) -> None:
+        """One sample, with the load average at this moment."""
+        self.samples.append(seconds)
+        self.loads.append(os.getloadavg()[0])
+
+    @property
+    def load_text(self) -> str:
+        return f"{min(self.loads):.1f}-{max(self.loads):.1f}" if self.loads else ""
 
     @property
     def median(self) -> float:
@@ -131,12 +143,12 @@ class Figure:
         ok = "" if self.target_s is None or not self.samples else (
             "ok" if self.median <= self.target_s else "over")
         return (f"| {self.where} | {self.name} | {len(self.samples)} | {self.median:.3f} | "
-                f"{self.p90:.3f} | {target} | {ok} | {self.note} |")
+                f"{self.p90:.3f} | {target} | {ok} | {self.load_text} | {self.note} |")
 
 
 def table(figures: list[Figure]) -> str:
-    head = ("| measured in | what | n | median (s) | p90 (s) | target (s) | median vs target | note |\n"
-            "|---|---|---:|---:|---:|---:|---|---|")
+    head = ("| measured in | what | n | median (s) | p90 (s) | target (s) | median vs target | load average "
+            "| note |\n|---|---|---:|---:|---:|---:|---|---|---|")
     return "\n".join([head, *(f.row() for f in figures)])
 
 
@@ -185,8 +197,9 @@ def chromium_cpu_seconds() -> float:
 class Session:
     """One browser tab (its own Streamlit session) and the runs seen on its websocket."""
 
-    def __init__(self, browser: Any, url: str, server_pid: int) -> None:
-        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    def __init__(self, browser: Any, url: str, server_pid: int,
+                 viewport: tuple[int, int] = (1400, 1000)) -> None:
+        self.context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         self.context.set_default_timeout(TIMEOUT_S * 1000)
         self.page = self.context.new_page()
         self.tracker = RunTracker(self.page)
@@ -207,7 +220,9 @@ class Session:
             self.page.wait_for_timeout(5)
 
     def settled(self, runs_before: int, plot_before: str | None, *, need_plot: bool) -> None:
-        """Block until the page is settled after an action (see the module docstring)."""
+        """Block until the page is settled after an action (see the module docstring): the run
+        finished, the page idle, the charts showing other data (``need_plot``), nothing still a
+        placeholder, pictures decoded and charts drawn (``PAGE_DRAWN_JS``), two frames painted."""
         tr = self.tracker
         self.wait(lambda: tr.finished_ok > runs_before and tr.idle, "the script run to finish")
         self.page.wait_for_function(IDLE_JS, timeout=TIMEOUT_S * 1000, polling="raf")
@@ -215,6 +230,7 @@ class Session:
             self.page.wait_for_function(
                 f"(before) => {{ const s = ({PLOT_SIGNATURE_JS})(); return s !== null && s !== before; }}",
                 arg=plot_before, timeout=TIMEOUT_S * 1000, polling="raf")
+        self.page.wait_for_function(PAGE_DRAWN_JS, timeout=TIMEOUT_S * 1000, polling="raf")
         self.page.evaluate(TWO_FRAMES_JS)
 
     def quiet(self, ms: int = 400) -> None:
@@ -263,7 +279,10 @@ class Session:
         box = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
             has_text="Mechanism")
         box.click()
-        option = self.page.get_by_role("option").filter(has_text=f"{name} — ").first
+        # "dppro", "pca-gauss (recommended)" or, before the sidebar showed names only,
+        # "dppro — DPPro (...)"
+        option = self.page.get_by_role(
+            "option", name=re.compile(rf"^{re.escape(name)}( \(recommended\)| — .*)?$")).first
         if option.get_attribute("aria-selected") == "true":  # already chosen: no run would follow
             self.page.keyboard.press("Escape")
             return
@@ -274,17 +293,42 @@ class Session:
         self.click_and_settle(link)
         self.page.locator("h1").filter(has_text=title).first.wait_for()
 
+    def nav_titles(self) -> list[str]:
+        links = self.page.locator('[data-testid="stSidebarNav"] [data-testid="stSidebarNavLink"]')
+        return [t.split("\n")[-1].strip() for t in links.all_inner_texts()]
+
+    def switch_page(self, title: str) -> float:
+        """Click the navigation link ``title``; seconds from the click to the settled page (its run
+        finished, the page idle, nothing a placeholder, pictures and charts drawn, two frames)."""
+        link = self.page.locator('[data-testid="stSidebarNavLink"]').filter(has_text=title)
+        before = self.tracker.finished_ok
+        t0 = time.perf_counter()
+        link.click()
+        self.settled(before, None, need_plot=False)
+        seconds = time.perf_counter() - t0
+        self.quiet()  # a follow-up run (st.rerun) is over before the next action
+        if self.page.locator('[data-testid="stException"]').count():
+            self.errors.append(f"{title}: the page shows an exception")
+        return seconds
+
     def metric(self, label: str) -> str:
         m = self.page.locator('[data-testid="stMetric"]').filter(has_text=label).first
         return m.locator('[data-testid="stMetricValue"]').inner_text().strip()
 
-    def slider_moves(self, repeats: int, *, warmup: int = 1) -> dict[str, list[float]]:
-        """Key presses on the ε slider; seconds per move: ``browser`` (key press to settled),
+    def slider_moves(self, repeats: int, *, warmup: int = 1, label: str = EPS_LABEL,
+                     metric: str | None = METRIC_LABEL,
+                     need_plot: bool | None = True) -> dict[str, list[float]]:
+        """Key presses on the slider ``label`` (by default the ε slider, ArrowRight through its finite
+        values, then Home); seconds per move: ``browser`` (key press to settled),
         ``server`` (websocket round trip), ``server_cpu`` and ``chromium_cpu`` (CPU time the
         server process and the Chromium processes used from the press to the settled page),
         ``renderer_task`` and ``renderer_script`` (the page's main thread busy, and running
         JavaScript: Chrome DevTools ``Performance.getMetrics`` TaskDuration and ScriptDuration,
-        which count the page's own work, not the time it waited for a core)."""
+        which count the page's own work, not the time it waited for a core).
+
+        ``metric``: a metric that must show the slider's value after the move (None: no check);
+        ``need_plot``: the page's charts must show other data after the move (None: if the page
+        has a chart before the first move)."""
         cdp = self.context.new_cdp_session(self.page)
         cdp.send("Performance.enable")
 
@@ -292,9 +336,11 @@ class Session:
             m = {x["name"]: x["value"] for x in cdp.send("Performance.getMetrics")["metrics"]}
             return m["TaskDuration"], m["ScriptDuration"]
 
-        slider = self.page.locator('[data-testid="stSlider"]').filter(has_text=EPS_LABEL)
+        slider = self.page.locator('[data-testid="stSlider"]').filter(has_text=label).first
         thumb = slider.locator("input[type=range]")
         thumb.focus()
+        if need_plot is None:
+            need_plot = self.plot_signature() is not None
         last = int(thumb.get_attribute("max"))  # index of the last value (infinity: not private)
         out: dict[str, list[float]] = {"browser": [], "server": [], "server_cpu": [], "chromium_cpu": [],
                                        "renderer_task": [], "renderer_script": []}
@@ -307,7 +353,7 @@ class Session:
             dev0 = devtools()
             t0 = time.perf_counter()
             thumb.press(key)
-            self.settled(before_runs, before_plot, need_plot=True)
+            self.settled(before_runs, before_plot, need_plot=need_plot)
             t1 = time.perf_counter()
             cpu1 = (cpu_seconds(self.server_pid), chromium_cpu_seconds())
             dev1 = devtools()
@@ -315,8 +361,8 @@ class Session:
             shown = slider.locator('[data-testid="stSliderThumbValue"]').inner_text().strip()
             if int(thumb.get_attribute("value")) != target:
                 self.errors.append(f"slider at index {thumb.get_attribute('value')}, expected {target}")
-            elif self.metric(METRIC_LABEL) != shown:
-                self.errors.append(f"{METRIC_LABEL} shows {self.metric(METRIC_LABEL)} for ε = {shown}")
+            elif metric is not None and self.metric(metric) != shown:
+                self.errors.append(f"{metric} shows {self.metric(metric)} for ε = {shown}")
             if self.page.locator('[data-testid="stException"]').count():
                 self.errors.append("the page shows an exception")
             if i >= warmup:
@@ -356,15 +402,15 @@ def run_browser(args: argparse.Namespace, log: Callable[[str], None]) -> list[Fi
                 try:
                     wait_healthy(url, proc, timeout=TIMEOUT_S, poll=0.02)
                     s = Session(browser, url, proc.pid)
-                    cold.samples.append(s.open("/"))
-                    cold_total.samples.append(time.perf_counter() - t_start)
+                    cold.add(s.open("/"))
+                    cold_total.add(time.perf_counter() - t_start)
                     log(f"  {cold.samples[-1]:.2f} s (from process start {cold_total.samples[-1]:.2f} s)")
                     s.close()
                     if i < args.cold - 1:
                         continue
                     for _ in range(args.warm):  # the last server stays up for the rest
                         s = Session(browser, url, proc.pid)
-                        warm.samples.append(s.open("/"))
+                        warm.add(s.open("/"))
                         s.close()
                     log(f"  new session on the warm server: median {warm.median:.2f} s")
                     for dataset in args.datasets:
@@ -401,6 +447,113 @@ def run_browser(args: argparse.Namespace, log: Callable[[str], None]) -> list[Fi
     return figures
 
 
+# ----------------------------------------------------------------------------- every page
+#: Pages whose slider is moved in ``--pages`` mode: (navigation title, slider label, metric that
+#: must show the slider's value or None, charts that must change: True / None = if present).
+SLIDER_PAGES = (("Explore", EPS_LABEL, METRIC_LABEL, True), ("Privacy", EPS_LABEL, None, None),
+                ("Distances", EPS_LABEL, None, True))
+SIZES = ((1280, 720), (1920, 1080))
+
+
+def _cold_server(browser: Any, root: Path, log_path: Path) -> tuple[Any, str, float]:
+    """A new server from ``root`` and the seconds its first page took to settle in a new tab."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_server(port, log_path, root=root)
+    try:
+        wait_healthy(url, proc, timeout=TIMEOUT_S, poll=0.02)
+        first = Session(browser, url, proc.pid)
+        seconds = first.open("/")
+        first.close()
+    except BaseException:
+        stop_server(proc)
+        raise
+    return proc, url, seconds
+
+
+def run_pages(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure]:
+    """Every page of the navigation, for each app root in ``--roots`` (rounds interleaved: root A,
+    root B, root A, ...; one cold server per root and round):
+
+    - cold first page (a new tab on a new server);
+    - each page's first visit in a session, and later visits, by its navigation link;
+    - ``--repeats`` moves of the slider of each page in :data:`SLIDER_PAGES`;
+    - with ``--screenshots DIR`` (last round only): every page at each size in :data:`SIZES`, the
+      picture and the problems :data:`benchmarks.browser_harness.LAYOUT_CHECK_JS` finds.
+    """
+    from playwright.sync_api import sync_playwright
+
+    figures: dict[tuple[str, str], Figure] = {}
+
+    def fig(root: str, what: str, target: float | None) -> Figure:
+        key = (root, what)
+        if key not in figures:
+            figures[key] = Figure(f"[{root}] {what}", "browser", target_s=target)
+        return figures[key]
+
+    layout: list[str] = []
+    with sync_playwright() as pw:
+        browser = launch_browser(pw)
+        try:
+            for r in range(args.rounds):
+                for name, root in args.roots:
+                    log(f"round {r + 1}/{args.rounds}, {name} ({root}): cold start ...")
+                    proc, url, first = _cold_server(browser, root, LOG)
+                    try:
+                        fig(name, "cold first page (Data): new tab -> settled", 3.0).add(first)
+                        s = Session(browser, url, proc.pid)
+                        s.open("/")
+                        titles = s.nav_titles()
+                        for title in titles:  # first visits, in the navigation's order
+                            fig(name, f"page switch, first visit: {title}", 1.0).add(s.switch_page(title))
+                        for title in titles:  # again, now that each was visited
+                            fig(name, f"page switch, visited: {title}", 1.0).add(s.switch_page(title))
+                        for title, label, metric, plots in SLIDER_PAGES:
+                            if title not in titles:
+                                continue
+                            s.switch_page(title)
+                            m = s.slider_moves(args.repeats, label=label, metric=metric, need_plot=plots)
+                            f = fig(name, f"{title} slider ({label}): key press -> settled", 0.5)
+                            for v in m["browser"]:
+                                f.add(v)
+                        if s.errors:
+                            fig(name, "cold first page (Data): new tab -> settled", 3.0).note = \
+                                f"{len(s.errors)} errors: {s.errors[0]}"
+                        log("  " + "; ".join(f"{f.name.split('] ', 1)[1]} {f.median:.2f}"
+                                             for (n, _), f in figures.items() if n == name))
+                        s.close()
+                        if args.screenshots and r == args.rounds - 1:
+                            layout += screenshots(browser, url, proc.pid, args.screenshots / name, log)
+                    finally:
+                        stop_server(proc)
+        finally:
+            browser.close()
+    args.layout_report = layout
+    return list(figures.values())
+
+
+def screenshots(browser: Any, url: str, pid: int, folder: Path, log: Callable[[str], None]) -> list[str]:
+    """Every page at each size of :data:`SIZES`: a picture of what the window shows (no scrolling)
+    in ``folder`` and the layout check's problems; returns one report line per page and size."""
+    from benchmarks.browser_harness import layout_problems
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for width, height in SIZES:
+        s = Session(browser, url, pid, viewport=(width, height))
+        s.open("/")
+        for title in s.nav_titles():
+            s.switch_page(title)
+            path = folder / f"{'-'.join(title.lower().split())}-{width}x{height}.png"
+            s.page.screenshot(path=str(path))
+            problems = layout_problems(s.page)
+            lines.append(f"{path.name}: " + ("no clipped or overlapping text" if not problems
+                                             else f"{len(problems)} problem(s): " + "; ".join(problems)))
+            log("  " + lines[-1])
+        s.close()
+    return lines
+
+
 # ----------------------------------------------------------------------------------- AppTest
 def run_apptest(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure]:
     """The same slider change through Streamlit's AppTest (server only), as ``bench_app`` does."""
@@ -435,7 +588,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="mechanism on the Explore page (default: the app's default)")
     p.add_argument("--no-apptest", action="store_true", help="skip the AppTest (server-only) figures")
     p.add_argument("--json", type=Path, help="also write the samples to this JSON file")
+    p.add_argument("--pages", action="store_true",
+                   help="every page instead: cold first page, page switches, each page's slider "
+                        "(see run_pages); --repeats moves per slider")
+    p.add_argument("--roots", type=_root, nargs="+", default=[("app", ROOT)], metavar="NAME=DIR",
+                   help="--pages: checkouts of the app to measure, interleaved round by round "
+                        "(e.g. before=/tmp/base after=.)")
+    p.add_argument("--rounds", type=int, default=2, help="--pages: rounds over the roots")
+    p.add_argument("--screenshots", type=Path, metavar="DIR",
+                   help="--pages: screenshots of every page at 1280x720 and 1920x1080 with the "
+                        "layout check, in DIR/NAME/")
     return p.parse_args(argv)
+
+
+def _root(text: str) -> tuple[str, Path]:
+    name, _, folder = text.rpartition("=")
+    path = Path(folder).resolve()
+    if not (path / "app" / "launch.py").exists():
+        raise argparse.ArgumentTypeError(f"{folder} holds no app/launch.py")
+    return name or path.name, path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,13 +620,20 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     load = os.getloadavg()[0]
-    figures = run_browser(args, log)
-    if not args.no_apptest:
-        figures += run_apptest(args, log)
+    if args.pages:
+        figures = run_pages(args, log)
+    else:
+        figures = run_browser(args, log)
+        if not args.no_apptest:
+            figures += run_apptest(args, log)
     print(f"\nLatency (issue 16 item 7), {os.cpu_count()} cores, load average at start {load:.1f}, "
           f"{time.perf_counter() - t0:.0f} s in all. 'browser' = what a person sees in headless "
           "Chromium; 'server' = without rendering.\n")
     print(table(figures))
+    if getattr(args, "layout_report", None):
+        print(f"\nScreenshots in {args.screenshots} (what a 1280x720 projector and a 1920x1080 laptop "
+              "show without scrolling), with the layout check (clipped, cut or overlapping text):\n")
+        print("\n".join(f"- {line}" for line in args.layout_report))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         record = {"load_average": load, "args": {k: str(v) for k, v in vars(args).items()},

@@ -29,11 +29,16 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(port: int, log_path: Path, *, address: str = LOOPBACK) -> subprocess.Popen:
-    """Start the server from the repository root (so config.toml applies too), output to ``log_path``."""
+def start_server(port: int, log_path: Path, *, address: str = LOOPBACK,
+                 root: Path | None = None) -> subprocess.Popen:
+    """Start the server from the repository root (so config.toml applies too), output to ``log_path``.
+
+    ``root``: another checkout of the app to serve (``python -m app.launch`` run there imports its
+    own ``app`` and ``dpcore``, the working directory coming first on ``sys.path``), e.g. the commit
+    before a change, for a before/after benchmark in one session."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
-        return subprocess.Popen(server_command(port, address=address), cwd=ROOT, stdout=log,
+        return subprocess.Popen(server_command(port, address=address), cwd=root or ROOT, stdout=log,
                                 stderr=subprocess.STDOUT)
 
 
@@ -193,3 +198,105 @@ class RunTracker:
             if msg.script_finished in self._ok:
                 self.finished_ok += 1
                 self.finished_ok_at = time.perf_counter()
+
+
+# ------------------------------------------------------------------------------ layout check
+#: A JavaScript function ``() => [problem, ...]``: what a person would see as broken text on the
+#: page as it is drawn now, each problem a short description with the text involved:
+#:
+#: - **clipped**: an element holding text whose content is wider than its box (``scrollWidth >
+#:   clientWidth``) while its overflow is hidden, clipped, cut with an ellipsis or scrolled (the
+#:   metric "replace-…", a selectbox value "pca-gauss — PCA-Gauss (PCA + G", a table cut on the
+#:   right). Data grids that are meant to scroll sideways (a 64-column preview) sit in a container
+#:   keyed ``wide-...`` (class ``st-key-wide-...``) and are left out;
+#: - **off page**: text that reaches past the right edge of the window;
+#: - **overlap**: two pieces of text drawn over each other (HTML text, and the text of Plotly
+#:   charts: titles, annotations, tick labels, legend entries), by more than 3 px each way;
+#: - **cut chart text**: text of a Plotly chart that reaches outside the chart.
+#:
+#: Only what is displayed counts (closed expanders, hidden elements and empty text are skipped).
+#: Vega-Lite charts draw on a canvas and place their own labels (no text to check).
+LAYOUT_CHECK_JS = r"""() => {
+  const out = [];
+  const shown = el => {
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.display === 'none' || s.visibility === 'hidden' || s.opacity === '0') return false;
+      if (e.tagName === 'DETAILS' && !e.open && !el.closest('summary')) return false;
+    }
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0;
+  };
+  const text = el => (el.innerText || el.textContent || '').replace(/\s+/g, ' ').trim();
+  const short = t => t.length > 70 ? t.slice(0, 67) + '...' : t;
+  const wide = el => !!el.closest('[class*="st-key-wide-"]');
+  const app = document.querySelector('[data-testid="stApp"]') || document.body;
+  const W = window.innerWidth;
+  // 1. clipped boxes
+  const clipped = [];
+  for (const el of app.querySelectorAll('*')) {
+    if (el.closest('svg') || el.tagName === 'CANVAS' || wide(el)) continue;
+    // clientWidth <= 2: a visually hidden element (the "Skip to main content" link)
+    if (el.scrollWidth <= el.clientWidth + 1 || el.clientWidth <= 2) continue;
+    const s = getComputedStyle(el);
+    const cuts = ['hidden', 'clip', 'auto', 'scroll'].includes(s.overflowX) || s.textOverflow === 'ellipsis';
+    const grid = el.classList.contains('dvn-scroller');
+    if (!cuts || !shown(el)) continue;
+    const field = el.tagName === 'INPUT' || el.tagName === 'TEXTAREA';  // a selectbox shows its value here
+    const t = grid ? 'a data grid' : field ? el.value.trim() : text(el);
+    if (!t) continue;
+    clipped.push(el);
+    out.push(`clipped: "${short(t)}" (${el.scrollWidth} px of text in ${el.clientWidth} px)`);
+  }
+  // 2. text nodes: off the page, and HTML text over other text
+  const boxes = [];
+  const walker = document.createTreeWalker(app, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!el || !n.textContent.trim() || el.closest('svg, script, style, noscript') || !shown(el)) continue;
+    if (clipped.some(c => c.contains(el))) continue;  // reported above
+    const range = document.createRange();
+    range.selectNodeContents(n);
+    for (const r of range.getClientRects()) {
+      if (r.width < 2 || r.height < 2) continue;
+      if (r.right > W + 1 && !wide(el))
+        out.push(`off page: "${short(n.textContent.trim())}" ends at ${Math.round(r.right)} px of ${W}`);
+      boxes.push({r, node: n, t: n.textContent.trim()});
+    }
+  }
+  // 3. Plotly chart text: outside its chart, or over other text of the chart
+  for (const gd of app.querySelectorAll('.js-plotly-plot')) {
+    if (!shown(gd)) continue;
+    const frame = gd.getBoundingClientRect();
+    for (const t of gd.querySelectorAll('text')) {
+      const s = t.textContent.trim();
+      if (!s || !shown(t)) continue;
+      const r = t.getBoundingClientRect();
+      if (r.width < 1 || r.height < 1) continue;
+      if (r.left < frame.left - 1 || r.right > frame.right + 1 || r.top < frame.top - 1
+          || r.bottom > frame.bottom + 1)
+        out.push(`cut chart text: "${short(s)}" outside its chart`);
+      boxes.push({r, node: t, t: s});
+    }
+  }
+  const seen = new Set();
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i], b = boxes[j];
+      if (a.node === b.node || a.node.contains(b.node) || b.node.contains(a.node)) continue;
+      const w = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
+      const h = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
+      if (w <= 3 || h <= 3) continue;
+      const key = a.t + '|' + b.t;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(`overlap: "${short(a.t)}" and "${short(b.t)}"`);
+    }
+  }
+  return out;
+}"""
+
+
+def layout_problems(page: Any) -> list[str]:
+    """:data:`LAYOUT_CHECK_JS` on a Playwright page: the clipped, cut and overlapping text shown."""
+    return list(page.evaluate(LAYOUT_CHECK_JS))

@@ -1,20 +1,28 @@
-"""Small computations behind the app's teaching tour (each well under a second on bundled data).
+"""Small computations behind the app's guided tour (each well under a second on bundled data).
 
-Pure functions returning arrays; the figures live in ``app/figures/tour.py``.
+Pure functions returning numbers and arrays; the tour's words are built from them in
+``app/tour.py`` and its figures in ``app/figures/tour.py``. The noise drawn here goes through the
+same exact samplers as every release (:mod:`dpcore.noise`), seeded: teaching pictures, never
+releases.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from dpcore.calibration import haar_stiefel
-from dpcore.preprocessing import scale_to_unit
+from dpcore.ledger import Ledger, LedgerEntry
 
-__all__ = ["posterior_bound", "qq_points", "ron_snr_vs_p", "dpmix_sigma_vs_ell", "dfm_projection",
-           "unit_rows"]
+__all__ = [
+    "average_noise_scale",
+    "bounds_leak",
+    "composition",
+    "noisy_average",
+    "posterior_bound",
+]
 
 
 def posterior_bound(prior: np.ndarray, epsilon: float, delta: float = 0.0) -> np.ndarray:
@@ -35,94 +43,99 @@ def posterior_bound(prior: np.ndarray, epsilon: float, delta: float = 0.0) -> np
     return np.minimum(1.0, e * p / (e * p + 1.0 - p) + delta)
 
 
-def ron_snr_vs_p(X: np.ndarray, bounds: np.ndarray, n_components: np.ndarray, epsilon: float,
-                 rng: np.random.Generator, covariance_share: float = 0.7) -> dict[str, np.ndarray]:
-    """Signal-to-noise ratio of RON-Gauss's noisy second moment as the projection dimension grows.
-
-    Signal: ``||Σ_p||_F`` of the projected, row-normalised data (``Σ_p = X̃ᵀX̃/n``). Noise: the
-    expected Frobenius norm of the symmetric Laplace noise with the sound upper-triangle scale
-    ``b = (p + 1)/(n ε_Σ)`` (SPEC section 2): ``sqrt(2) b p`` (all ``p²`` entries have variance
-    ``2b²``). The signal saturates (at most 1 for unit rows) while the noise grows like ``p²``,
-    so a small ``p`` keeps the SNR high — the papers' reason for reducing dimension first.
-    """
-    Z = unit_rows(X, bounds)
-    Z = Z - Z.mean(axis=0)
-    norms = np.linalg.norm(Z, axis=1, keepdims=True)
-    Z = Z / np.where(norms > 0, norms, 1.0)
-    n, d = Z.shape
-    W = haar_stiefel(d, int(max(n_components)), rng)
-    proj = Z @ W
-    signal, noise = [], []
-    for p in n_components:
-        S = proj[:, :p].T @ proj[:, :p] / n
-        b = (p + 1) / (n * epsilon * covariance_share)
-        signal.append(np.linalg.norm(S))
-        noise.append(math.sqrt(2) * b * p)
-    signal_arr, noise_arr = np.asarray(signal), np.asarray(noise)
-    return {"p": np.asarray(n_components), "signal": signal_arr, "noise": noise_arr,
-            "snr": signal_arr / noise_arr}
+def _average_sensitivity(bounds: np.ndarray, n: int) -> float:
+    """L1 sensitivity of the column means of ``n`` rows clipped to ``bounds`` (d, 2) when one row is
+    replaced by any other row of the box: each mean moves by at most ``(hi_j - lo_j) / n``."""
+    b = np.asarray(bounds, dtype=float)
+    return float(np.sum(b[:, 1] - b[:, 0]) / int(n))
 
 
-def qq_points(values: np.ndarray, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """Standardised sample quantiles against standard-normal quantiles (a normal Q-Q plot)."""
-    v = np.sort(np.asarray(values, dtype=float))
-    sd = v.std()
-    v = (v - v.mean()) / (sd if sd > 0 else 1.0)
-    idx = np.linspace(0, v.size - 1, min(max_points, v.size)).round().astype(int)
-    probs = (idx + 0.5) / v.size
-    return stats.norm.ppf(probs), v[idx]
+def average_noise_scale(bounds: np.ndarray, n: int, epsilons: Sequence[float]) -> np.ndarray:
+    """The Laplace scale :func:`noisy_average` adds at each epsilon (the exact sampler's scale
+    ``t g >= S1 / epsilon`` on its public grid, :func:`dpcore.noise.laplace_plan`), shape
+    ``(len(epsilons),)``; ``S1`` as in :func:`noisy_average`."""
+    from dpcore.noise import SeededBits, laplace_plan
+
+    s1 = _average_sensitivity(bounds, n)
+    d = np.asarray(bounds).shape[0]
+    bits = SeededBits(np.random.default_rng(0))  # a plan draws nothing
+    return np.array([laplace_plan(s1, float(e), n_changed=d, bits=bits).scale for e in epsilons])
 
 
-def dpmix_sigma_vs_ell(ells: np.ndarray, *, epsilon: float, n: int, d_x: int, d_y: int,
-                       delta: float | None = None) -> dict[str, np.ndarray]:
-    """Noise DPMix needs for a target ε, per mixture degree ℓ (T = n mixtures).
+def noisy_average(X: np.ndarray, bounds: np.ndarray, epsilon: float,
+                  random_state: int = 0) -> dict[str, Any]:
+    """The column means of ``X`` (rows clipped to the public ``bounds``) released with the Laplace
+    mechanism at ``epsilon`` (Dwork & Roth 2014, Thm 3.6), replace-one neighbours, ``n`` public.
 
-    Returns the calibrated ``sigma`` (:func:`dpcore.accounting.dpmix_calibrate_sigma`, tight bound),
-    the L2 sensitivity of one mixture ``sqrt(d_x + d_y)/ell`` (averaging ℓ rows in [0, 1] divides
-    it by ℓ) and their ratio. Averaging and sampling without replacement (amplification) together
-    let σ fall quickly with ℓ; the price is that each mixture blurs ℓ records together.
-    """
-    from dpcore import accounting
-
-    delta = delta if delta is not None else 1.0 / n
-    sig = np.array([accounting.dpmix_calibrate_sigma(epsilon=epsilon, delta=delta, ell=int(ell), n=n,
-                                                     n_mixtures=n, d_x=d_x, d_y=d_y) for ell in ells])
-    sens = math.sqrt(d_x + d_y) / np.asarray(ells, dtype=float)
-    return {"ell": np.asarray(ells), "sigma": sig, "sensitivity": sens, "ratio": sig / sens}
-
-
-def unit_rows(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Rows clipped to the public ``bounds`` (d, 2), scaled to ``[0, 1]`` per feature, then to unit
-    L2 norm (an all-zero row stays 0): the normalisation RON-Gauss starts from."""
-    Z = scale_to_unit(X, bounds)
-    norms = np.linalg.norm(Z, axis=1, keepdims=True)
-    return Z / np.where(norms > 0, norms, 1.0)
-
-
-def dfm_projection(X: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
-                   feature: int | None = None, max_rows: int = 5000) -> dict[str, object]:
-    """The Diaconis-Freedman-Meckes effect on a table: a random 1-D projection of the unit rows
-    against one raw feature, as normal Q-Q points (:func:`qq_points`).
-
-    Parameters
-    ----------
-    X : array (n, d); bounds : array (d, 2), public
-    rng : Generator
-        Draws the Haar-random direction (another seed, another projection).
-    feature : int, optional
-        The raw feature to compare (default: the one with the largest spread).
-    max_rows : int
-        At most this many rows (the first ones) are used.
+    Sensitivity: ``S1 = sum_j (hi_j - lo_j) / n`` (one replaced row moves mean ``j`` by at most
+    ``(hi_j - lo_j) / n``). Noise from :func:`dpcore.noise.laplace` (exact, on a public grid), on a
+    seeded stream: a teaching picture, not a release.
 
     Returns
     -------
-    dict with ``projection`` and ``feature`` (each ``(theoretical, sample)`` quantiles),
-    ``feature_index`` and ``kurtosis`` of both (excess kurtosis; 0 for a normal sample).
+    dict
+        ``mean`` and ``noisy`` (arrays of shape (d,)), ``scale`` (the Laplace scale drawn with),
+        ``sensitivity`` (``S1``), ``n``.
     """
-    Z = unit_rows(np.asarray(X, dtype=float)[:max_rows], np.asarray(bounds, dtype=float))
-    j = int(np.argmax(Z.std(axis=0))) if feature is None else int(feature)
-    w = haar_stiefel(Z.shape[1], 1, rng)[:, 0]
-    proj, raw = Z @ w, Z[:, j]
-    return {"projection": qq_points(proj), "feature": qq_points(raw), "feature_index": j,
-            "kurtosis": (float(stats.kurtosis(proj)), float(stats.kurtosis(raw)))}
+    from dpcore.noise import SeededBits, laplace
 
+    b = np.asarray(bounds, dtype=float)
+    Z = np.clip(np.asarray(X, dtype=float), b[:, 0], b[:, 1])
+    n, d = Z.shape
+    s1 = _average_sensitivity(b, n)
+    draw = laplace(Z.mean(axis=0), s1, float(epsilon), n_changed=d,
+                   bits=SeededBits(np.random.default_rng(random_state)))
+    return {"mean": Z.mean(axis=0), "noisy": draw.values, "scale": float(draw.scale), "sensitivity": s1,
+            "n": n}
+
+
+def bounds_leak(values: np.ndarray, public_bounds: tuple[float, float], new_value: float,
+                epsilon: float, replaced: int = 0) -> dict[str, dict[str, dict[str, float]]]:
+    """Why bounds must be public: the mean of one column released with Laplace noise whose scale
+    comes from the bounds, ``(hi - lo) / (n epsilon)`` (replace-one, ``n`` public), on the table and
+    on its neighbour where row ``replaced`` is replaced by ``new_value``.
+
+    With bounds read from the data (its minimum and maximum) the scale itself depends on the rows:
+    a new value outside ``[min, max]`` widens the bounds, so the scale, printed on every release
+    card, tells whether that person is in the table (whatever the noise). With public bounds it is
+    the same for both tables.
+
+    Returns
+    -------
+    dict
+        ``{"data" | "public": {"without" | "with": {"lo", "hi", "centre", "scale"}}}``: the bounds
+        used, the clipped mean the noise is centred on and the Laplace scale, for each table.
+    """
+    x = np.asarray(values, dtype=float)
+    neighbour = x.copy()
+    neighbour[int(replaced)] = float(new_value)
+    out: dict[str, dict[str, dict[str, float]]] = {"data": {}, "public": {}}
+    for name, table in (("without", x), ("with", neighbour)):
+        for source, (lo, hi) in (("data", (float(table.min()), float(table.max()))),
+                                 ("public", (float(public_bounds[0]), float(public_bounds[1])))):
+            out[source][name] = {"lo": lo, "hi": hi, "centre": float(np.clip(table, lo, hi).mean()),
+                                 "scale": (hi - lo) / (table.size * float(epsilon))}
+    return out
+
+
+def composition(n_releases: int, epsilon: float, budget: float) -> dict[str, np.ndarray]:
+    """``n_releases`` releases of ``epsilon`` each booked in a :class:`~dpcore.ledger.Ledger` with
+    ``budget``: basic composition (the epsilons add up) and the ledger's refusal past the budget.
+
+    Returns
+    -------
+    dict of arrays, one entry per release asked for
+        ``release`` (1, 2, ...), ``total`` (the ledger's epsilon total after it, refused ones not
+        added) and ``refused`` (bool: the ledger refused it, nothing was spent).
+    """
+    ledger = Ledger(budget=float(budget))
+    totals, refused = [], []
+    for i in range(int(n_releases)):
+        entry = LedgerEntry("release", float(epsilon), 0.0, "replace-one", created_utc=f"#{i + 1}")
+        no = ledger.refusal(entry) is not None
+        if not no:
+            ledger.add(entry)
+        refused.append(no)
+        totals.append(ledger.total("replace-one").epsilon)
+    return {"release": np.arange(1, int(n_releases) + 1), "total": np.asarray(totals, dtype=float),
+            "refused": np.asarray(refused, dtype=bool)}

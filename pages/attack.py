@@ -117,12 +117,8 @@ b1, b2, _ = st.columns([1, 1, 4])
 run = b1.button("Run attack", type="primary", on_click=start)
 b2.button("Stop the attack", on_click=request_stop,
           help="Stop the running attack and show what it has so far.")
-autorun = ss.pop("_attack_autorun", False) and key not in results  # from the teaching tour
-if autorun:
-    start()
-
 partial = ss.get("_attack_partial")
-if not (run or autorun) and partial and partial["key"] == key and key not in results:
+if not run and partial and partial["key"] == key and key not in results:
     # A run with these settings was interrupted (our Stop button, or Streamlit's own Stop in the
     # header): Streamlit ended it; finish from the scores it had drawn (the game draws up to its
     # minimum of 10 trials per world first, so a stop always ends with a result)
@@ -135,7 +131,7 @@ if not (run or autorun) and partial and partial["key"] == key and key not in res
     ss["_attack_partial"] = None
     if stopped is not None and "t0" in partial:  # the whole run, not only this last step
         stopped.seconds = time.perf_counter() - partial["t0"]
-elif run or autorun:
+elif run:
     bar = st.progress(0.0, "Drawing releases...")
     t0 = ss["_attack_partial"]["t0"]
     shown = {"at": 0.0}

@@ -33,6 +33,8 @@ from benchmarks.browser_harness import (
     serve,
 )
 from dpcore.ledger_store import LedgerStore
+from dpcore.mechanisms import MECHANISMS
+from tests.tour_checks import check_step
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path(os.environ.get("DP_EXPLORER_CHROMIUM", "/usr/bin/chromium"))
@@ -302,7 +304,7 @@ def download(page, button_label: str) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------- tests
-KNOWN_PAGES = ["Data", "Explore", "Privacy", "Distances", "Utility", "Compare", "Release"]
+KNOWN_PAGES = ["Guided tour", "Data", "Explore", "Privacy", "Distances", "Utility", "Compare", "Release"]
 
 
 def slug(title: str) -> str:
@@ -321,11 +323,51 @@ def test_opens_on_bundled_digits_and_every_page_renders(page):
     screenshot(page, "data")
     titles = nav_titles(page)
     assert set(KNOWN_PAGES) <= set(titles), titles
-    for title in titles[1:]:  # every page in the navigation, including pages added later
+    assert titles.index("Guided tour") < titles.index("Data"), titles  # the tour first, not last
+    for title in [t for t in titles if t != "Data"]:  # every other page, including pages added later
         goto(page, title, check_title=title in KNOWN_PAGES)
         screenshot(page, slug(title))
     goto(page, "Data")  # back to Data: still the same session and dataset
     expect(sidebar).to_contain_text("bundled: digits")
+
+
+#: The figure of the page's (one) Plotly chart as trace dicts: name, x, y and marker colours (typed
+#: arrays as lists; a base64 ``{dtype, bdata}`` array is decoded by tests/tour_checks.py).
+PLOTTED_TRACES_JS = """() => {
+  const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+  if (!gd || !gd.data) return null;
+  const arr = v => v == null ? null : (ArrayBuffer.isView(v) ? Array.from(v) : v);
+  return gd.data.map(t => ({name: t.name, x: arr(t.x), y: arr(t.y),
+                            marker: t.marker ? {color: arr(t.marker.color)} : null}));
+}"""
+
+
+@pytest.mark.slow
+def test_guided_tour_walked_with_next_only_says_what_each_step_plots(open_app):
+    """The whole tour with Next only, as a class would see it: every step's sentences checked against
+    the data its figure plots in the browser (Plotly's gd.data), a progress indicator, one control."""
+    from app.tour import STEPS
+
+    page = open_app("/tour")
+    expect(page.locator("h1").first).to_have_text("Guided tour")
+    for i, step in enumerate(STEPS):
+        bar = page.locator('[data-testid="stProgress"]')
+        expect(bar).to_contain_text(f"Step {i + 1} of {len(STEPS)}")
+        expect(bar).to_contain_text(step.title)
+        claims = page.locator(".st-key-tour-claims")
+        expect(claims).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        traces = poll(page, lambda: page.evaluate(PLOTTED_TRACES_JS), what=f"step {i + 1}'s figure")
+        check_step(step.key, claims.inner_text(), traces)
+        assert page.locator('[data-testid="stPlotlyChart"]').count() == 1
+        controls = page.locator('[data-testid="stSlider"], [data-testid="stButtonGroup"]').filter(
+            has_text=step.control)
+        expect(controls).to_have_count(1)
+        screenshot(page, f"tour-step-{i + 1}")
+        if i < len(STEPS) - 1:
+            rerun(page, page.get_by_role("button", name="Next").click)
+            assert_no_exception(page)
+    expect(page.get_by_role("button", name="Next")).to_have_count(0)
+    expect(page.get_by_role("button", name="Your data")).to_be_visible()
 
 
 @pytest.mark.slow
@@ -410,15 +452,16 @@ def test_explore_mechanism_choice_and_epsilon_slider(explore_page):
     mech_box.click()
     options = page.get_by_role("option").all_inner_texts()
     page.keyboard.press("Escape")
+    assert "pca-gauss (recommended)" in options, options  # names, the recommended one marked
     others = [o for o in options if not o.startswith("local-gaussian")]
     assert others, options
     other = next((o for o in others if o.startswith("dppro")), others[0])
     select_option(page, mech_box, other)
-    expect(page.locator("h1").first).to_have_text("Explore · " + other.split(" — ", 1)[1])
+    expect(page.locator("h1").first).to_have_text("Explore · " + MECHANISMS[other.split()[0]].title)
     assert_no_exception(page)
     local = next(o for o in options if o.startswith("local-gaussian"))
     select_option(page, mech_box, local)
-    expect(page.locator("h1").first).to_have_text("Explore · " + local.split(" — ", 1)[1])
+    expect(page.locator("h1").first).to_have_text("Explore · " + MECHANISMS["local-gaussian"].title)
 
     eps = "ε (epsilon)"
 
