@@ -19,6 +19,7 @@ __all__ = [
     "noise_savings",
     "card_in_words",
     "equivalent_command",
+    "fidelity_html",
     "python_snippet",
     "report_html",
 ]
@@ -354,11 +355,41 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippet: str = "") -> str:
+def fidelity_html(report: Any) -> str:
+    """The fidelity report (:class:`dpcore.evaluation.fidelity.FidelityReport`) as an HTML section,
+    headed NOT differentially private: it was computed on the private rows and belongs to the
+    custodian, never beside the published file."""
+    e = html_escape
+    parts = ["<h2>Fidelity of the file to your data (NOT differentially private)</h2>",
+             f"<p class='bad'><b>{e(report.notice)}</b> These figures were computed on the private rows: "
+             "keep them with you, do not publish them with the file.</p>"]
+    if summary := report.summary():
+        parts.append(f"<p>{e(summary)}</p>")
+    if report.model:
+        m = report.model
+        parts.append(_table([f"{m['model']} ({m['metric']})", "value"],
+                            [["trained on the file", _fmt(m["file"])],
+                             [m["baseline_name"], _fmt(m["baseline"])],
+                             ["trained on your data", _fmt(m["private"])],
+                             ["scored on", m["scored_on"]]]))
+    if lab := report.label:
+        rows = ([[k, _fmt(v), _fmt(lab["file"].get(k, 0.0))] for k, v in lab["private"].items()]
+                if isinstance(lab["private"], dict)
+                else [[lab["kind"], _fmt(lab["private"]), _fmt(lab["file"])]])
+        parts.append(_table(["label", "your data", "the file"], rows))
+    parts.append(_table(["column", "kind", "distance", "measure", "your data", "the file"],
+                        [[r["column"], r["kind"], _fmt(r["distance"]), r["measure"], r["private"], r["file"]]
+                         for r in report.columns.to_dict("records")]))
+    return "".join(parts)
+
+
+def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippet: str = "",
+                fidelity: Any = None) -> str:
     """A self-contained, human-readable HTML report of a release: the guarantee, what is assumed
     public (n, task, classes, every bound with its source), the noise per statistic (and per column
     when the mechanism records it), the units and columns of the file, warnings, and the CLI command
-    and Python code that reproduce the settings (never a seed).
+    and Python code that reproduce the settings (never a seed). ``fidelity``: the custodian's
+    fidelity report, appended as a section headed NOT differentially private (:func:`fidelity_html`).
 
     Every value from the card, the dataset name and the code is HTML-escaped (:func:`html_escape`):
     column names, class labels and file names are user strings. No script, no external resource.
@@ -435,6 +466,8 @@ def report_html(card: dict[str, Any], *, dataset: str, command: str = "", snippe
             parts.append(f"<p>Command line:</p><pre>{e(command)}</pre>")
         if snippet:
             parts.append(f"<p>Python:</p><pre>{e(snippet)}</pre>")
+    if fidelity is not None:
+        parts.append(fidelity_html(fidelity))
     title = e(f"Release report: {card.get('mechanism', '')} on {dataset}{not_dp}")
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width'><title>{title}</title>"

@@ -63,6 +63,7 @@ __all__ = [
     "load_public_table",
     "mechanism_names",
     "memo",
+    "memo_get",
     "parse_categories_upload",
     "parse_classes_upload",
     "public_table",
@@ -418,6 +419,11 @@ def check_fits_session(n_bytes: float, what: str) -> None:
             f"{what} takes about {n_bytes / 2**20:.0f} MB in memory, and this session keeps "
             f"{kept / 2**20:.0f} MB of files and releases: over its budget of {budget / 2**20:g} MB "
             f"({SESSION_MEMORY_ENV}). Use fewer rows or columns, or the dpcore command line")
+
+
+def memo_get(key: tuple) -> Any:
+    """The session memo's value for ``key`` (:func:`memo`), or ``None`` when it holds none."""
+    return st.session_state._memo.get(key)
 
 
 def approx_nbytes(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:

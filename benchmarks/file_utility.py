@@ -212,9 +212,11 @@ def run_table(table: Table, epsilons: list[float], releases: int, via: str) -> l
     else:
         baseline = float(math.sqrt(np.mean((y_test - y_priv.mean()) ** 2)))
     nonprivate = file_model_score(X_priv, y_priv, X_test, y_test, table.task)
+    binary = classification and len(table.classes or []) == 2
+    nonprivate_auc = _auc(X_priv, y_priv, X_test, y_test) if binary else None
     rows = []
     for eps in epsilons:
-        file_scores, released_scores, seconds, names, rates = [], [], [], set(), []
+        file_scores, released_scores, seconds, names, rates, aucs = [], [], [], set(), [], []
         for _ in range(releases):
             t0 = time.perf_counter()
             name, rel, frame = (release_cli if via == "cli" else release_api)(table, ds_train, eps)
@@ -224,6 +226,8 @@ def run_table(table: Table, epsilons: list[float], releases: int, via: str) -> l
             file_scores.append(file_model_score(X_file, y_file, X_test, y_test, table.task))
             if classification:
                 rates.append(float(np.mean(y_file == y_priv.max())))
+                if binary:
+                    aucs.append(_auc(X_file, y_file, X_test, y_test))
             if rel is not None and rel.transform_fn is not None:
                 X_rel = np.asarray(rel.data, dtype=float)
                 y_rel = np.asarray(rel.labels)
@@ -240,20 +244,35 @@ def run_table(table: Table, epsilons: list[float], releases: int, via: str) -> l
                      if released_scores else None,
                      "baseline": baseline, "nonprivate": nonprivate,
                      "label_rate": float(np.mean(rates)) if rates else None,
+                     "auc": (float(np.mean(aucs)), float(np.std(aucs))) if aucs else None,
+                     "nonprivate_auc": nonprivate_auc,
                      "seconds": float(np.median(seconds)), "releases": releases})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
+def _auc(X_train, y_train, X_test, y_test) -> float:
+    """ROC AUC of the logistic regression trained on ``(X_train, y_train)`` (0.5 with one class):
+    the measure for a rare class, where accuracy sits at the majority rate."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+
+    if np.unique(y_train).size < 2:
+        return 0.5
+    model = LogisticRegression(max_iter=5000).fit(X_train, y_train)
+    return float(roc_auc_score(y_test, model.predict_proba(X_test)[:, 1]))
+
+
 def markdown(rows: list[dict]) -> str:
     out = ["| table | metric | ε | mechanism | file (mean ± sd) | released space | baseline | "
-           "non-private | s / release |", "|---|---|---|---|---|---|---|---|---|"]
+           "non-private | file AUC (non-private) | s / release |", "|---" * 10 + "|"]
     for r in rows:
         rel = f"{r['released'][0]:.3f} ± {r['released'][1]:.3f}" if r["released"] else "—"
         base = "majority" if r["metric"] == "accuracy" else "train mean"
+        auc = (f"{r['auc'][0]:.3f} ± {r['auc'][1]:.3f} ({r['nonprivate_auc']:.3f})" if r.get("auc") else "—")
         out.append(f"| {r['table']} | {r['metric']} | {r['epsilon']:g} | {r['mechanism']} | "
                    f"**{r['file'][0]:.3f} ± {r['file'][1]:.3f}** | {rel} | {r['baseline']:.3f} ({base}) | "
-                   f"{r['nonprivate']:.3f} | {r['seconds']:.1f} |")
+                   f"{r['nonprivate']:.3f} | {auc} | {r['seconds']:.1f} |")
     return "\n".join(out)
 
 

@@ -98,6 +98,10 @@ class CLIError(Exception):
     """An error reported as one line with exit status 2."""
 
 
+class ReleaseNotice(UserWarning):
+    """A warning the release's card carries (``details["warnings"]``), printed on stderr too."""
+
+
 class _Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` that reports errors as :class:`CLIError` and never accepts an
     abbreviated option (``--eps`` for ``--epsilon``): a typo must not silently pick a parameter."""
@@ -913,6 +917,8 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     if chosen is not None:
         release = dataclasses.replace(release, details={**release.details, "chosen_by": chosen})
     release.check_downloadable()
+    for note in release.details.get("warnings", []):  # noise-to-range, label rates: on stderr
+        warnings.warn(note, ReleaseNotice, stacklevel=1)
     ints = [c.strip() for c in args.integer_columns.split(",") if c.strip()]
     release = with_output_space(release, PublicSchema.from_dataset(ds, ints), args.output_space,
                                 clip=not args.no_clip)

@@ -333,10 +333,8 @@ def _faithful(release: Release, schema: PublicSchema, X: np.ndarray
     class list and come back as values."""
     marg = release.marginals
     assert marg is not None
-    # the unique variance is drawn from a generator keyed by the released rows (public): the same
-    # release always decodes to the same file
-    digest = hashlib.sha256(np.ascontiguousarray(release.data, dtype=float).tobytes()).digest()
-    rng = np.random.default_rng(int.from_bytes(digest[:16], "little"))
+    # the unique variance is drawn from a generator keyed by the released rows (public)
+    rng = _decode_rng(release)
     labels = None if release.labels is None else np.asarray(release.labels)
     if labels is not None and labels.ndim != 1:
         labels = None
@@ -349,6 +347,60 @@ def _faithful(release: Release, schema: PublicSchema, X: np.ndarray
         X, _ = faithful_decode(X, index, marg, rng)
         return X, labels
     return faithful_decode(X, labels, marg, rng)
+
+
+def _decode_rng(release: Release) -> np.random.Generator:
+    """A generator keyed by the released rows (public), so a release always decodes to the same file."""
+    digest = hashlib.sha256(np.ascontiguousarray(release.data, dtype=float).tobytes()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:16], "little"))
+
+
+def corrected_labels(release: Release, schema: PublicSchema) -> tuple[np.ndarray | None, str | None]:
+    """Class labels of a row-wise release whose rates follow the release's own DP estimate of the
+    class rates, and a sentence saying so; ``(None, None)`` where there is nothing to correct.
+
+    Row-wise mechanisms release each row's class with noise: k-ary randomized response (JL-Laplace,
+    DPPro, rp-gaussian, identity-laplace, LocalGaussian with separate labels) reports another class
+    with the public probability ``flip``, and DPMix's labels are noisy averages of ``ell`` one-hot
+    labels. Taken at face value their class rates are pulled towards ``1/K`` (36-40% positives where
+    3-6% are real) and a model trained on the file predicts the minority class far too often. Both
+    carry an unbiased estimate of the class rates: the reported counts with the randomized response
+    inverted (:func:`dpcore.marginals.rr_class_rates`), or the mean of DPMix's soft labels. Each row
+    then gets a class by :func:`dpcore.marginals.quota_assign` so that the counts follow that
+    estimate, keeping the released class (randomized response; ties broken by a generator keyed by
+    the released rows) or the largest soft label where it can. Post-processing of DP outputs: the
+    guarantee is unchanged.
+    """
+    from dpcore.marginals import _quotas, quota_assign, rr_class_rates
+
+    if schema.task != "classification" or schema.classes is None or release.labels is None:
+        return None, None
+    classes = np.asarray(schema.classes)
+    k = classes.size
+    labels = np.asarray(release.labels)
+    rr = next((r for r in release.noise if str(r.distribution) == "randomized-response"), None)
+    rng = _decode_rng(release)
+    if rr is not None and labels.ndim == 1:
+        position = {v: i for i, v in enumerate(classes.tolist())}
+        index = np.array([position.get(v, -1) for v in labels.tolist()], dtype=np.int64)
+        if np.any(index < 0):
+            return None, None
+        rates = rr_class_rates(np.bincount(index, minlength=k), float(rr.scale))
+        scores = np.eye(k)[index] + 1e-6 * rng.random((index.size, k))
+        how = (f"randomized response reports another class for {float(rr.scale):.3g} of the rows; the "
+               "class rates were estimated by inverting that public probability")
+    elif labels.ndim == 2 and labels.shape[1] >= k and release.label_columns[:k] == [
+            f"{schema.label_name or release.label_columns[0].split('=')[0]}={c}" for c in classes.tolist()]:
+        scores = np.asarray(labels[:, :k], dtype=float)
+        mean = np.clip(scores.mean(axis=0), 0.0, None)
+        rates = mean / mean.sum() if mean.sum() > 0 else np.full(k, 1.0 / k)
+        how = "the class rates are the mean of the mixtures' noisy one-hot labels (an unbiased estimate)"
+    else:
+        return None, None
+    choice = quota_assign(scores, _quotas(scores.shape[0], rates))
+    shown = ", ".join(f"{c}: {r:.3f}" for c, r in zip(classes.tolist()[:6], rates, strict=False))
+    return classes[choice], (f"Labels assigned so that the class rates follow the release's own estimate "
+                             f"({shown}{', ...' if k > 6 else ''}): {how}")
 
 
 def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,
@@ -391,7 +443,7 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,
         raise NotDecodableError("the release's columns are not those of the schema given: decode it "
                                 "with the schema of the table it was drawn from")
     faithful = marginals and release.marginals is not None
-    labels = None
+    labels, relabelled = corrected_labels(release, schema)
     if faithful:
         X, labels = _faithful(release, schema, X)
     frame = decode_features(X, schema, clip=clip)
@@ -409,6 +461,8 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,
         steps.append(f"one-hot groups decoded to one column each ({', '.join(list(schema.categories)[:6])}"
                      f"{', ...' if len(schema.categories) > 6 else ''}): the category with the largest "
                      "released value, always one of the public categories")
+    if relabelled:
+        steps.append(relabelled[0].lower() + relabelled[1:])
     steps.append("every value clipped to its public bounds" if clip
                  else "values NOT clipped: noise can put them outside the public bounds")
     if schema.integer_columns:
@@ -442,11 +496,13 @@ def released_space_note(release: Release, *, original: str = "available (output 
     return f"{note} {why or f'The same release in your original columns and units is {original}.'}"
 
 
-def in_released_space(release: Release) -> Release:
+def in_released_space(release: Release, schema: PublicSchema | None = None) -> Release:
     """``release`` as the mechanism produced it, with an ``output_note`` saying which space it is in.
 
     DPMix keeps the original column names for values scaled to ``[0, 1]``: here they are renamed
-    ``column [0-1 scaled]`` so the file says what its numbers are.
+    ``column [0-1 scaled]`` so the file says what its numbers are. With the table's ``schema``, a
+    class label released by randomized response gets class rates that follow the release's own
+    estimate (:func:`corrected_labels`; post-processing).
     """
     note = released_space_note(release)
     table = None
@@ -455,7 +511,17 @@ def in_released_space(release: Release) -> Release:
         frame.columns = [f"{c} [0-1 scaled]" if i < len(release.columns) else c
                          for i, c in enumerate(frame.columns)]
         table = frame
-    return dataclasses.replace(release, table=table, output_space="released", output_note=note)
+    labels, relabelled = (None, None) if schema is None or release.space == "mixtures" else \
+        corrected_labels(release, schema)
+    details = release.details
+    if labels is not None and relabelled:
+        table = release.to_frame()
+        table[release.label_columns[-1]] = labels
+        note = f"{note} {relabelled}."
+        details = {**details, "output": {"space": "released", "labels": relabelled,
+                                         "source": DECODING_SOURCE}}
+    return dataclasses.replace(release, table=table, output_space="released", output_note=note,
+                               details=details)
 
 
 def with_output_space(release: Release, schema: PublicSchema | None, output_space: str | None,
@@ -474,4 +540,4 @@ def with_output_space(release: Release, schema: PublicSchema | None, output_spac
         if schema is None:
             raise ValueError("the original output space needs the table's public schema")
         return to_original(release, schema, clip=clip)
-    return in_released_space(release)
+    return in_released_space(release, schema)

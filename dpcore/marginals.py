@@ -70,6 +70,7 @@ __all__ = [
     "MARGINALS",
     "MARGINAL_SOURCE",
     "MAX_BINS",
+    "MODEL_ROWS_IN_CELL",
     "DPMarginals",
     "MarginalColumn",
     "MarginalPlan",
@@ -81,6 +82,7 @@ __all__ = [
     "plan_marginals",
     "quota_assign",
     "quantile_map",
+    "rr_class_rates",
 ]
 
 #: sources of the measurement and of the decoding, for the card
@@ -102,6 +104,8 @@ MARGINAL_FRACTION_PARAM = Param(
     "marginal_fraction", "float", None, "Share of epsilon spent on the marginals (marginals='auto'); "
     f"empty = {MARGINAL_FRACTION:g}, a public constant (dpcore.marginals.marginal_fraction).",
     low=0.0, high=1.0, low_open=True, high_open=True, privacy=True, optional=True)
+#: rows of the model inside an interior cell for its shape there to follow the model (:func:`quantile_map`)
+MODEL_ROWS_IN_CELL = 5
 #: up to this many rows a category assignment is solved exactly (:func:`quota_assign`)
 EXACT_ASSIGNMENT_ROWS = 1500
 #: largest number of interior cells of a numeric column
@@ -213,16 +217,18 @@ class MarginalColumn:
 
     def variance(self, probs: np.ndarray) -> np.ndarray:
         """The variance of the column under the marginal ``probs`` over its cells, in its units:
-        numeric, a scalar (point masses at ``lo``/``hi``, uniform inside each interior cell);
+        numeric, a scalar: the variance of the cells' midpoints (the bound cells at the bounds) less
+        Sheppard's correction ``w^2/12`` for the interior cells' share (grouping a smooth density
+        into cells of width ``w`` adds about ``w^2/12`` to its variance; Sheppard 1898), at least 0;
         categorical, each category's indicator variance ``r (1 - r)``."""
         p = np.asarray(probs, dtype=float)
         if self.kind == "categorical":
             return p * (1.0 - p)
         e = self.edges()
         mids = np.concatenate([[self.lo], (e[:-1] + e[1:]) / 2, [self.hi]])
-        inner = np.concatenate([[0.0], np.diff(e) ** 2 / 12.0, [0.0]])
         mean = float(p @ mids)
-        return np.asarray(float(p @ (inner + (mids - mean) ** 2)))
+        sheppard = float(p[1:-1].sum()) * ((self.hi - self.lo) / self.n_bins) ** 2 / 12.0
+        return np.asarray(max(0.0, float(p @ (mids - mean) ** 2) - sheppard))
 
     def card(self) -> dict[str, Any]:
         out: dict[str, Any] = {"column": self.name, "kind": self.kind, "cells": self.n_cells}
@@ -409,24 +415,42 @@ class DPMarginals:
 
 def quantile_map(values: np.ndarray, column: MarginalColumn, probs: np.ndarray) -> np.ndarray:
     """``values`` (one group's synthetic column) mapped onto the marginal ``probs`` (over the
-    column's cells) by their ranks: the value of rank ``r`` among ``m`` becomes the inverse CDF at
-    ``u = (r + 1/2)/m`` (a bound cell gives the bound itself, an interior cell a linear
-    interpolation between its edges). Ties keep their input order."""
+    column's cells) by their ranks: the value of rank ``r`` among ``m`` falls at the level
+    ``u = (r + 1/2)/m`` of the marginal's CDF, which gives its cell; a bound cell gives the bound
+    itself. Inside an interior cell ``[a, b]`` the value follows the model's own distribution there:
+    the row's place ``t`` in the cell is mapped through the empirical quantiles of ``values``
+    between its CDF at ``a`` and at ``b`` (the cells are as coarse as the counts' noise requires, so
+    their inside shape comes from the model), or uniformly across the cell where the model has fewer
+    than :data:`MODEL_ROWS_IN_CELL` rows in it. The result keeps the model's ranking (ties in input
+    order) and follows the DP marginal across cells."""
     v = np.asarray(values, dtype=float)
     m = v.size
     if m == 0:
         return v.copy()
+    order = np.argsort(v, kind="stable")
     ranks = np.empty(m, dtype=np.int64)
-    ranks[np.argsort(v, kind="stable")] = np.arange(m)
+    ranks[order] = np.arange(m)
     u = (ranks + 0.5) / m
     cdf = np.concatenate([[0.0], np.cumsum(probs)])
     cdf[-1] = 1.0
     cell = np.clip(np.searchsorted(cdf, u, side="right") - 1, 0, probs.size - 1)
     width = probs[cell]
-    frac = np.divide(u - cdf[cell], width, out=np.full(m, 0.5), where=width > 0)
+    frac = np.clip(np.divide(u - cdf[cell], width, out=np.full(m, 0.5), where=width > 0), 0.0, 1.0)
     edges = column.edges()
     inner = np.clip(cell - 1, 0, column.n_bins - 1)
-    out = edges[inner] + np.clip(frac, 0.0, 1.0) * (edges[inner + 1] - edges[inner])
+    a, b = edges[inner], edges[inner + 1]
+    out = a + frac * (b - a)
+    sorted_v = v[order]
+    lo_idx = np.searchsorted(sorted_v, a, side="left")
+    hi_idx = np.searchsorted(sorted_v, b, side="right")
+    model = (hi_idx - lo_idx) >= MODEL_ROWS_IN_CELL
+    if np.any(model):
+        pos = lo_idx + frac * (hi_idx - lo_idx - 1)
+        k = np.clip(np.floor(pos).astype(np.int64), 0, m - 1)
+        k1 = np.clip(k + 1, 0, m - 1)
+        w = pos - np.floor(pos)
+        inside = np.clip(sorted_v[k] * (1 - w) + sorted_v[k1] * w, a, b)
+        out = np.where(model, inside, out)
     out[cell == 0] = column.lo
     out[cell == column.n_bins + 1] = column.hi
     return out
@@ -501,6 +525,25 @@ def quota_assign(scores: np.ndarray, quotas: np.ndarray, *, iterations: int = 10
                     break
         count = np.bincount(choice, minlength=k)
     return choice
+
+
+def rr_class_rates(counts: np.ndarray, flip: float) -> np.ndarray:
+    """Class rates estimated from labels released by k-ary randomized response (post-processing).
+
+    Each label is kept with probability ``1 - flip`` and replaced by one of the ``K - 1`` other
+    classes uniformly otherwise (``flip``: the public probability of reporting another class), so
+    the expected reported count of class ``c`` is ``n_c (1 - flip) + (n - n_c) flip/(K - 1)``;
+    solving for ``n_c`` (Warner 1965) gives an unbiased estimate, clipped at 0 and normalised here.
+    Reported rates are pulled towards ``1/K``: 36-40% positives where 3-6% are real, uncorrected.
+    Returns the rates, shape ``(K,)``; uniform when ``flip`` leaves nothing to invert.
+    """
+    c = np.asarray(counts, dtype=float)
+    k, n = c.size, float(c.sum())
+    keep_minus_other = 1.0 - flip - flip / max(1, k - 1)
+    if k < 2 or n <= 0 or keep_minus_other <= 1e-12:
+        return np.full(k, 1.0 / max(1, k))
+    est = np.clip((c - n * flip / (k - 1)) / keep_minus_other, 0.0, None)
+    return est / est.sum() if est.sum() > 0 else np.full(k, 1.0 / k)
 
 
 def _quotas(total: int, probs: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ format.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, replace
 
@@ -109,6 +110,50 @@ def output_view(rel: Release, space: str | None, clip: bool, integers: list[str]
         csv_bytes = view.to_csv_bytes()
         return {"release": view, "csv": csv_bytes, "card": view.card_json(csv_bytes)}
     return state.memo(("release-view", id(rel), rel.created_utc, space, clip, tuple(integers)), build)
+
+
+def _fidelity_section(rel: Release, csv_bytes: bytes) -> object | None:
+    """The custodian's fidelity report of the file (NOT differentially private): computed on demand
+    from the downloaded CSV's bytes and the private rows, memoised per file; returns it (or None)."""
+    import io
+
+    key = ("fidelity", hashlib.sha256(csv_bytes).hexdigest())
+    with st.expander("How faithful is this file to your data? (fidelity report: NOT differentially "
+                     "private)", expanded=state.memo_get(key) is not None):
+        st.caption("Computed on your private rows, for you to decide whether to publish: per-column "
+                   "distances, correlations, the label, and a standard model trained on the file beside "
+                   "the majority (or mean) baseline and the same model trained on your data. None of it "
+                   "goes into the CSV, the card or the transform; the HTML report adds it as a section "
+                   "headed NOT differentially private.")
+        if state.memo_get(key) is None and not st.button("Compute the fidelity report", key="fidelity_go"):
+            return None
+
+        def build() -> object:
+            from dpcore.evaluation.fidelity import fidelity_report, private_frame
+
+            schema = PublicSchema.from_dataset(ds)
+            file = pd.read_csv(io.BytesIO(csv_bytes), keep_default_na=False, na_values=[""])
+            return fidelity_report(file, private_frame(ds, schema), schema)
+
+        with st.spinner("Comparing the file with your data..."):
+            report = state.memo(key, build)
+        st.error(f"**{report.notice}**", icon=":material/lock_open:")
+        if summary := report.summary():
+            st.markdown(md_escape(summary))
+        if report.model:
+            m = report.model
+            c1, c2, c3 = st.columns(3)
+            c1.metric(f"{m['model']}, trained on the file", f"{m['file']:.3g}")
+            c2.metric(m["baseline_name"], f"{m['baseline']:.3g}")
+            c3.metric("trained on your data", f"{m['private']:.3g}")
+            st.caption(f"{m['metric']}, scored on {m['scored_on']}.")
+        st.dataframe(report.columns, hide_index=True)
+        if len(report.correlation_private.columns) > 1:
+            from app.figures.fidelity import correlation_figure
+
+            st.plotly_chart(correlation_figure(report.correlation_private, report.correlation_file),
+                            key="fidelity_corr")
+        return report
 
 
 def _charge(rel: Release) -> None:
@@ -282,14 +327,20 @@ if pending:
         command = equivalent_command(card_dict, ds.name, data_bounds="data" in sources,
                                      data_classes=ds.classes_source == "data", **settings)
         snippet = python_snippet(card_dict, ds.name, **settings)
+        for warning in rel.details.get("warnings", []):  # noise-to-range, label rates: where users look
+            st.warning(md_escape(warning), icon=":material/warning:")
+        fidelity = _fidelity_section(rel, pending["csv"])
         b1, b2, b3, b4 = st.columns(4)
         b1.download_button("Download CSV", pending["csv"], f"{stem}.csv", "text/csv",
                            type="primary", key="dl_csv")
         b2.download_button("Download release card", card, f"{stem}.card.json",
                            "application/json", key="dl_card")
         b3.download_button("Download report (HTML)",
-                           report_html(card_dict, dataset=ds.name, command=command, snippet=snippet),
-                           f"{stem}.report.html", "text/html", key="dl_report")
+                           report_html(card_dict, dataset=ds.name, command=command, snippet=snippet,
+                                       fidelity=fidelity),
+                           f"{stem}.report.html", "text/html", key="dl_report",
+                           help="With the fidelity report when it was computed (a section headed NOT "
+                                "differentially private: keep that report with you, not with the file)")
         if pending["npz"] is not None:
             b4.download_button("Download transform (.npz)", pending["npz"],
                                f"{stem}.transform.npz", "application/octet-stream",

@@ -35,6 +35,7 @@ __all__ = [
     "encoded_real",
     "fidelity_report",
     "file_model_score",
+    "private_frame",
 ]
 
 
@@ -88,6 +89,25 @@ def encode_file(frame: pd.DataFrame, schema: Any) -> tuple[np.ndarray, np.ndarra
         else:
             y = pd.to_numeric(lab, errors="coerce").to_numpy(dtype=float)
     return X, y
+
+
+def private_frame(ds: Any, schema: Any) -> pd.DataFrame:
+    """A :class:`~dpcore.data.Dataset`'s rows in the original schema (one column per one-hot group,
+    holding its category, empty where the group is all zero; the label last, as its class or value),
+    to compare a file with."""
+    from dpcore.decode import decode_features
+
+    X = np.asarray(ds.X, dtype=float)
+    frame = decode_features(X, schema, clip=False)
+    for column in schema.categories:  # a row whose group is all zero has no category (a missing value)
+        none = X[:, [schema.feature_names.index(n) for n in schema.encoded(column)]].max(axis=1) <= 0
+        if none.any():
+            frame[column] = frame[column].astype(object).where(~none, "")
+    if ds.y is not None and ds.label_name:
+        y = np.asarray(ds.y)
+        frame[ds.label_name] = (np.asarray(ds.classes)[y] if ds.task == "classification"
+                                and ds.classes is not None and y.dtype.kind in "iu" else y)
+    return frame
 
 
 def encoded_real(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -179,7 +199,7 @@ def _numeric_frame(frame: pd.DataFrame, schema: Any) -> pd.DataFrame:
 
 
 def fidelity_report(file: pd.DataFrame, private: pd.DataFrame, schema: Any, *,
-                    test: pd.DataFrame | None = None) -> FidelityReport:
+                    test: pd.DataFrame | None = None, folds: int = 5) -> FidelityReport:
     """Compare a release's file with the private table it was drawn from (NOT differentially private).
 
     Parameters
@@ -191,7 +211,10 @@ def fidelity_report(file: pd.DataFrame, private: pd.DataFrame, schema: Any, *,
     schema : dpcore.decode.PublicSchema
     test : DataFrame, optional
         Real held-out rows in the original schema for the model comparison (``private`` is then
-        the training rows). Without it, no model figures.
+        the training rows). Without them (a release of every row, as the app's Release page
+        draws), the model trained on the file is scored on the private rows and the same model
+        trained on the private rows by ``folds``-fold cross-validation on them (scikit-learn).
+    folds : int, default 5
 
     Returns
     -------
@@ -231,20 +254,57 @@ def fidelity_report(file: pd.DataFrame, private: pd.DataFrame, schema: Any, *,
             label = {"kind": "mean", "private": float(pd.to_numeric(private[name]).mean()),
                      "file": float(pd.to_numeric(file[name], errors="coerce").mean())}
     model: dict[str, Any] = {}
-    if test is not None and name and name in file.columns and schema.task in ("classification", "regression"):
-        X_file, y_file = encode_file(file, schema)
-        X_priv, y_priv = encode_file(private, schema)
-        X_test, y_test = encode_file(test, schema)
-        assert y_file is not None and y_priv is not None and y_test is not None
-        if schema.task == "classification":
-            majority = np.bincount(y_priv[y_priv >= 0]).argmax()
-            baseline, baseline_name = float(np.mean(y_test == majority)), "majority rate"
-        else:
-            baseline = float(math.sqrt(np.mean((y_test - np.nanmean(y_priv)) ** 2)))
-            baseline_name = "predicting the training mean"
-        model = {"metric": "accuracy" if schema.task == "classification" else "rmse",
-                 "model": "LogisticRegression" if schema.task == "classification" else "LinearRegression",
-                 "file": file_model_score(X_file, y_file, X_test, y_test, schema.task),
-                 "private": file_model_score(X_priv, y_priv, X_test, y_test, schema.task),
-                 "baseline": baseline, "baseline_name": baseline_name, "n_test": int(len(test))}
+    if name and name in file.columns and name in private.columns and \
+            schema.task in ("classification", "regression"):
+        model = _model_comparison(file, private, schema, test, folds)
     return FidelityReport(columns, corr_private, corr_file, label, model)
+
+
+def _model_comparison(file: pd.DataFrame, private: pd.DataFrame, schema: Any, test: pd.DataFrame | None,
+                      folds: int) -> dict[str, Any]:
+    """The standard model trained on the file and on the private rows, scored on real rows."""
+    X_file, y_file = encode_file(file, schema)
+    X_priv, y_priv = encode_file(private, schema)
+    assert y_file is not None and y_priv is not None
+    held_out = test is not None
+    if held_out:
+        X_test, y_test = encode_file(test, schema)
+        assert y_test is not None
+    else:
+        X_test, y_test = X_priv, y_priv
+    classification = schema.task == "classification"
+    if classification:
+        known = y_priv[y_priv >= 0]
+        majority = np.bincount(known).argmax() if known.size else -1
+        baseline, baseline_name = float(np.mean(y_test == majority)), "majority rate"
+    else:
+        baseline = float(math.sqrt(np.mean((y_test - np.nanmean(y_priv)) ** 2)))
+        baseline_name = "predicting the training mean"
+    if held_out:
+        private_score = file_model_score(X_priv, y_priv, X_test, y_test, schema.task)
+    else:
+        private_score = _cross_validated(X_priv, y_priv, schema.task, folds)
+    return {"metric": "accuracy" if classification else "rmse",
+            "model": "LogisticRegression" if classification else "LinearRegression",
+            "file": file_model_score(X_file, y_file, X_test, y_test, schema.task),
+            "private": private_score, "baseline": baseline, "baseline_name": baseline_name,
+            "n_test": int(len(y_test)),
+            "scored_on": ("real held-out rows" if held_out else
+                          f"the private rows (the model trained on them: {folds}-fold cross-validation)")}
+
+
+def _cross_validated(X: np.ndarray, y: np.ndarray, task: str, folds: int) -> float:
+    """The standard model's ``folds``-fold cross-validated accuracy (or RMSE) on ``(X, y)``."""
+    from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score
+
+    keep = (y >= 0) if task == "classification" else np.isfinite(y)
+    X, y = X[keep], y[keep]
+    if task == "classification":
+        if np.unique(y).size < 2:
+            return 1.0
+        smallest = int(np.bincount(y).min(initial=0)) if y.size else 0
+        splitter = StratifiedKFold(max(2, min(folds, smallest)), shuffle=True, random_state=0)
+        return float(np.mean(cross_val_score(_model(task), X, y, cv=splitter)))
+    splitter = KFold(max(2, min(folds, y.size)), shuffle=True, random_state=0)
+    scores = cross_val_score(_model(task), X, y, cv=splitter, scoring="neg_root_mean_squared_error")
+    return float(-np.mean(scores))

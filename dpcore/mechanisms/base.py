@@ -329,7 +329,8 @@ class Mechanism:
         """Refuse a non-finite release (:func:`check_finite_release`), add the input's warnings to
         its details and mark a seeded one as a preview: the last step of :meth:`explore`."""
         check_finite_release(rel, values)
-        details = {**rel.details, "warnings": [*rel.details.get("warnings", []), *data.warnings]}
+        details = {**rel.details, "warnings": [*rel.details.get("warnings", []), *data.warnings,
+                                               *_label_rate_warning(rel)]}
         parameters = rel.parameters
         if getattr(self, "noise", None) == "auto":  # the card keeps noise='auto' as given, and says
             details["noise_choice"] = resolve_noise("auto", values.get("delta"))[1]  # what it chose, why
@@ -432,6 +433,19 @@ def _input_shape(X: Any, classes: Any) -> tuple[int, int, int]:
     n, d = (int(shape[0]), int(np.prod(shape[1:])) if len(shape) > 1 else 1) if len(shape) else (0, 0)
     given = classes if classes is not None else getattr(X, "classes", None)
     return n, d, len(given) if hasattr(given, "__len__") else 0
+
+
+def _label_rate_warning(rel: Release) -> list[str]:
+    """A warning for a release whose class labels went through randomized response (public facts:
+    the flip probability and the class count): their rates are pulled towards ``1/K``."""
+    rr = next((r for r in rel.noise if str(r.distribution) == "randomized-response"), None)
+    if rr is None or not rr.scale > 0:
+        return []
+    return [f"each row's class is released by randomized response, which reports another class for "
+            f"{float(rr.scale):.2g} of the rows: the released class rates are pulled towards equal "
+            "shares (a rare class looks far more common). A file written by dpcore gets class rates "
+            "estimated by inverting that public probability, but each row's label stays noisy; a model "
+            "of the table (PCA-Gauss) keeps far more of the label's signal"]
 
 
 def _peak_description(name: str, n: int, d: int, n_classes: int, params: dict[str, Any],
