@@ -885,11 +885,14 @@ def _cmd_release(args: argparse.Namespace, *, dask: bool) -> None:
     if dask:
         return _release_dask(args, cls, params)
     key = _precheck_ledger(args)  # a bad path or file is refused before any work
-    given = cls(**params)  # the parameters as given (--dp-bounds takes its share of epsilon below)
-    values = validate_params(cls.params, {p.name: getattr(given, p.name) for p in cls.params})
     n_released = None if args.n_samples is None else _check_n_samples(args.n_samples)
-    _check_input_memory(args, args.input, lambda n, d, k: cls.check_peak_memory(
-        n, d, k, values, n_released=n_released))
+    # auto: the mechanism is chosen from the table's facts after reading; before, each candidate of
+    # the rule (PCA-Gauss with labels, RON-Gauss without) at its defaults must fit
+    for candidate in ([get_mechanism(m) for m in ("pca-gauss", "ron-gauss")] if auto else [cls]):
+        given = candidate(**params)  # the parameters as given (--dp-bounds takes its share of epsilon below)
+        values = validate_params(candidate.params, {p.name: getattr(given, p.name) for p in candidate.params})
+        _check_input_memory(args, args.input, lambda n, d, k, c=candidate, v=values: c.check_peak_memory(
+            n, d, k, v, n_released=n_released))
     with warnings.catch_warnings():
         if args.dp_bounds is not None:  # the data's range is replaced by DP estimates before any use
             warnings.filterwarnings("ignore", message=".*[Bb]ounds.*", category=PrivacyLeakWarning)

@@ -338,16 +338,15 @@ if pending:
         b3.download_button("Download report (HTML)",
                            report_html(card_dict, dataset=ds.name, command=command, snippet=snippet,
                                        fidelity=fidelity),
-                           f"{stem}.report.html", "text/html", key="dl_report",
-                           help="With the fidelity report when it was computed (a section headed NOT "
-                                "differentially private: keep that report with you, not with the file)")
+                           f"{stem}.report.html", "text/html", key="dl_report")
         if pending["npz"] is not None:
             b4.download_button("Download transform (.npz)", pending["npz"],
                                f"{stem}.transform.npz", "application/octet-stream",
                                key="dl_npz")
         st.caption("The report is the card in plain words, in one HTML page to keep beside the file: "
                    "the guarantee, what is assumed public, the noise per statistic, the file's units "
-                   "and how to reproduce the settings.")
+                   "and how to reproduce the settings. Once computed, the fidelity report is added as a "
+                   "section headed NOT differentially private: that copy is for you, not for publication.")
         st.subheader("Release card")
         st.markdown(card_in_words(card_dict))
         st.markdown("**The same settings from the command line** (each run draws fresh noise "

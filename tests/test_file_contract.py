@@ -138,7 +138,10 @@ def test_the_file_converges_to_its_model_family(tables, table, name, kw):
         assert _label_gap(file, real, ds) <= 0.01
         assert _category_tv(file, real, schema) <= 0.02
         if not small_table:
-            assert 0.85 <= sd_ratio.min() and sd_ratio.max() <= 1.2, sd_ratio
+            # a column's spread to the cells' resolution: a few hundred rows leave the tail cells of a
+            # narrow column with too few model rows to shape them (spread across the cell instead)
+            slack = 0.15 if ds.n_samples >= 1000 else 0.3
+            assert 1 - slack <= sd_ratio.min() and sd_ratio.max() <= 1 + slack, sd_ratio
             groups = real[ds.label_name].to_numpy() if ds.task == "classification" else np.zeros(len(real))
             copula = _copula_correlations(real, numeric, groups)
             gap = np.nanmax(np.abs(file[numeric].corr().to_numpy() - copula))
