@@ -163,11 +163,15 @@ TABLES = {"adult": adult, "wage-sim": lambda: simulated("wage-sim"),
           "diabetes": lambda: bundled("diabetes"), "digits": lambda: bundled("digits")}
 
 
+#: extra mechanism parameters from ``--set`` (a study of one setting; empty: the user's defaults)
+EXTRA: dict = {}
+
+
 def recommended(table: Table, ds, epsilon: float) -> tuple[str, dict]:
     rec = recommended_mechanism(table.task, ds.n_samples, ds.n_features, epsilon=epsilon, delta=DELTA,
                                 n_classes=0 if ds.classes is None else len(ds.classes),
                                 image_shape=ds.image_shape)
-    return rec["mechanism"], {**rec["parameters"], "epsilon": epsilon, "delta": DELTA}
+    return rec["mechanism"], {**rec["parameters"], "epsilon": epsilon, "delta": DELTA, **EXTRA}
 
 
 def release_api(table: Table, ds, epsilon: float):
@@ -283,7 +287,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--releases", type=int, default=3)
     ap.add_argument("--via", choices=("api", "cli"), default="api")
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                    help="extra mechanism parameters (--via api), e.g. marginal_fraction=0.2")
     args = ap.parse_args(argv)
+    for item in args.set:
+        name, value = item.split("=", 1)
+        EXTRA[name] = json.loads(value) if value[:1] in "0123456789-[{\"" else value
     rows = []
     for name in args.tables:
         table = TABLES[name]()

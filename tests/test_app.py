@@ -409,3 +409,21 @@ def test_switching_back_to_bundled_keeps_an_uploaded_table_until_one_is_chosen()
     assert any("people.csv" in i.value.replace("\\", "") and "stays in use" in i.value for i in at.info)
     at.selectbox[0].select("digits").run()
     assert not at.exception and at.session_state.dataset.name == "digits"
+
+
+@pytest.mark.slow
+def test_compare_page_untouched_on_digits_rises_above_chance_by_epsilon_one():
+    # A class opening the app and pressing Run sweep sees the recommended mechanism (first in the
+    # default selection, with its automatic settings) clearly above chance by epsilon = 1
+    at = new_app()
+    goto(at, "compare")
+    chosen = at.multiselect(key="p:compare_mechs").value
+    assert chosen[0] == "pca-gauss"
+    at.multiselect(key="p:compare_mechs").set_value(chosen[:1]).run()  # the recommended curve only
+    next(b for b in at.button if b.label == "Run sweep").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    frame = at.dataframe[-2].value
+    rows = frame[(frame["mechanism"] == "pca-gauss") & (frame["x"] == 1.0)]
+    chance = float(rows["chance"].iloc[0]) if "chance" in rows else 0.1
+    metric = rows[rows["metric"].str.contains("accuracy")]
+    assert len(metric) and float(metric["mean"].max()) > chance + 0.15, metric
