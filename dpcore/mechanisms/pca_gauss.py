@@ -296,6 +296,9 @@ def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tigh
     return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
+#: Alg. 2's default split of the model budget between the mean of [z/B, y] and the second moment
+REGRESSION_SPLIT = (0.3, 0.7)
+
 #: ``pca_source`` values whose ``W`` costs no budget
 PUBLIC_BASES = ("public", "dct")
 
@@ -444,10 +447,11 @@ class PCAGauss(GaussianGenerator):
         EPSILON,
         GAUSSIAN_DELTA,
         NOISE,
-        Param("epsilon_split", "fraction_split", None, "Classification (GMM): fractions of "
-              "the model budget for the class means and second moments; empty = automatic: the paper's "
-              "0.1 / 0.9 with covariance_type='full', the public rule of dpcore.calibration.tied_mean_share "
-              "(p, classes) with 'tied'.", privacy=True, split_names=("mean", "covariance"), optional=True),
+        Param("epsilon_split", "fraction_split", None, "Fractions of the model budget for the means (per "
+              "class, or of [features, label] for regression) and the second moments; empty = automatic: "
+              "the paper's 0.1 / 0.9 for classification with covariance_type='full', the public rule of "
+              "dpcore.calibration.tied_mean_share (p, classes) with 'tied', 0.3 / 0.7 for regression.",
+              privacy=True, split_names=("mean", "covariance"), optional=True),
         Param("covariance_type", "choice", None, "Classification (GMM): one covariance per class "
               "(full, the paper's) or one pooled within-class covariance shared by every class (tied, as "
               "LDA / scikit-learn's GaussianMixture): its noise is relative to n, not to each class size; "
@@ -547,13 +551,22 @@ class PCAGauss(GaussianGenerator):
     @classmethod
     def _epsilon_split(cls, params: dict[str, Any], data: PreparedInput, marg: float = 0.0
                        ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """``params`` with ``epsilon_split`` resolved: given, the paper's ``(0.1, 0.9)`` with
-        ``covariance_type="full"`` (and outside classification, where it is not used), or with
+        """``params`` with ``epsilon_split`` resolved: given; for regression (Alg. 2, whose mean is
+        ours, not the paper's) ``REGRESSION_SPLIT``, RON-Gauss's split of its mean and second moment
+        (its paper, section 5.2); the paper's ``(0.1, 0.9)`` with ``covariance_type="full"``; or with
         ``"tied"`` the public rule :func:`dpcore.calibration.tied_mean_share` at ``p`` (given, or
         from :func:`dpcore.calibration.recommended_n_components` at an equal split: one fixed-point
-        step). Returns the params and the rule's record for the card (``None`` when not used)."""
+        step). Returns the params and the rule's record for the card (``None`` when not used).
+
+        Regression's split was measured on a simulated wage table (2,100 rows, year and age, file
+        RMSE of a linear model, 5 releases each, delta = 1e-6): at epsilon = 0.1, 61.6 with 0.1 for the
+        mean, 31.6 with 0.3, 33.9 with 0.5; at epsilon = 1, 19.8 / 19.4 / 20.0 (predicting the training
+        mean: 19.0). The mean decides a regression file's intercept, so it earns more than the
+        classification default gives a class mean."""
         if params["epsilon_split"] is not None:
             return params, None
+        if data.task == "regression":
+            return {**params, "epsilon_split": REGRESSION_SPLIT}, None
         paper = {**params, "epsilon_split": (0.1, 0.9)}
         gmm = data.task == "classification" and data.classes is not None
         if params["covariance_type"] != "tied" or not gmm:
