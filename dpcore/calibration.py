@@ -17,7 +17,13 @@ import numpy as np
 from scipy import special
 
 from dpcore.exceptions import NonFiniteNoiseError
-from dpcore.validation import check_delta, check_epsilon, check_random_state  # re-exported
+from dpcore.validation import (  # re-exported (default_delta, delta_or_default: their old home)
+    check_delta,
+    check_epsilon,
+    check_random_state,
+    default_delta,
+    delta_or_default,
+)
 
 __all__ = [
     "LAPLACE_SOURCE",
@@ -46,24 +52,6 @@ __all__ = [
 
 
 LAPLACE_SOURCE = "Laplace mechanism (Dwork, McSherry, Nissim & Smith 2006)"
-
-
-def default_delta(n_rows: int) -> float:
-    """The default delta for ``n`` records: ``min(1e-5, n^(-3/2))``, well below ``1/n``.
-
-    ``delta`` is the probability with which an (epsilon, delta)-DP mechanism may fail outright;
-    ``delta ~ 1/n`` is "very dangerous" (Dwork & Roth 2014, section 2.3: a mechanism that publishes
-    each record with probability delta satisfies it and, at ``delta = 1/n``, publishes one record in
-    full on average). A function of the public ``n`` only.
-    """
-    if n_rows < 1:
-        raise ValueError(f"n_rows must be >= 1, got {n_rows}")
-    return min(1e-5, float(n_rows) ** -1.5)
-
-
-def delta_or_default(delta: float | None, n_rows: int) -> float:
-    """``delta`` as given by the user, or (empty) :func:`default_delta` of the public ``n_rows``."""
-    return default_delta(n_rows) if delta is None else delta
 
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:

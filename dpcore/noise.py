@@ -199,7 +199,7 @@ class SeededBits(_ChaCha20Stream):
 
 class DerivedBits(_ChaCha20Stream):
     """The words of one stream of a family, for noise drawn in parallel (one stream per partition of
-    a table on the Dask engine): the ChaCha20 keystream under 256-bit keys
+    a table held in partitions): the ChaCha20 keystream under 256-bit keys
     ``HMAC-SHA256(secret, "dpcore-stream" || index || rekeys)`` (RFC 2104; 8-byte big-endian
     integers), re-keyed every 2^36 bytes. HMAC-SHA256 is a pseudorandom function of its key: the
     streams of distinct ``index`` are independent, each is a ChaCha20 keystream under a uniform key,
@@ -1476,10 +1476,8 @@ class GridNoise:
         return _on_grid(values, self.grid, integers, out=out)
 
     def add(self, values: np.ndarray) -> NoiseDraw:
-        from dpcore import dask_engine
-
-        if dask_engine.is_lazy(values):  # rows of a table larger than memory: noised on the client
-            return dask_engine.add_grid_noise(self, values)
+        """This mechanism on every cell of ``values`` (in memory; rows held elsewhere are noised by
+        their engine, :meth:`dpcore.table.TableEngine.add_noise`)."""
         values = np.asarray(values, dtype=np.float64)
         return NoiseDraw(
             values=self.apply(values, self.draw(values.shape)), grid=self.grid, scale=self.scale,

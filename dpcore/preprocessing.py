@@ -18,6 +18,7 @@ import numpy as np
 
 from dpcore.data import Dataset, fill_imputed
 from dpcore.limits import check_n_classes
+from dpcore.table import BLOCK_BYTES, IN_MEMORY, TableEngine, row_blocks  # row_blocks: re-exported
 from dpcore.threads import cpu_count
 from dpcore.validation import (  # TASKS and normalize_bounds: re-exported (their old home)
     TASKS,
@@ -73,6 +74,8 @@ class PreparedInput:
     public_facts : dict
         What the release assumes public (n, task, bounds per side with their sources, class
         list), for the release card's ``public_facts``.
+    engine : dpcore.table.TableEngine
+        The engine of ``X`` and ``y`` (in memory, or the Dask engine's lazy arrays).
     onehot_groups : tuple of int ndarrays
         Public schema: the column indices of each one-hot group (a categorical attribute encoded
         over its public category list; at most one column of a group is at its upper bound).
@@ -97,6 +100,9 @@ class PreparedInput:
     onehot_groups: tuple[np.ndarray, ...] = ()
     #: how rows with missing values were handled (``"drop"``: n depends on the data)
     missing: str = "error"
+    #: the engine the rows live on, chosen where the input was opened (:mod:`dpcore.engines`):
+    #: what the mechanism asks of ``X`` and ``y`` (:class:`dpcore.table.TableEngine`)
+    engine: TableEngine = IN_MEMORY
 
     @property
     def row_norm_bound(self) -> RowNormBound:
@@ -125,18 +131,6 @@ class PreparedInput:
         if self.y is None or self.classes is None:
             return self.y
         return self.classes[self.y]
-
-
-#: Rows are streamed in blocks of about this many bytes (fits the L2/L3 caches of common CPUs).
-BLOCK_BYTES = 4 << 20
-
-
-def row_blocks(n_rows: int, n_features: int, block_bytes: int = BLOCK_BYTES, itemsize: int = 8):
-    """Consecutive ``slice`` objects covering ``range(n_rows)`` in blocks of about
-    ``block_bytes`` (at least 64 rows per block)."""
-    step = max(64, block_bytes // (itemsize * max(1, n_features)))
-    for start in range(0, n_rows, step):
-        yield slice(start, min(n_rows, start + step))
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
-from dpcore import __version__, dask_engine
+from dpcore import __version__
 from dpcore.exceptions import NotPrivateError
+from dpcore.table import engine_of
 
 if TYPE_CHECKING:
     from dpcore.marginals import DPMarginals
@@ -418,12 +419,11 @@ class Release:
         renamed = {str(n): escape_formula(n) for n in names if isinstance(n, str)
                    and escape_formula(n) != n}
         n_cells = 0
-        if self.labels is not None and dask_engine.is_lazy(self.labels):  # counted partition by partition
-            n_cells = dask_engine.escaped_cells(self.labels, escape_formula)
-        elif self.labels is not None:
-            lab = np.asarray(self.labels)
-            if lab.dtype.kind in "OUS":
-                n_cells = sum(isinstance(v, str) and escape_formula(v) != v for v in lab.ravel())
+        if self.labels is not None:
+            engine = engine_of(self.labels)
+            lab = np.asarray(self.labels) if engine.in_memory else self.labels
+            if lab.dtype.kind in "OUS":  # text cells, counted on the labels' engine (per block)
+                n_cells = engine.count_cells(_escaped, lab)
         return {"rule": CSV_ESCAPE_RULE, "renamed_columns": renamed, "escaped_label_cells": n_cells}
 
     def card(self, csv_bytes: bytes | None = None) -> dict[str, Any]:
@@ -790,6 +790,11 @@ def _stage_all(files: dict[str, tuple[Path, bytes]]) -> StagedFiles:
         staged.discard()
         raise
     return staged
+
+
+def _escaped(value: Any) -> bool:
+    """True for a text cell that :func:`escape_formula` changes."""
+    return isinstance(value, str) and escape_formula(value) != value
 
 
 def escape_formula(text: str) -> str:

@@ -51,11 +51,13 @@ __all__ = [
     "check_value_list",
     "class_list",
     "data_bounds_message",
-    "warn_data_classes",
+    "default_delta",
+    "delta_or_default",
     "normalize_bounds",
     "parse_value_list",
     "resolve_task",
     "warn_data_bounds",
+    "warn_data_classes",
 ]
 
 #: The learning tasks a table can be released for.
@@ -68,6 +70,24 @@ MISSING_POLICIES = ("error", "impute", "drop")
 
 
 # ------------------------------------------------------------------------------ privacy parameters
+def default_delta(n_rows: int) -> float:
+    """The default delta for ``n`` records: ``min(1e-5, n^(-3/2))``, well below ``1/n``.
+
+    ``delta`` is the probability with which an (epsilon, delta)-DP mechanism may fail outright;
+    ``delta ~ 1/n`` is "very dangerous" (Dwork & Roth 2014, section 2.3: a mechanism that publishes
+    each record with probability delta satisfies it and, at ``delta = 1/n``, publishes one record in
+    full on average). A function of the public ``n`` only.
+    """
+    if n_rows < 1:
+        raise ValueError(f"n_rows must be >= 1, got {n_rows}")
+    return min(1e-5, float(n_rows) ** -1.5)
+
+
+def delta_or_default(delta: float | None, n_rows: int) -> float:
+    """``delta`` as given by the user, or (empty) :func:`default_delta` of the public ``n_rows``."""
+    return default_delta(n_rows) if delta is None else delta
+
+
 def check_epsilon(epsilon: float, *, allow_inf: bool = True, name: str = "epsilon") -> float:
     """Validate a privacy budget: a float > 0 (``inf`` allowed for NOT PRIVATE explore runs).
 

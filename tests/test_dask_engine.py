@@ -74,7 +74,7 @@ def test_same_statistics_and_card_as_in_memory(table, cls, params, keys):
 def test_statistics_are_the_sums_over_partitions(table):
     """The pass-1 sum of RON-Gauss (unit-normalised scaled rows) over Dask partitions equals the
     in-memory streaming pass to rounding, whatever the partitioning."""
-    from dpcore.mechanisms.ron_gauss import _RowLoader, _unit_rows_pass
+    from dpcore.mechanisms.ron_gauss import _RowLoader, _unit_rows_kernel, _unit_rows_pass
 
     X, glob = table
     lo, width = np.zeros(6), np.ones(6)
@@ -82,7 +82,8 @@ def test_statistics_are_the_sums_over_partitions(table):
     for blocksize in (5_000, 60_000, 10**9):
         lazy = dask_engine.prepare_input(dask_engine.open_table(glob, bounds=BOUNDS, blocksize=blocksize),
                                          mechanism="ron-gauss", supported_tasks=("unsupervised",))
-        got = _unit_rows_pass(_RowLoader(lazy.X, lo=lo, width=width))[1]
+        (got, _), _ = lazy.engine.sums(partial(_unit_rows_kernel, scaling={"lo": lo, "width": width}), lazy.X,
+                                       keep=True)
         np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
@@ -149,7 +150,7 @@ def test_dpmix_same_index_sets_and_noise_as_in_memory(table, monkeypatch, chunk_
     seed, the release equals the in-memory one to rounding, whatever the chunk of mixtures (so the
     index distribution is the one test_dpmix checks and the accountant assumes)."""
     X, glob = table
-    monkeypatch.setattr(dask_engine, "MIXTURE_CHUNK_BYTES", 8 * 6 * chunk_mixtures)
+    monkeypatch.setattr(dask_engine.mixtures, "MIXTURE_CHUNK_BYTES", 8 * 6 * chunk_mixtures)
     lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
     for params in ({"ell": 16}, {"ell": 3, "n_mixtures": 5_000}, {"ell": 1, "sigma_x": 0.3}):
         with dask_engine.lazy_output(2_000):
@@ -219,7 +220,7 @@ def test_pairs_by_partition_groups_every_pair_once(offsets, table_max, monkeypat
     """Every (mixture, row) pair lands in the partition holding the row, counted from its first
     row, mixture-major within the partition: the same with the lookup table (whole units of rows)
     and with the binary search it falls back to (``table_max = 0``), empty partitions included."""
-    monkeypatch.setattr(dask_engine, "PARTITION_TABLE_MAX", table_max)
+    monkeypatch.setattr(dask_engine.mixtures, "PARTITION_TABLE_MAX", table_max)
     offsets = np.array(offsets)
     idx = np.random.default_rng(4).integers(0, offsets[-1], size=(500, 6))
     rows, mixtures, cuts = dask_engine.pairs_by_partition(idx, offsets)
@@ -650,7 +651,7 @@ def test_fused_batches_give_the_same_statistics_and_mixtures(table, monkeypatch)
     and the DPMix mixtures equal the in-memory ones to rounding, and the input checks still run
     (a wrong n from a footer is caught)."""
     X, glob = table
-    monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 37)
+    monkeypatch.setattr(dask_engine.reading, "BATCH_BYTES", 8 * 6 * 37)
     lazy_table = dask_engine.open_table(glob, bounds=BOUNDS, blocksize=20_000)
     for cls in (RONGauss, PCAGauss):
         _, lazy_diag = cls(epsilon=1.0, random_state=3).explore(lazy_table)
@@ -1353,7 +1354,7 @@ def test_piece_partial_sums_read_the_partition_batch_by_batch(table, tmp_path, m
     lo, hi = np.full(X.shape[1], 0.2), np.full(X.shape[1], 0.7)
     scale = partial(scale_to_unit, bounds=np.column_stack([lo, hi]))
     source = dask_engine._Source(lazy_table.options, lo=lo, hi=hi, maps=(scale,))
-    monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 41)
+    monkeypatch.setattr(dask_engine.reading, "BATCH_BYTES", 8 * 6 * 41)
     block = np.concatenate(list(dask_engine._source_batches(piece, source)))  # every row, mapped
     np.testing.assert_array_equal(block, scale(np.clip(X[start:], lo, hi)))
     assert len(list(dask_engine._source_batches(piece, source))) > 10
@@ -1415,7 +1416,7 @@ def test_release_table_runs_its_tasks_with_one_blas_thread(tmp_path, monkeypatch
         seen.append(blas_threads())
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(dask_engine, "write_release", spying_write)
+    monkeypatch.setattr(dask_engine.releasing, "write_release", spying_write)
     X = np.random.default_rng(0).uniform(0, 1, (2_000, 4))
     path = tmp_path / "t.parquet"
     pd.DataFrame(X, columns=list("abcd")).to_parquet(path)
@@ -1437,7 +1438,7 @@ def test_bad_value_in_a_later_batch_gives_the_loader_error(tmp_path, monkeypatch
                                                    "text": "n/a?"}[fault]
     for i, frame in enumerate(frames):
         frame.to_parquet(tmp_path / f"f{i}.parquet", row_group_size=500)
-    monkeypatch.setattr(dask_engine, "BATCH_BYTES", 8 * 6 * 101)
+    monkeypatch.setattr(dask_engine.reading, "BATCH_BYTES", 8 * 6 * 101)
     out = tmp_path / "out"
     with pytest.raises(DataValidationError) as info:
         dask_engine.release_table(PCAGauss(epsilon=1.0, delta=1e-6, n_components=2),

@@ -53,8 +53,7 @@ import numpy as np
 
 from dpcore.accounting._order_search import _Model, _search
 from dpcore.accounting.rdp import RDPEpsilon
-from dpcore.calibration import default_delta
-from dpcore.validation import check_delta, check_epsilon, check_integer, check_positive_array
+from dpcore.validation import check_delta, check_epsilon, check_integer, check_positive_array, default_delta
 
 __all__ = [
     "BOUNDS",
@@ -408,7 +407,7 @@ def dpmix_noise(*, epsilon, sigma_x, sigma_y, sigma_ratio, ell, n, n_mixtures, d
     ell, n, n_mixtures, d_x, d_y, bound
         As in :func:`dpmix_epsilon`.
     delta : float, optional
-        In ``(0, 1)``; default :func:`dpcore.calibration.default_delta` of ``n`` (the mechanism's).
+        In ``(0, 1)``; default :func:`dpcore.validation.default_delta` of ``n`` (the mechanism's).
 
     Returns
     -------

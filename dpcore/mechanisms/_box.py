@@ -21,11 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore.preprocessing import RowNormBound, row_blocks, row_norm_bound
 
 __all__ = [
@@ -150,9 +148,6 @@ def box_moments(X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | N
     """``(Xs^T Xs, Xs^T v)`` for ``Xs = scale_to_box(X[rows], bounds)`` in one streaming pass;
     ``v`` (one value per selected row) defaults to ones, giving the column sums. ``sums``: also the
     column sums ``Xs^T 1`` as a third item (with ``v`` given), in the same pass."""
-    if dask_engine.is_lazy(X):  # partitions of a table larger than memory, summed by Dask
-        assert rows is None and v is None
-        return dask_engine.block_sums(partial(box_moments, bounds=bounds, clip=clip), X)
     d = X.shape[1]
     G, s, t = np.zeros((d, d)), np.zeros(d), np.zeros(d)
     for sl, T in _box_blocks(X, bounds, rows, clip=clip):
@@ -287,8 +282,6 @@ def box_l2_sensitivity(R: np.ndarray, widths: np.ndarray) -> tuple[float, float]
 def box_projection(X: np.ndarray, *, bounds: np.ndarray, center: np.ndarray, M: np.ndarray
                     ) -> np.ndarray:
     """Public transform of the projection baselines: ``(scale_to_box(clip(X)) - center) @ M``."""
-    if dask_engine.is_lazy(X):  # partitions of a table larger than memory: a row map
-        return dask_engine.row_map(partial(box_projection, bounds=bounds, center=center, M=M), X, M.shape[1])
     X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[1] != bounds.shape[0]:
         raise ValueError(f"X must have shape (m, {bounds.shape[0]}), got {X.shape}")

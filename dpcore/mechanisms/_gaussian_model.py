@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpcore import accounting, dask_engine
+from dpcore import accounting, engines
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit
 from dpcore.exceptions import NonFiniteNoiseError
@@ -35,9 +35,10 @@ from dpcore.limits import check_memory
 from dpcore.mechanisms._labels import largest_remainder
 from dpcore.mechanisms.base import Mechanism, _check_n_samples, _privacy_parameters, check_finite_release
 from dpcore.noise import BitSource, NoiseDraw, noise_source
-from dpcore.preprocessing import PreparedInput, row_blocks
+from dpcore.preprocessing import PreparedInput
 from dpcore.release import Exploration, NoiseRecord, Release
 from dpcore.schema import Param
+from dpcore.table import drawing, engine_of
 from dpcore.threads import blas_limit
 from dpcore.validation import check_random_state
 
@@ -108,14 +109,8 @@ def gaussian_samples(
     vals, vecs = np.linalg.eigh(cov)
     k = cov.shape[0]
     factor_t = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
-    mean = np.asarray(mean, dtype=float)
-    if dask_engine.output_rows() is not None:  # a release from a table larger than memory
-        return dask_engine.gaussian_rows(factor_t, mean, size, rng)
-    out = np.empty((size, k))
-    for sl in row_blocks(size, k):
-        np.matmul(rng.standard_normal((sl.stop - sl.start, k)), factor_t, out=out[sl])
-    out += mean
-    return out
+    # drawn by the engine of the release's rows (dpcore.table.drawing): in memory, or lazily per part
+    return drawing().normal_rows(rng, size, k, factor_t, np.asarray(mean, dtype=float))
 
 
 def add_matrix_noise(
@@ -148,7 +143,7 @@ def unit_to_label(y: np.ndarray, label_bounds: tuple[float, float], a: float) ->
     """Inverse of :func:`label_to_unit` (post-processing back to the label's units)."""
     lo, hi = label_bounds
     half = (hi - lo) / 2 if hi > lo else 1.0
-    return (lo + hi) / 2 + (y if dask_engine.is_lazy(y) else np.asarray(y)) * half / a
+    return (lo + hi) / 2 + (np.asarray(y) if engine_of(y).in_memory else y) * half / a
 
 
 NOISE_CHOICES = ("auto", "laplace", "gaussian")
@@ -373,7 +368,8 @@ class GaussianModel:
         (ndarray of shape (n_samples, n_features), ndarray of shape (n_samples,) or None)
             Rows in model space (:func:`gaussian_samples`; a diagonal covariance draws independent
             coordinates, ``z * sqrt(diag)``) and each row's component label (``None`` without
-            labels). Inside the Dask engine's lazy output the rows are a lazy array.
+            labels). The rows are drawn by :func:`dpcore.table.drawing` (lazy rows while a lazily opened
+            table is released).
         """
         counts = self.component_counts(n_samples)
         chunks = [self._component_rows(c, int(size), rng) for c, size in enumerate(counts)]
@@ -385,7 +381,7 @@ class GaussianModel:
         mean, cov = self.means[c], self.covariances[c]
         if not _is_diagonal(cov):
             return gaussian_samples(mean, cov, size, rng)
-        rows = dask_engine.standard_normal(rng, (size, mean.size))
+        rows = drawing().normal_rows(rng, size, mean.size)
         rows = rows * np.sqrt(np.clip(np.diagonal(cov), 0.0, None))
         return rows + mean if np.any(mean) else rows
 
@@ -435,9 +431,8 @@ class OutputMap:
             rows = rows @ self.basis.T
             if self.offset is not None:
                 rows = rows + self.offset
-        if self.active is not None:  # lazy rows (a table larger than memory): per output partition
-            rows = (dask_engine.row_map(self._unbox, rows, self.active.size) if dask_engine.is_lazy(rows)
-                    else self._unbox(rows))
+        if self.active is not None:  # a row map, on the engine of the drawn rows
+            rows = engine_of(rows).map_rows(self._unbox, rows, self.active.size)
         return rows, labels
 
     def _unbox(self, rows: np.ndarray) -> np.ndarray:
@@ -587,15 +582,13 @@ class GaussianGenerator(Mechanism):
         """:meth:`_fit` for one table of ``n_samples`` rows (default ``n``), the draw with the same
         generator, and the exploration facts beside it. Same parameters, errors and release as
         :meth:`Mechanism.explore`."""
-        if dask_engine.needs_lazy_output(X):  # a table larger than memory: its rows stay lazy
-            with dask_engine.lazy_output_for(X) as table:
-                return self.explore(table, y, n_samples=n_samples)
-        values, data, n_samples = self._prepare(X, y, n_samples)
-        m = data.n_samples if n_samples is None else n_samples
-        rng = check_random_state(self.random_state)
-        rel = self._fitted(values, data, rng, m).release(m, rng, n_samples)
-        check_finite_release(rel, values)
-        return Exploration(rel, dict(data.diagnostics))
+        with engines.opened(X) as X:  # the engine is chosen here, once (dpcore.engines)
+            values, data, n_samples = self._prepare(X, y, n_samples)
+            m = data.n_samples if n_samples is None else n_samples
+            rng = check_random_state(self.random_state)
+            rel = self._fitted(values, data, rng, m).release(m, rng, n_samples)
+            check_finite_release(rel, values)
+            return Exploration(rel, dict(data.diagnostics))
 
     # ------------------------------------------------------------------ sample
     def _checked_size(self, n_samples: int | None) -> int:

@@ -132,8 +132,10 @@ class _IdentityLaplaceBase(Mechanism):
         widths = box_widths(data.bounds)
         s1, method = box_l1_sensitivity(M, widths)
         # one replaced row moves the k outputs of its row: n_changed = k
-        draw = dpnoise.laplace(box_projection(priv.X, bounds=data.bounds, center=center, M=M), s1,
-                               scale=laplace_scale(s1, eps_f), n_changed=k, bits=bits)
+        projected = priv.engine.map_rows(partial(box_projection, bounds=data.bounds, center=center, M=M),
+                                         priv.X, k)
+        draw = priv.engine.add_noise(dpnoise.laplace_plan(s1, scale=laplace_scale(s1, eps_f), n_changed=k,
+                                                          bits=bits), projected)
         Z, b = draw.values, draw.scale
         labels = release_labels(priv, math.inf if eps_l is None else eps_l, bits)
         noise = [NoiseRecord(

@@ -27,7 +27,6 @@ from functools import partial
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import laplace_scale
 from dpcore.noise import BitSource
@@ -291,9 +290,6 @@ def randomized_response(y: np.ndarray, n_classes: int, epsilon: float, bits: Bit
     probability rounds to 1.0 for large epsilon and would never flip a label), the other class by
     exact uniform integers.
     """
-    if dask_engine.is_lazy(y):  # the labels of a table larger than memory: coins drawn on the client
-        return dask_engine.client_map(y, partial(randomized_response, n_classes=n_classes, epsilon=epsilon,
-                                                 bits=bits))
     y = np.asarray(y, dtype=int)
     if math.isinf(epsilon):
         return y.copy()
@@ -335,7 +331,9 @@ def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> Labe
     if data.task == "classification":
         assert data.classes is not None
         K = int(data.classes.size)
-        noisy = randomized_response(data.y, K, epsilon, bits)
+        # the coins are drawn where the release's sampler is (the engine's client), in row order
+        noisy = data.engine.on_client(data.y, partial(randomized_response, n_classes=K, epsilon=epsilon,
+                                                      bits=bits))
         flip = flip_probability(epsilon, K)  # the realised one (exact threshold, never 0)
         rec = NoiseRecord(
             statistic="class label of each row", sensitivity=1.0, scale=flip,
@@ -346,11 +344,11 @@ def release_labels(data: PreparedInput, epsilon: float, bits: BitSource) -> Labe
                     "probability of reporting another class",
             source="Warner 1965; Kairouz, Oh & Viswanath 2016 (k-ary randomized response)",
         )
-        return LabelRelease(dask_engine.take(data.classes, noisy) if dask_engine.is_lazy(noisy)
-                            else data.classes[noisy], name, rec)
+        return LabelRelease(data.engine.take(data.classes, noisy), name, rec)
     assert data.label_bounds is not None
     width = float(data.label_bounds[1] - data.label_bounds[0])
-    draw = dpnoise.laplace(data.y, width, scale=laplace_scale(width, epsilon), n_changed=1, bits=bits)
+    draw = data.engine.add_noise(dpnoise.laplace_plan(width, scale=laplace_scale(width, epsilon), n_changed=1,
+                                                      bits=bits), data.y)
     rec = NoiseRecord(
         statistic="label of each row", sensitivity=width, scale=draw.scale, distribution="laplace",
         norm="L1", epsilon=epsilon, delta=0.0, formula="b = (label hi - label lo) / epsilon",

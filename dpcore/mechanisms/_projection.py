@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore.mechanisms._box import ENUMERATION_BUDGET, box_l1_sensitivity, box_l2_sensitivity, sign_vectors
 from dpcore.noise import GridNoise
 from dpcore.preprocessing import PreparedInput, row_blocks
+from dpcore.table import IN_MEMORY, TableEngine
 
 __all__ = [
     "ProjectionInput",
@@ -93,12 +94,22 @@ class ProjectionInput:
     scale: np.ndarray
     bounds: np.ndarray
     rescaled: bool
+    #: the engine of ``raw`` (:attr:`dpcore.preprocessing.PreparedInput.engine`)
+    engine: TableEngine = IN_MEMORY
 
     @property
     def X(self) -> np.ndarray:
         return (self.raw - self.lo) / self.scale
 
-    def project(self, P: np.ndarray, noise: GridNoise | None = None) -> np.ndarray:
+    def project(self, P: np.ndarray, noise: GridNoise | None = None) -> Any:
+        """``X @ P`` (``(n, k)``, rows rescaled) plus the grid noise of ``noise`` on every entry, on the
+        engine of the rows (:meth:`dpcore.table.TableEngine.noisy_rows`): in memory
+        :meth:`project_rows` with the noise drawn in the same pass; elsewhere :meth:`project_rows`
+        per block, the noise added per block. ``noise=None``: no noise (NOT PRIVATE)."""
+        kernel = partial(_projected_block, inp=replace(self, raw=None, engine=IN_MEMORY), P=P)
+        return self.engine.noisy_rows(kernel, self.raw, P.shape[1], noise)
+
+    def project_rows(self, P: np.ndarray, noise: GridNoise | None = None) -> np.ndarray:
         """``X @ P`` (``(n, k)``, rows rescaled) plus noise, streamed over blocks of rows of ``raw``.
 
         The rescaling is folded into the product, ``X @ P = raw @ (P / scale) - (lo / scale) @ P``
@@ -113,8 +124,6 @@ class ProjectionInput:
         GIL), and ``noise.apply`` rounds the block to the public grid and adds the integers. The
         integers are those of ``noise.draw((n, k))``, whatever the timing and the threads.
         """
-        if dask_engine.is_lazy(self.raw):  # a table larger than memory: noise added on the client
-            return dask_engine.noisy_projection(self, P, noise, ProjectionInput.project)
         n, d = self.raw.shape
         identity = not self.rescaled or (np.all(self.lo == 0) and np.all(self.scale == 1))
         shift = self.lo / self.scale
@@ -159,7 +168,13 @@ class ProjectionInput:
         bounds = np.asarray(data.bounds, dtype=float)
         lo, scale, widths = input_map(bounds, rescale)
         return cls(raw=data.X, widths=widths, lo=lo, scale=scale, bounds=bounds,
-                   rescaled=bool(rescale))
+                   rescaled=bool(rescale), engine=data.engine)
+
+
+def _projected_block(block: np.ndarray, noise: GridNoise | None, *, inp: ProjectionInput, P: np.ndarray
+                     ) -> np.ndarray:
+    """:meth:`ProjectionInput.project_rows` of the rows ``block`` (a kernel of the table protocol)."""
+    return replace(inp, raw=block).project_rows(P, noise)
 
 
 def input_map(bounds: np.ndarray, rescale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

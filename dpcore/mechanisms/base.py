@@ -16,14 +16,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpcore import dask_engine
+from dpcore import engines
 from dpcore.calibration import check_random_state, resolve_noise
 from dpcore.exceptions import NonFiniteNoiseError
 from dpcore.limits import check_memory
 from dpcore.noise import BitSource, noise_source
-from dpcore.preprocessing import PreparedInput, prepare_input
+from dpcore.preprocessing import PreparedInput
 from dpcore.release import Exploration, Guarantee, NoiseRecord, Release
 from dpcore.schema import Param, validate_params
+from dpcore.table import engine_of
 from dpcore.threads import blas_limit
 
 __all__ = [
@@ -233,9 +234,10 @@ class Mechanism:
             As :meth:`release`; ``rows`` for a mechanism that is not row-wise, with ``n_samples``,
             without a ``random_state``, on a table larger than memory, or outside ``[0, n)``.
         """
-        if dask_engine.needs_lazy_output(X):  # a table larger than memory: its rows stay lazy
-            with dask_engine.lazy_output_for(X) as table:
-                return self.explore(table, y, n_samples=n_samples, rows=rows)
+        with engines.opened(X) as X:  # the engine is chosen here, once (dpcore.engines)
+            return self._explore(X, y, n_samples, rows)
+
+    def _explore(self, X: Any, y: Any, n_samples: int | None, rows: np.ndarray | None) -> Exploration:
         values, data, n_samples = self._prepare(X, y, n_samples)
         n_rows = data.n_samples
         if rows is not None:
@@ -255,7 +257,7 @@ class Mechanism:
         shared, so what the mechanism records lands in the one :meth:`explore` returns)."""
         if not self.row_wise:
             raise ValueError(f"{self.name} is not row-wise: its release cannot be drawn for some rows only")
-        if n_samples is not None or dask_engine.is_lazy(data.X) or self.random_state is None:
+        if n_samples is not None or not data.engine.in_memory or self.random_state is None:
             raise ValueError("rows= draws a seeded preview (random_state set) of an in-memory input with "
                              "n_samples=None: a partial release is never saved")
         rows = np.asarray(rows)
@@ -266,26 +268,15 @@ class Mechanism:
 
     def _prepare(self, X: Any, y: Any, n_samples: int | None
                  ) -> tuple[dict[str, Any], PreparedInput, int | None]:
-        """Validated parameters, the prepared input (:func:`dpcore.preprocessing.prepare_input`, or
-        the Dask engine's for a table larger than memory) and the checked ``n_samples``, after the
-        memory check: the first half of :meth:`explore` (and of a generative mechanism's ``fit``)."""
+        """Validated parameters, the prepared input (:func:`dpcore.engines.prepare`: on the engine of
+        ``X``, after the memory check of an in-memory input) and the checked ``n_samples``: the first
+        half of :meth:`explore` (and of a generative mechanism's ``fit``)."""
         values = validate_params(self.params, {p.name: getattr(self, p.name) for p in self.params})
         if values.get("noise") == "auto":  # the user's delta decides (dpcore.calibration.resolve_noise)
             values = {**values, "noise": resolve_noise("auto", values.get("delta"))[0]}
-        lazy = dask_engine.is_lazy_input(X)  # a table larger than memory: dpcore.dask_engine
         if n_samples is not None:
             n_samples = _check_n_samples(n_samples)
-        if not lazy:  # from the input's shape, before prepare_input copies anything
-            self.check_peak_memory(*_input_shape(X, self.classes), values, n_released=n_samples)
-        data = (partial(dask_engine.prepare_input, mechanism=self.name) if lazy else prepare_input)(
-            X, y, bounds=self.bounds, label_bounds=self.label_bounds, classes=self.classes,
-            task=self.task, supported_tasks=self.tasks,
-        )
-        n, d = data.X.shape
-        if not lazy:  # the Dask engine holds one partition per worker thread, never the table
-            self.check_peak_memory(n, d, 0 if data.classes is None else len(data.classes), values,
-                                   n_released=n_samples)
-        return values, data, n_samples
+        return values, engines.prepare(self, X, y, values, n_samples), n_samples
 
     @classmethod
     def check_peak_memory(cls, n_samples: int, n_features: int, n_classes: int, params: dict[str, Any], *,
@@ -423,18 +414,6 @@ class Mechanism:
         )
 
 
-def _input_shape(X: Any, classes: Any) -> tuple[int, int, int]:
-    """``(n, d, n_classes)`` of a mechanism's input as given (a Dataset, an array or a frame), before
-    it is prepared: the classes of ``classes`` or of the Dataset, else 0 (a list read from the
-    labels is counted after preparing)."""
-    shape = getattr(X, "shape", None) if not hasattr(X, "n_features") else (X.n_samples, X.n_features)
-    if shape is None:
-        shape = np.shape(X)
-    n, d = (int(shape[0]), int(np.prod(shape[1:])) if len(shape) > 1 else 1) if len(shape) else (0, 0)
-    given = classes if classes is not None else getattr(X, "classes", None)
-    return n, d, len(given) if hasattr(given, "__len__") else 0
-
-
 def _label_rate_warning(rel: Release) -> list[str]:
     """A warning for a release whose class labels went through randomized response (public facts:
     the flip probability and the class count): their rates are pulled towards ``1/K``."""
@@ -511,7 +490,7 @@ def check_finite_release(release: Release, params: dict[str, Any]) -> None:
                 )
     for what, arr in (("released table", release.data), ("released labels", release.labels),
                       *((f"public array {k}", v) for k, v in release.transform_arrays.items())):
-        if arr is None or dask_engine.is_lazy(arr):  # lazy: checked per partition as it is written
+        if arr is None or not engine_of(arr).in_memory:  # checked per partition as it is written
             continue
         arr = np.asarray(arr)
         if arr.dtype.kind not in "fc":

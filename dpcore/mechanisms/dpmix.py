@@ -39,13 +39,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from dpcore import accounting, dask_engine
+from dpcore import accounting
 from dpcore import noise as dpnoise
 from dpcore.calibration import delta_or_default
 from dpcore.mechanisms import _mixing_kernels
@@ -54,6 +53,7 @@ from dpcore.noise import BitSource, GridNoise
 from dpcore.preprocessing import PreparedInput, map_row_blocks, n_threads, row_blocks, scale_to_unit
 from dpcore.release import Guarantee, NoiseRecord, Release
 from dpcore.schema import EPSILON, Param
+from dpcore.table import engine_of
 
 __all__ = [
     "DPMix",
@@ -276,61 +276,38 @@ def draw_mixtures(
     """
     n, width = Z.shape
     method = _sampler_method(n, ell)
-    if dask_engine.is_lazy(Z):  # a table larger than memory: dpcore.dask_engine.draw_mixtures
-        if plans is None or return_indices:
-            raise ValueError("the Dask engine needs the release's noise plans and never returns indices")
-        return dask_engine.draw_mixtures(Z, ell, n_mixtures, rng, plans, method=method,
-                                         sample_indices=sample_mixture_indices, noise_rows=_NoiseRows,
-                                         dtype=dtype or np.float64,
-                                         finish=partial(_denoise, image_shape=image_shape,
-                                                        n_image_columns=n_image_columns, denoise=denoise))
-    rows = _chunk_rows(n, ell, width, method, chunk_rows)
-    workers = n_threads(n_jobs)
     idx_rng, noise_rng = rng.spawn(2)
     if plans is None:
         plans = mixture_noise_plans(np.asarray(sigma, dtype=float), ell, dpnoise.SeededBits(noise_rng))
     streams = [(sl, plan, _NoiseRows(plan, sl.stop - sl.start, n_mixtures)) for sl, plan in plans]
-    out_dtype = np.dtype(dtype) if dtype is not None else (Z.dtype if unit is None else np.float64)
-    out = np.empty((n_mixtures, width), dtype=out_dtype)
-    all_idx = np.empty((n_mixtures, ell), dtype=np.int64) if return_indices else None
-    pool = ThreadPoolExecutor(workers) if workers > 1 else None
-    starts = list(range(0, n_mixtures, rows))
+    drawn_idx: list[np.ndarray] = []
 
-    def indices(i: int) -> np.ndarray:
-        stop = min(starts[i] + rows, n_mixtures)
-        return sample_mixture_indices(n, ell, stop - starts[i], idx_rng, method=method)
+    def indices(m: int) -> np.ndarray:
+        """The next ``m`` index sets (one stream, in order: the same sets whatever the chunking)."""
+        idx = sample_mixture_indices(n, ell, m, idx_rng, method=method)
+        if return_indices:
+            drawn_idx.append(idx)
+        return idx
 
-    try:
-        idx_next = indices(0)
-        for i, start in enumerate(starts):
-            idx = idx_next
-            stop = start + len(idx)
-            block = out[start:stop]
-            jobs = []
-            if pool is None:
-                mixture_means(Z, idx, out=block, unit=unit)
-            else:
-                # the workers mix this chunk while this thread draws its noise and the next
-                # chunk's indices (each stream in its own fixed order)
-                parts = np.array_split(np.arange(stop - start), workers)
-                jobs = [pool.submit(mixture_means, Z, idx[p[0]:p[-1] + 1], block[p[0]:p[-1] + 1],
-                                    unit) for p in parts if p.size]
-            # integer noise in grid units, drawn by this thread in a fixed order
-            drawn = [(sl, plan, rows_.take(stop - start)) for sl, plan, rows_ in streams]
-            if i + 1 < len(starts):
-                idx_next = indices(i + 1)
-            for job in jobs:
-                job.result()
-            for sl, plan, integers in drawn:
-                # rounded to the public grid in float64 whatever the dtype, integers added exactly
-                plan.apply(block[:, sl], integers, out=block[:, sl])
-            _denoise(block, image_shape, n_image_columns, denoise)
-            if all_idx is not None:
-                all_idx[start:stop] = idx
-    finally:
-        if pool is not None:
-            pool.shutdown()
-    return (out, all_idx) if all_idx is not None else out
+    def noise(m: int) -> list[np.ndarray]:
+        """The next ``m`` rows of integer noise of each column group (grid units), in their order."""
+        return [rows_.take(m) for _, _, rows_ in streams]
+
+    def finish(block: np.ndarray, drawn: list[np.ndarray]) -> np.ndarray:
+        for (sl, plan, _), integers in zip(streams, drawn, strict=True):
+            # rounded to the public grid in float64 whatever the dtype, integers added exactly
+            plan.apply(block[:, sl], integers, out=block[:, sl])
+        return _denoise(block, image_shape, n_image_columns, denoise)
+
+    # the means of the rows at the index sets, on the engine of the rows (in memory: threads on
+    # chunks of mixtures; on partitions: the index pairs grouped by the partition holding each row)
+    out = engine_of(Z).mixtures(Z, n_mixtures, indices=indices, noise=noise, finish=finish,
+                                means=mixture_means, unit=unit, dtype=dtype,
+                                chunk_rows=_chunk_rows(n, ell, width, method, chunk_rows),
+                                workers=n_threads(n_jobs))
+    if return_indices:
+        return out, (np.concatenate(drawn_idx) if drawn_idx else np.empty((0, ell), dtype=np.int64))
+    return out
 
 
 def _denoise(block: np.ndarray, image_shape: tuple[int, int] | None, n_image_columns: int | None,
@@ -420,9 +397,10 @@ def _mixing_input(data: PreparedInput, labels01: np.ndarray, dtype: np.dtype
     block on threads, no full-size temporary.
     """
     n, d_x = data.X.shape
-    if dask_engine.is_lazy(data.X):  # partitions of a table larger than memory
-        return dask_engine.column_stack([dask_engine.row_map(partial(scale_to_unit, bounds=data.bounds),
-                                                             data.X, d_x), labels01]), None
+    engine = data.engine
+    if not engine.in_memory:  # the compact layouts below need the whole table: a plain row map
+        return engine.column_stack([engine.map_rows(partial(scale_to_unit, bounds=data.bounds), data.X, d_x),
+                                    labels01]), None
     lo, hi = data.bounds[:, 0], data.bounds[:, 1]
     width = hi - lo
     constant = ~(width > 0)
@@ -473,8 +451,7 @@ def _encode_labels(data: PreparedInput) -> tuple[np.ndarray, list[str]]:
         return np.zeros((n, 0)), []
     width = 1 if data.task == "regression" else data.classes.size  # type: ignore[union-attr]
     encode = partial(_encoded_block, task=data.task, width=width, label_bounds=data.label_bounds)
-    encoded = (data.y.map_blocks(encode, new_axis=1, chunks=(data.y.chunks[0], (width,)), dtype=float)
-               if dask_engine.is_lazy(data.y) else encode(data.y))  # a table larger than memory: lazily
+    encoded = data.engine.map_rows(encode, data.y, width)
     names = [name] if data.task == "regression" else [f"{name}={c}" for c in data.classes.tolist()]  # type: ignore[union-attr]
     return encoded, names
 
@@ -762,11 +739,9 @@ def _release_labels(data: PreparedInput, mixed_labels: np.ndarray,
         return mixed_labels[:, 0].astype(float), names
     assert data.classes is not None
     names = [*names, f"{data.label_name or 'label'}_argmax"]
-    if dask_engine.is_lazy(mixed_labels):  # mixtures of a table larger than memory: per chunk
-        kind = float if data.classes.dtype.kind in "biuf" else object
-        return mixed_labels.map_blocks(_soft_and_hard, data.classes, chunks=(
-            mixed_labels.chunks[0], (mixed_labels.shape[1] + 1,)), dtype=kind), names
-    return _soft_and_hard(mixed_labels, data.classes), names
+    kind = float if data.classes.dtype.kind in "biuf" else object
+    return engine_of(mixed_labels).map_rows(partial(_soft_and_hard, classes=data.classes), mixed_labels,
+                                            mixed_labels.shape[1] + 1, dtype=kind), names
 
 
 def _soft_and_hard(mixed_labels: np.ndarray, classes: np.ndarray) -> np.ndarray:

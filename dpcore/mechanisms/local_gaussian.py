@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import EpsilonSplit, analytic_gaussian_sigma, classic_gaussian_sigma
 from dpcore.mechanisms._labels import LABEL_SPLIT, release_labels, reserve_part_slack
@@ -276,9 +275,9 @@ class LocalGaussian(Mechanism):
             )
         eps, delta = params["epsilon"], params["delta"]
         separate = params["label_release"] == "separate" and data.task != "unsupervised"
-        if dask_engine.is_lazy(data.X) and data.task != "unsupervised" and not separate:
-            raise ValueError("local-gaussian on the Dask engine releases labels separately only "
-                             "(label_release='separate'); 'appended' is not available there")
+        if not data.engine.in_memory and data.task != "unsupervised" and not separate:
+            raise ValueError(f"local-gaussian on the {data.engine.name} engine releases labels separately "
+                             "only (label_release='separate'); 'appended' is not available there")
         eps_l = None
         if separate:  # features (eps_f, delta) + labels eps_l, pure: basic composition
             split = EpsilonSplit.from_fractions(
@@ -314,9 +313,8 @@ class LocalGaussian(Mechanism):
                 return classic_gaussian_sigma(sensitivity, eps_i, delta_i)
             return analytic_gaussian_sigma(sensitivity, eps_i, delta_i)
 
-        lazy = dask_engine.is_lazy(scaled)  # a table larger than memory: noise added on the client
-        draw = (dask_engine.gaussian_mechanism if lazy else dpnoise.gaussian_mechanism)(
-            scaled, s2, calibrate, n_changed=stacked.shape[1], bits=bits)
+        plan = dpnoise.calibrated_gaussian_plan(s2, calibrate, n_changed=stacked.shape[1], bits=bits)
+        draw = data.engine.add_noise(plan, scaled)  # on the engine of the rows (per block)
         sigma = draw.scale
         noisy = draw.values if uniform else draw.values * t  # public t: post-processing
         values = noisy[:, :d]

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     LAPLACE_SOURCE,
@@ -246,9 +245,9 @@ class MODIPS(GaussianGenerator):
             assert data.y is not None and data.classes is not None
             n_classes = data.classes.size
         # one pass: the rows, sums and second moments of z = [box-mapped features, y] per class
-        sizes, totals, grams = _group_moments(data.X, data.y if data.task != "unsupervised" else None,
-                                              bmap=bmap, active=active, label_map=label_map,
-                                              n_classes=n_classes)
+        kernel = partial(_group_moments, bmap=bmap, active=active, label_map=label_map, n_classes=n_classes)
+        labels = data.y if data.task != "unsupervised" else None
+        sizes, totals, grams = data.engine.sums(kernel, data.X, labels)
         sizes = np.rint(sizes).astype(np.int64)
         gauss = None
         gaussian = params["noise"] == "gaussian"
@@ -345,13 +344,8 @@ def _group_moments(X: Any, y: Any = None, *, bmap: BoxMap, active: np.ndarray,
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The sufficient statistics of MODIPS: for the rows ``z = [box-mapped active features, label
     mapped to [-1, 1] (regression)]``, per class (``n_classes``, ``y`` the class indices) or for all
-    rows (one group): ``(rows (G,), sum of z (G, k), z^T z (G, k, k))``.
-
-    Over a table larger than memory (``X`` a Dask array, ``y`` its lazy labels) this function runs
-    on every partition and Dask sums the results in one read (:func:`dpcore.dask_engine.block_sums`)."""
-    if dask_engine.is_lazy(X):
-        kernel = partial(_group_moments, bmap=bmap, active=active, label_map=label_map, n_classes=n_classes)
-        return dask_engine.block_sums(kernel, X, y)
+    rows (one group): ``(rows (G,), sum of z (G, k), z^T z (G, k, k))``: a kernel of the rows ``X``
+    and their labels ``y`` (the release sums it over the table's blocks: ``data.engine.sums``)."""
     Z = bmap.apply(X, clip=False)[:, active]
     if label_map is not None:
         Z = np.column_stack([Z, label_to_unit(y, *label_map)])

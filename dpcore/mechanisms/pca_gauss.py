@@ -100,7 +100,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore import marginals as dpmarg
 from dpcore import noise as dpnoise
 from dpcore.accounting import zcdp_epsilon, zcdp_rho
@@ -621,7 +620,7 @@ class PCAGauss(GaussianGenerator):
               bmap: BoxMap) -> FittedGaussian:
         n, d = data.X.shape
         eps, cal = params["epsilon"], params["calibration"]
-        gram = box_gram(data.X, bmap, clip=False)
+        gram = data.engine.sums(partial(box_gram, bounds=bmap, clip=False), data.X)[0]
         lam = np.sort(np.linalg.eigvalsh(gram / (n * _norm(bmap) ** 2)))[::-1][:p]
         s1 = eigenvalue_sensitivity(p, n, calibration=cal)
         gaussian_details: dict[str, Any] = {}
@@ -1213,29 +1212,15 @@ class _Moments:
     per_class: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
 
     @classmethod
-    def collect(cls, X: np.ndarray, bounds: np.ndarray | BoxMap, rows: np.ndarray | None,
-                y: np.ndarray | None, data: PreparedInput, gmm: bool) -> _Moments:
-        """One pass (in memory: one per class for Alg. 3). Over a table larger than memory (``X``
-        a Dask array, ``y`` its lazy labels): this method on every partition, summed by Dask in
-        one read (:func:`dpcore.dask_engine.block_sums`)."""
-        if dask_engine.is_lazy(X):
-            assert rows is None
-            kernel = partial(_moments_block, bounds=bounds, data=replace(data, X=None, y=None), gmm=gmm)
-            return _unpacked(cls, dask_engine.block_sums(kernel, X, y), X.shape[0], gmm)
+    def collect(cls, X: Any, bounds: np.ndarray | BoxMap, rows: np.ndarray | None,
+                y: Any, data: PreparedInput, gmm: bool) -> _Moments:
+        """One pass over the rows ``X`` (``rows`` of them; one selection and pass per class for Alg. 3
+        within a block): the sums of :func:`_moments_block` over the table's blocks
+        (:meth:`dpcore.table.TableEngine.sums` of ``data.engine``)."""
+        kernel = partial(_moments_block, bounds=bounds, rows=rows, data=replace(data, X=None, y=None),
+                         gmm=gmm)
         n = X.shape[0] if rows is None else rows.size
-        if not gmm:
-            assert y is not None and data.label_bounds is not None
-            yu = label_to_unit(y, data.label_bounds, A_BOUND)
-            G, cross, total = box_moments(X, bounds, rows, yu, clip=False, sums=True)
-            return cls(gram=G, n_rows=n, cross=cross, yy=float(yu @ yu), total=total, ysum=float(yu.sum()))
-        assert y is not None and data.classes is not None
-        sizes = np.bincount(y, minlength=data.classes.size)
-        base = np.arange(X.shape[0]) if rows is None else rows
-        per_class = {}
-        for c in np.flatnonzero(sizes):
-            per_class[int(c)] = box_moments(X, bounds, base[y == c], clip=False)[::-1]
-        gram = np.sum([second for _, second in per_class.values()], axis=0)
-        return cls(gram=gram, n_rows=n, sizes=sizes, per_class=per_class)
+        return _unpacked(cls, data.engine.sums(kernel, X, y), n, gmm)
 
 
 @dataclass(frozen=True)
@@ -1268,13 +1253,10 @@ class _PCAStats:
     def collect(cls, X: np.ndarray, bounds: BoxMap, Wd: np.ndarray, rows: np.ndarray | None,
                 y: np.ndarray | None, data: PreparedInput, gmm: bool) -> _PCAStats:
         """From the private rows with a public basis: :meth:`from_rows` of their projection
-        ``box_project(X, bounds, Wd)``; over a Dask array, on every partition, summed in one read."""
-        if dask_engine.is_lazy(X):
-            assert rows is None
-            kernel = partial(_projected_stats_block, bounds=bounds, Wd=Wd, data=replace(data, X=None, y=None),
-                             gmm=gmm)
-            return _unpacked(cls, dask_engine.block_sums(kernel, X, y), X.shape[0], gmm)
-        return cls.from_rows(box_project(X, bounds, Wd, rows, clip=False), y, data, gmm)
+        ``box_project(X, bounds, Wd)``, per block, summed (``data.engine``)."""
+        kernel = partial(_projected_stats_block, bounds=bounds, Wd=Wd, rows=rows,
+                         data=replace(data, X=None, y=None), gmm=gmm)
+        return _unpacked(cls, data.engine.sums(kernel, X, y), X.shape[0] if rows is None else rows.size, gmm)
 
     @classmethod
     def from_rows(cls, Xh: np.ndarray, y: np.ndarray | None, data: PreparedInput,
@@ -1294,7 +1276,7 @@ class _PCAStats:
         return cls(n_rows=Xh.shape[0], sizes=sizes, per_class=per_class)
 
 
-# ------------------------------------------------------------------------------------ Dask partitions
+# ------------------------------------------------------------------------------------ per-block kernels
 def _packed_stats(stats: _Moments | _PCAStats, n_classes: int, k: int) -> tuple[Any, ...]:
     """The sums of :class:`_Moments` / :class:`_PCAStats` as fixed-shape arrays (every class of
     the public list, zeros for an absent one; ``k`` columns), to be added up over partitions."""
@@ -1328,13 +1310,28 @@ def _unpacked(cls: type, sums: tuple[np.ndarray, ...], n_rows: int, gmm: bool) -
 
 
 def _moments_block(block: np.ndarray, labels: np.ndarray, *, bounds: np.ndarray | BoxMap,
-                   data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
-    n_classes = 0 if data.classes is None else data.classes.size
-    return _packed_stats(_Moments.collect(block, bounds, None, labels, data, gmm), n_classes, block.shape[1])
+                   rows: np.ndarray | None, data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
+    """The sums of :class:`_Moments` over ``block[rows]`` (``labels``: of those rows) as fixed-shape
+    arrays (:func:`_packed_stats`'s layout): Alg. 2's ``(gram, cross, yy, total, ysum)``, or Alg. 3's
+    ``(sizes, per-class sums, per-class second moments)`` over every class of the public list, each
+    class's second moment written in place."""
+    if not gmm:
+        assert labels is not None and data.label_bounds is not None
+        yu = label_to_unit(labels, data.label_bounds, A_BOUND)
+        G, cross, total = box_moments(block, bounds, rows, yu, clip=False, sums=True)
+        return G, cross, float(yu @ yu), total, float(yu.sum())
+    assert labels is not None and data.classes is not None
+    sizes = np.bincount(labels, minlength=data.classes.size)
+    base = np.arange(block.shape[0]) if rows is None else rows
+    d = block.shape[1]
+    totals, seconds = np.zeros((sizes.size, d)), np.zeros((sizes.size, d, d))
+    for c in np.flatnonzero(sizes):
+        seconds[c], totals[c] = box_moments(block, bounds, base[labels == c], clip=False)
+    return sizes, totals, seconds
 
 
 def _projected_stats_block(block: np.ndarray, labels: np.ndarray, *, bounds: BoxMap, Wd: np.ndarray,
-                           data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
+                           rows: np.ndarray | None, data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
     n_classes = 0 if data.classes is None else data.classes.size
-    stats = _PCAStats.from_rows(box_project(block, bounds, Wd, clip=False), labels, data, gmm)
+    stats = _PCAStats.from_rows(box_project(block, bounds, Wd, rows, clip=False), labels, data, gmm)
     return _packed_stats(stats, n_classes, Wd.shape[1])

@@ -79,13 +79,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -126,6 +125,7 @@ from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import BLOCK_BYTES, PreparedInput, row_blocks
 from dpcore.release import Guarantee, NoiseRecord
 from dpcore.schema import EPSILON, Param
+from dpcore.table import TableEngine
 
 __all__ = [
     "BLOCK_BYTES",
@@ -257,8 +257,6 @@ def _unit_rows_pass(loader: _RowLoader) -> tuple[np.ndarray, np.ndarray, int, np
     zero rows, and the positions of the rows the folded scaling would cancel on (computed from
     their scaled rows here, and again in pass 2).
     """
-    if dask_engine.is_lazy(loader.X):
-        return dask_engine.unit_rows_pass(loader, _unit_rows_pass)
     n, d = loader.n_rows, loader.X.shape[1]
     fold = loader.fold
     iw, c = fold if fold is not None else (None, None)
@@ -311,8 +309,6 @@ def _projection_pass(
     0, and every row has norm <= 1. ``direct``: sorted positions of the rows to compute from their
     scaled values instead of the folded product (from pass 1).
     """
-    if dask_engine.is_lazy(loader.X):
-        return dask_engine.projection_pass(loader, W, mu, _unit_rows_pass, _projection_pass)
     Zt = np.empty((W.shape[1], loader.n_rows))
     n_zero = sum(zero for _, _, zero in _projected_blocks(loader, inv_norms, W, mu, direct, out=Zt))
     return Zt.T, n_zero
@@ -819,15 +815,21 @@ class RONGauss(GaussianGenerator):
         """Alg. 3 / 4. Two passes over the rows: pass 1 (unit rows: the DP mean's statistic), pass 2
         (``Z^T Z`` and the column sums of ``Z`` = ``[x~, y]`` or ``x~``, :func:`_projected_moments`)."""
         n = X.shape[0]
-        loader = _RowLoader(X, **ctx.scaling)
-        inv_norms, unit_sum, n_zero, direct = _unit_rows_pass(loader)
+        engine = data.engine
+        # pass 1 (its per-row state kept for pass 2 when the engine holds the table in one block)
+        kernel = partial(_unit_rows_kernel, scaling=ctx.scaling)
+        (unit_sum, n_zero), state = engine.sums(kernel, X, keep=True)
+        n_zero = int(n_zero)
         mu, mean_rec = _dp_mean(unit_sum, n, ctx, "mean")
         supervised = data.task == "regression"
         labels = label_map = None
         if supervised:
             assert data.y is not None and data.label_bounds is not None
             labels, label_map = data.y, (data.label_bounds, a)
-        gram, total, n_zero2 = _projected_moments(loader, inv_norms, ctx.W, mu, direct, labels, label_map)
+        kernel = partial(_projected_moments_kernel, scaling=ctx.scaling, state=state, W=ctx.W, mu=mu,
+                         label_map=label_map)
+        gram, total, n_zero2 = engine.sums(kernel, X, labels)
+        n_zero2 = int(n_zero2)
         diag: dict[str, Any] = {"n_zero_norm_rows": n_zero, "n_zero_after_centering": n_zero2}
         cov_rec, noisy, repaired = _noisy_cov(
             gram, n, ctx, "augmented second moment [x~, y]" if supervised else "second moment Sigma",
@@ -865,7 +867,7 @@ class RONGauss(GaussianGenerator):
         (:func:`_class_moments`), then every class's second moment is drawn."""
         assert data.y is not None and data.classes is not None
         n_classes = data.classes.size
-        first = _class_unit_rows(X, data.y, n_classes, ctx.scaling)
+        first = _class_unit_rows(data.engine, X, data.y, n_classes, ctx.scaling)
         sizes = first.counts
         noise: list[NoiseRecord] = []
         if protected:
@@ -893,7 +895,8 @@ class RONGauss(GaussianGenerator):
             mus[c], mean_rec = _dp_mean(first.unit_sums[c], int(sizes[c]), ctx, "mean" + tags[c],
                                         count=counts[c])
             noise.append(mean_rec)
-        grams, diag["n_zero_after_centering"] = _class_moments(X, data.y, first, ctx.W, mus, ctx.scaling)
+        grams, diag["n_zero_after_centering"] = _class_moments(data.engine, X, data.y, first, ctx.W, mus,
+                                                               ctx.scaling)
         means, covariances = [], []
         for c in map(int, modelled):
             cov_rec, noisy, repaired = _noisy_cov(grams[c], int(sizes[c]), ctx,
@@ -1061,16 +1064,7 @@ def _projected_moments(
     """The sufficient statistics of Alg. 3/4 from pass 2: ``(Z^T Z, sum of the rows of Z, number of
     rows zeroed after centring)`` for the projected rows ``Z`` (:func:`_projection_pass`), with
     the label column ``label_to_unit(labels, *label_map)`` appended (Alg. 4's ``[x~, y]``) when
-    ``labels`` is given. ``(k, k)``, ``(k,)``, int with ``k = p`` or ``p + 1``.
-
-    Over a table larger than memory (``loader.X`` a Dask array, ``labels`` its lazy label column)
-    the same function runs on each partition (pass 1 recomputed there: ``1/||x||`` is row-wise) and
-    Dask sums the three statistics in one read (:func:`dpcore.dask_engine.block_sums`)."""
-    if dask_engine.is_lazy(loader.X):
-        gram, total, n_zero = dask_engine.block_sums(
-            partial(_projected_moments_block, loader=replace(loader, X=None), W=W, mu=mu,
-                    label_map=label_map), loader.X, labels)
-        return gram, total, int(n_zero)
+    ``labels`` is given. ``(k, k)``, ``(k,)``, int with ``k = p`` or ``p + 1``."""
     assert inv_norms is not None
     p = W.shape[1]
     y = None
@@ -1093,20 +1087,33 @@ def _projected_moments(
     return gram, total, n_zero
 
 
-def _projected_moments_block(block: np.ndarray, labels: np.ndarray | None = None, *, loader: _RowLoader,
-                             W: np.ndarray, mu: np.ndarray | None,
-                             label_map: tuple[tuple[float, float], float] | None) -> tuple[Any, ...]:
-    part = replace(loader, X=block)
-    inv_norms, _, _, direct = _unit_rows_pass(part)
-    return _projected_moments(part, inv_norms, W, mu, direct, labels, label_map)
+def _unit_rows_kernel(X: np.ndarray, *, scaling: dict[str, Any]
+                      ) -> tuple[tuple[np.ndarray, int], tuple[np.ndarray, np.ndarray]]:
+    """Pass 1 (:func:`_unit_rows_pass`) of the rows ``X`` as a kernel of the table protocol
+    (``engine.sums(..., keep=True)``): the sums ``(unit_sum, n_zero)`` and the per-row state
+    ``(1/||x||, direct positions)`` that pass 2 reuses when the engine keeps it."""
+    inv_norms, total, n_zero, direct = _unit_rows_pass(_RowLoader(X, **scaling))
+    return (total, n_zero), (inv_norms, direct)
+
+
+def _projected_moments_kernel(X: np.ndarray, labels: np.ndarray | None = None, *, scaling: dict[str, Any],
+                              state: tuple[np.ndarray, np.ndarray] | None, W: np.ndarray,
+                              mu: np.ndarray | None, label_map: tuple[tuple[float, float], float] | None
+                              ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pass 2 (:func:`_projected_moments`) of the rows ``X`` as a kernel: with pass 1's ``state``
+    (the engine kept it: the whole table), or pass 1 recomputed on this block (``1/||x||`` is
+    row-wise)."""
+    loader = _RowLoader(X, **scaling)
+    inv_norms, direct = state if state is not None else _unit_rows_kernel(X, scaling=scaling)[1]
+    return _projected_moments(loader, inv_norms, W, mu, direct, labels, label_map)
 
 
 @dataclass(frozen=True)
 class _ClassPass1:
     """Alg. 5's pass 1 for every class of the public list (index ``c``): ``counts[c]`` rows,
     ``unit_sums[c]`` the sum of their unit-normalised rows (``(n_classes, d)``), ``n_zero[c]`` the
-    zero-norm rows; ``state[c]`` = ``(rows, 1/||x||, direct positions)`` for pass 2 in memory
-    (``None`` over a Dask array: each partition recomputes them)."""
+    zero-norm rows; ``state[c]`` = ``(rows, 1/||x||, direct positions)`` for pass 2 when the engine
+    kept them (``None``: each block recomputes them)."""
 
     counts: np.ndarray
     unit_sums: np.ndarray
@@ -1114,56 +1121,56 @@ class _ClassPass1:
     state: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] | None = None
 
 
-def _class_unit_rows(X: Any, y: Any, n_classes: int, scaling: dict[str, Any]) -> _ClassPass1:
-    """Pass 1 of Alg. 5 for all classes: :func:`_unit_rows_pass` on each class's rows. In memory,
-    one selection and pass per class; over a Dask array, one read: every partition runs this
-    function on its rows and labels and Dask sums the counts and per-class sums."""
-    if dask_engine.is_lazy(X):
-        counts, sums, n_zero = dask_engine.block_sums(
-            partial(_class_unit_rows_block, n_classes=n_classes, scaling=scaling), X, y)
-        return _ClassPass1(counts.astype(np.int64), sums, n_zero.astype(np.int64))
+def _class_unit_rows(engine: TableEngine, X: Any, y: Any, n_classes: int, scaling: dict[str, Any]
+                     ) -> _ClassPass1:
+    """Pass 1 of Alg. 5 for all classes in one read: :func:`_class_unit_rows_kernel` summed over the
+    table's blocks (its per-class state kept when the engine holds the table in one block)."""
+    (counts, sums, n_zero), state = engine.sums(
+        partial(_class_unit_rows_kernel, n_classes=n_classes, scaling=scaling), X, y, keep=True)
+    return _ClassPass1(counts.astype(np.int64), sums, n_zero.astype(np.int64), state)
+
+
+def _class_unit_rows_kernel(X: np.ndarray, y: np.ndarray, *, n_classes: int, scaling: dict[str, Any]
+                            ) -> tuple[tuple[np.ndarray, ...], tuple[tuple[np.ndarray, ...], ...]]:
+    """:func:`_unit_rows_pass` on each class's rows of ``X`` (one selection and pass per class):
+    the sums ``(counts, unit sums, zero rows)`` per class and the state ``(rows, 1/||x||, direct
+    positions)`` per class."""
     counts, sums, n_zero, state = np.zeros(n_classes, dtype=np.int64), np.zeros((n_classes, X.shape[1])), \
         np.zeros(n_classes, dtype=np.int64), []
     for c, rows in enumerate(rows_by_class(y, n_classes)):
         inv_norms, sums[c], n_zero[c], direct = _unit_rows_pass(_RowLoader(X, rows=rows, **scaling))
         counts[c] = rows.size
         state.append((rows, inv_norms, direct))
-    return _ClassPass1(counts, sums, n_zero, tuple(state))
+    return (counts, sums, n_zero), tuple(state)
 
 
-def _class_unit_rows_block(block: np.ndarray, labels: np.ndarray, *, n_classes: int, scaling: dict[str, Any]
-                           ) -> tuple[np.ndarray, ...]:
-    first = _class_unit_rows(block, labels, n_classes, scaling)
-    return first.counts, first.unit_sums, first.n_zero
-
-
-def _class_moments(X: Any, y: Any, first: _ClassPass1 | None, W: np.ndarray, mus: dict[int, np.ndarray],
-                   scaling: dict[str, Any]) -> tuple[dict[int, np.ndarray], int]:
+def _class_moments(engine: TableEngine, X: Any, y: Any, first: _ClassPass1, W: np.ndarray,
+                   mus: dict[int, np.ndarray], scaling: dict[str, Any]) -> tuple[dict[int, np.ndarray], int]:
     """Pass 2 of Alg. 5: ``Z_c^T Z_c`` of each modelled class ``c`` (its rows centred with its DP
     mean ``mus[c]`` and projected, :func:`_projected_moments`), and the number of rows zeroed after
-    centring. Over a Dask array, one read: each partition recomputes its pass 1 and Dask sums the
-    stacked ``(classes, p, p)`` moments."""
+    centring: :func:`_class_moments_kernel` summed over the table's blocks in one read."""
     classes = sorted(mus)
-    if dask_engine.is_lazy(X):
-        n_classes = first.counts.size if first is not None else max(classes) + 1
-        grams, n_zero = dask_engine.block_sums(
-            partial(_class_moments_block, n_classes=n_classes, W=W, mus=mus, scaling=scaling), X, y)
-        return dict(zip(classes, grams, strict=True)), int(n_zero)
-    assert first is not None and first.state is not None
-    grams, n_zero = {}, 0
-    for c in classes:
-        rows, inv_norms, direct = first.state[c]
+    grams, n_zero = engine.sums(partial(_class_moments_kernel, n_classes=first.counts.size, W=W, mus=mus,
+                                        scaling=scaling, state=first.state), X, y)
+    return dict(zip(classes, grams, strict=True)), int(n_zero)
+
+
+def _class_moments_kernel(X: np.ndarray, y: np.ndarray, *, n_classes: int, W: np.ndarray,
+                          mus: dict[int, np.ndarray], scaling: dict[str, Any],
+                          state: tuple[tuple[np.ndarray, ...], ...] | None) -> tuple[np.ndarray, int]:
+    """The stacked ``(classes, p, p)`` moments of pass 2 and the rows zeroed after centring, from
+    pass 1's per-class ``state`` (kept by the engine) or pass 1 recomputed on this block."""
+    if state is None:
+        state = _class_unit_rows_kernel(X, y, n_classes=n_classes, scaling=scaling)[1]
+    grams, n_zero = [], 0
+    for c in sorted(mus):
+        rows, inv_norms, direct = state[c]
         loader = _RowLoader(X, rows=rows, **scaling)
-        grams[c], _, zeroed = _projected_moments(loader, inv_norms, W, mus[c], direct)
+        gram, _, zeroed = _projected_moments(loader, inv_norms, W, mus[c], direct)
+        grams.append(gram)
         n_zero += zeroed
-    return grams, n_zero
-
-
-def _class_moments_block(block: np.ndarray, labels: np.ndarray, *, n_classes: int, W: np.ndarray,
-                         mus: dict[int, np.ndarray], scaling: dict[str, Any]) -> tuple[np.ndarray, int]:
-    grams, n_zero = _class_moments(block, labels, _class_unit_rows(block, labels, n_classes, scaling), W, mus,
-                                   scaling)
-    return np.stack([grams[c] for c in sorted(mus)]), n_zero
+    p = W.shape[1]
+    return (np.stack(grams) if grams else np.zeros((0, p, p))), n_zero
 
 
 def _augmented_mean(mean: np.ndarray, n: int, ctx: _Context, a: float) -> tuple[np.ndarray, NoiseRecord]:

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import dask_engine
 from dpcore import noise as dpnoise
 from dpcore.calibration import (
     EpsilonSplit,
@@ -170,8 +169,8 @@ class RPGaussian(Mechanism):
         widths = box_widths(data.bounds)
         s_r, s_r_spectral = box_l2_sensitivity(R, widths)
         separate = params["label_release"] == "separate" and data.task != "unsupervised"
-        if dask_engine.is_lazy(data.X) and data.task != "unsupervised" and not separate:
-            raise ValueError("rp-gaussian on the Dask engine releases labels separately only "
+        if not data.engine.in_memory and data.task != "unsupervised" and not separate:
+            raise ValueError(f"rp-gaussian on the {data.engine.name} engine releases labels separately only "
                              "(label_release='separate'); 'appended' is not available there")
         if separate:  # features (eps_f, delta) + labels eps_l, pure: basic composition
             split = EpsilonSplit.from_fractions(
@@ -195,8 +194,9 @@ class RPGaussian(Mechanism):
             formula = ("S2 = sqrt(min(sigma_max(R) ||w||_2, sum_l w_l ||R_l||_2)^2 + S_label^2); "
                        "sigma = analytic Gaussian(S2, eps, delta)")
             source = f"{DPMIX_RP_CITATION}; Balle & Wang, ICML 2018, Thm 8 / Alg. 1"
-        block = dask_engine.column_stack([box_projection(data.X, bounds=data.bounds, center=np.zeros(d), M=R),
-                                          encoded])
+        projected = data.engine.map_rows(partial(box_projection, bounds=data.bounds, center=np.zeros(d), M=R),
+                                         data.X, k)
+        block = data.engine.column_stack([projected, encoded])
         # one replaced row moves its projected row and encoded label: n_changed = its width
         n_changed = block.shape[1]
         s2_rounded = s2
@@ -211,7 +211,7 @@ class RPGaussian(Mechanism):
         # exact epsilon of this sigma for the drawn R (and the grid rounding)
         reserved = sigma > 0 and calibration != "paper"
         achieved = gaussian_epsilon(sigma, s2_rounded, delta_i if reserved else delta)
-        draws = [plan.add(block)] if sigma > 0 else []
+        draws = [data.engine.add_noise(plan, block)] if sigma > 0 else []
         if draws:
             block = draws[0].values
         if separate:
