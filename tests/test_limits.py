@@ -276,3 +276,16 @@ def test_deeply_nested_json_and_overflowing_parameters_exit_2_with_a_sentence(tm
     assert code == 2 and err == ["dpcore: error: an input or parameter is out of the range that can be "
                                  "computed (Numerical result out of range)"], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.csv", "nested.json"]
+
+
+def test_ron_gauss_counts_its_projection_basis(monkeypatch):
+    """RON-Gauss on 4 rows x 100,000 columns with public bounds passed the memory estimate (40 MiB),
+    then failed with 'internal error (MemoryError): Unable to allocate 74.5 GiB for an array with
+    shape (100000, 99999)': the Haar basis d x p (p automatic: up to d - 1) was not counted."""
+    from dpcore.mechanisms import RONGauss
+
+    X = np.random.default_rng(5).uniform(0, 1, (4, 3_000))
+    monkeypatch.setenv("DPCORE_MAX_MEMORY", "64M")  # the basis: 2 x 3,000 x 2,999 x 8 bytes = 144 MB
+    with pytest.raises(limits.ResourceLimitError, match="ron-gauss on 4 rows x 3,000 features"):
+        RONGauss(bounds=(0, 1)).release(X)
+    RONGauss(bounds=(0, 1), n_components=2).release(X)  # a given p: its own, small, basis

@@ -90,6 +90,11 @@ class Mechanism:
     peak_square_matrices: ClassVar[int] = 0
     #: n x d float64 working arrays held at once (clipped/scaled input, noise, products...)
     peak_row_copies: ClassVar[int] = 4
+    #: d x p float64 matrices held at once for a projection basis drawn per release (RON-Gauss's
+    #: Haar basis and the QR that makes it), p the ``n_components`` given, or ``d - 1`` (its
+    #: largest value) when chosen automatically; 0 for mechanisms whose projections are counted in
+    #: the row copies
+    peak_basis_copies: ClassVar[int] = 0
     #: False when real rows cannot be mapped into the release's space (a secret projection)
     public_transform: ClassVar[bool] = True
     #: constructor arguments beyond the schema and COMMON_ARGS (e.g. ``public_data``)
@@ -351,7 +356,8 @@ class Mechanism:
         ``m = n_mixtures or n_released or n`` rows, ``C`` classes as one-hot label columns) plus
         :data:`NOISE_TEMPORARIES` times it for the exact discrete samplers' integer working arrays,
         :attr:`peak_square_matrices` ``d x d`` matrices (one set per class for per-class models),
-        and :data:`NOISE_FIXED_BYTES` for the samplers' tables and keystream buffers.
+        :attr:`peak_basis_copies` ``d x p`` projection bases, and :data:`NOISE_FIXED_BYTES` for the
+        samplers' tables and keystream buffers.
         An upper estimate (``tests/test_limits.py`` checks it against tracemalloc) meant to
         refuse hopeless requests early (``--n-mixtures 1e9``, PCA on 100k columns).
 
@@ -370,8 +376,9 @@ class Mechanism:
         m = float(params.get("n_mixtures") or n_released or n_samples)
         groups = 1 + (n_classes if cls.peak_square_matrices else 0)
         released = m * (d + n_classes + 1)
+        p = float(params.get("n_components") or max(d - 1.0, 1.0))
         cells = (cls.peak_row_copies * n * d + (1 + NOISE_TEMPORARIES) * released
-                 + cls.peak_square_matrices * groups * d * d)
+                 + cls.peak_square_matrices * groups * d * d + cls.peak_basis_copies * d * p)
         return 8.0 * cells + NOISE_FIXED_BYTES
 
     # ------------------------------------------------------------------ helpers for subclasses

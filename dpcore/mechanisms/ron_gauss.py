@@ -633,6 +633,7 @@ class RONGauss(GaussianGenerator):
     """
 
     name = "ron-gauss"
+    peak_basis_copies = 2  # the Haar basis W (d x p) and the QR that draws it
     title = "RON-Gauss (random orthonormal projection + Gaussian model)"
     summary = ("Normalise rows, centre with a DP mean, project with a random orthonormal matrix, "
                "fit a Gaussian (or one per class) with Laplace noise, and sample from it.")
