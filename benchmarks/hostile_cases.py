@@ -147,134 +147,73 @@ def _release(work: Path, mechanism: str, source: str, *extra: str, out: str = "o
     return ["release", mechanism, source, "-o", str(work / "out" / out), *extra]
 
 
+def _dask(work: Path, source: str, *extra: str, out: str = "dask.o") -> list[str]:
+    """``release local-gaussian SOURCE --engine dask EXTRA`` with the class list and public bounds."""
+    return _release(work, "local-gaussian", source, "--engine", "dask", *extra, *CLASS_ARGS, "--bounds",
+                    _bounds(work), out=out)
+
+
 # ------------------------------------------------------------------------------------------ cases
 def cli_cases(work: Path) -> dict[str, Callable[[], list[str]]]:
     """Case id -> a function that makes the case's files and returns the dpcore arguments."""
     bad = ROOT / "tests" / "data" / "bad"
-    far = [str(bad / "far_outside_bounds.csv")]
+    far = str(bad / "far_outside_bounds.csv")
     far_bounds = ["--bounds", str(bad / "far_outside_bounds.bounds.json")]
+    lg = "local-gaussian"
     cases: dict[str, Callable[[], list[str]]] = {}
 
     def header_fewer_fields() -> list[str]:
         path = work / "shift.csv"
         path.write_text("a,b,y\n" + "".join(f"{i},{i % 5},{i % 3},{i % 2}\n" for i in range(40)))
-        return _release(work, "local-gaussian", str(path), *CLASS_ARGS, "--bounds", _bounds(work))
+        return _release(work, lg, str(path), *CLASS_ARGS, "--bounds", _bounds(work))
 
     def short_line_impute() -> list[str]:
         path = work / "short.csv"
         path.write_text("y,a,b\n" + "0,1,2\n" * 10 + "1,2\n" + "1,4,5\n" * 10)
-        return _release(
-            work, "local-gaussian", str(path), *CLASS_ARGS, "--bounds", _bounds(work), "--missing", "impute"
-        )
+        return _release(work, lg, str(path), *CLASS_ARGS, "--bounds", _bounds(work), "--missing", "impute")
+
+    def bomb(typed: bool = True) -> str:
+        return str(_text_bomb(work / f"textbomb{'' if typed else '_plain'}.parquet", 3_000, typed=typed))
 
     cases["header with fewer fields than the rows (exit 0, shifted columns)"] = header_fewer_fields
     cases["short line with --missing impute (imputed as empty cells)"] = short_line_impute
-    cases["Parquet text bomb, 8 KB: describe"] = lambda: [
-        "describe",
-        str(_text_bomb(work / "textbomb.parquet", 3_000, typed=True)),
-        "--label",
-        "",
-    ]
+    cases["Parquet text bomb, 8 KB: describe"] = lambda: ["describe", bomb(), "--label", ""]
     cases["Parquet text bomb, 8 KB: release --engine dask"] = lambda: _release(
-        work,
-        "local-gaussian",
-        str(_text_bomb(work / "textbomb.parquet", 3_000, typed=True)),
-        "--engine",
-        "dask",
-        "--label",
-        "",
-        "--data-bounds",
-        out="dask.o",
-    )
-    cases["Parquet text bomb, no Arrow schema: describe"] = lambda: [
-        "describe",
-        str(_text_bomb(work / "textbomb_plain.parquet", 3_000, typed=False)),
-        "--label",
-        "",
-    ]
+        work, lg, bomb(), "--engine", "dask", "--label", "", "--data-bounds", out="dask.o")
+    cases["Parquet text bomb, no Arrow schema: describe"] = lambda: ["describe", bomb(False), "--label", ""]
     cases["1,000-column gzip CSV, 199,000 rows: describe"] = lambda: [
-        "describe",
-        str(_wide_gzip(work / "wide.csv.gz")),
-        "--label",
-        "",
-    ]
+        "describe", str(_wide_gzip(work / "wide.csv.gz")), "--label", ""]
     cases["1,000-column gzip CSV, 199,000 rows: release"] = lambda: _release(
-        work, "local-gaussian", str(_wide_gzip(work / "wide.csv.gz")), "--label", "", "--data-bounds"
-    )
+        work, lg, str(_wide_gzip(work / "wide.csv.gz")), "--label", "", "--data-bounds")
     for mech in ("dppro", "jl-laplace", "ron-gauss"):
-        cases[f"100,000 columns x 4 rows, {mech}, no bounds (refusal)"] = lambda m=mech: _release(
-            work, m, _wide(work)[0], "--label", ""
-        )
-        cases[f"100,000 columns x 4 rows, {mech}, public bounds"] = lambda m=mech: _release(
-            work, m, _wide(work)[0], "--label", "", "--bounds", _wide(work)[1]
-        )
+        cases[f"100,000 columns x 4 rows, {mech}, no bounds (refusal)"] = (
+            lambda m=mech: _release(work, m, _wide(work)[0], "--label", ""))
+        cases[f"100,000 columns x 4 rows, {mech}, public bounds"] = (
+            lambda m=mech: _release(work, m, _wide(work)[0], "--label", "", "--bounds", _wide(work)[1]))
 
     def many_categories() -> list[str]:
         path = work / "cats.csv"
         path.write_text("a,c,y\n" + "".join(f"{i % 7},k{i % 50},{i % 2}\n" for i in range(100)))
         (work / "cats.json").write_text(json.dumps({"c": [f"k{i}" for i in range(200_003)]}))
-        return _release(
-            work,
-            "local-gaussian",
-            str(path),
-            *CLASS_ARGS,
-            "--categories",
-            str(work / "cats.json"),
-            "--data-bounds",
-        )
+        cats = str(work / "cats.json")
+        return _release(work, lg, str(path), *CLASS_ARGS, "--categories", cats, "--data-bounds")
 
     cases["200,003-category list on 100 rows"] = many_categories
     for mech in ("jl-laplace", "dppro", "ron-gauss", "pca-gauss"):
-        cases[f"calibrate {mech} --n 10 --features 100000000"] = lambda m=mech: [
-            "calibrate",
-            m,
-            "--n",
-            "10",
-            "--features",
-            "100000000",
-        ]
-        cases[f"calibrate {mech} --n-classes 1000000000"] = lambda m=mech: [
-            "calibrate",
-            m,
-            "--n",
-            "10",
-            "--features",
-            "5",
-            "--task",
-            "classification",
-            "--n-classes",
-            "1000000000",
-        ]
+        cases[f"calibrate {mech} --n 10 --features 100000000"] = (
+            lambda m=mech: ["calibrate", m, "--n", "10", "--features", "100000000"])
+        cases[f"calibrate {mech} --n-classes 1000000000"] = (
+            lambda m=mech: ["calibrate", m, "--n", "10", "--features", "5", "--task", "classification",
+                            "--n-classes", "1000000000"])
     for classes in ("0,1.0,1", "1,01,2", "01,1", "1,2,2.0"):
-        cases[f"--classes {classes}"] = lambda c=classes: _release(
-            work,
-            "local-gaussian",
-            *far,
-            "--label",
-            "y",
-            "--task",
-            "classification",
-            "--classes",
-            c,
-            *far_bounds,
-        )
+        cases[f"--classes {classes}"] = (lambda c=classes: _release(
+            work, lg, far, "--label", "y", "--task", "classification", "--classes", c, *far_bounds))
     for name, content in (("null", "[0, null]"), ("nested", "[[0, 1], [2]]")):
-
         def classes_file(name: str = name, content: str = content) -> list[str]:
-            (work / f"classes_{name}.json").write_text(content)
-            return _release(
-                work,
-                "local-gaussian",
-                *far,
-                "--label",
-                "y",
-                "--task",
-                "classification",
-                "--classes",
-                str(work / f"classes_{name}.json"),
-                *far_bounds,
-            )
-
+            path = work / f"classes_{name}.json"
+            path.write_text(content)
+            return _release(work, lg, far, "--label", "y", "--task", "classification", "--classes", str(path),
+                            *far_bounds)
         cases[f"class list with {name}"] = classes_file
 
     def codes() -> list[str]:
@@ -282,136 +221,43 @@ def cli_cases(work: Path) -> dict[str, Callable[[], list[str]]]:
         path.write_text("a,b,y\n" + "".join(f"{i % 7},{i % 5},{['01', '1'][i % 2]}\n" for i in range(60)))
         return ["describe", str(path), "--label", "y", "--task", "classification", "--bounds", _bounds(work)]
 
-    cases["label codes 01 and 1, describe (one class '1')"] = codes
-
     def utf(kind: str) -> list[str]:
         text = "a,b,y\n" + "".join(f"{i % 7},{i % 5},{i % 2}\n" for i in range(50))
         path = work / f"{kind}.csv"
         path.write_bytes(text.encode("utf-16-le") if kind == "utf16_no_bom" else text.encode("utf-32"))
         return ["describe", str(path), *CLASS_ARGS, "--bounds", _bounds(work)]
 
-    cases["UTF-16 without a byte-order mark"] = lambda: utf("utf16_no_bom")
-    cases["UTF-32 with a byte-order mark"] = lambda: utf("utf32")
-    cases["Parquet with two columns named a"] = lambda: [
-        "describe",
-        str(bad / "parquet_duplicate_names.parquet"),
-        "--label",
-        "",
-    ]
-    cases["epsilon 1e308 with delta (dpmix)"] = lambda: _release(
-        work, "dpmix", *far, *CLASS_ARGS, *far_bounds, "--epsilon", "1e308", "--delta", "1e-5"
-    )
-
     def csv_folder() -> list[str]:
         folder = work / "csvdir"
         folder.mkdir(exist_ok=True)
         for k in range(3):
             _table(folder / f"part{k}.csv", 100)
-        return _release(
-            work, "local-gaussian", str(folder), *CLASS_ARGS, "--bounds", _bounds(work), out="csvdir.o"
-        )
+        return _release(work, lg, str(folder), *CLASS_ARGS, "--bounds", _bounds(work), out="csvdir.o")
 
+    small = lambda: str(_table(work / "t.csv", 400))  # noqa: E731
+    cases["label codes 01 and 1, describe (one class '1')"] = codes
+    cases["UTF-16 without a byte-order mark"] = lambda: utf("utf16_no_bom")
+    cases["UTF-32 with a byte-order mark"] = lambda: utf("utf32")
+    cases["Parquet with two columns named a"] = lambda: [
+        "describe", str(bad / "parquet_duplicate_names.parquet"), "--label", ""]
+    cases["epsilon 1e308 with delta (dpmix)"] = lambda: _release(
+        work, "dpmix", far, *CLASS_ARGS, *far_bounds, "--epsilon", "1e308", "--delta", "1e-5")
     cases["a folder of CSV files"] = csv_folder
     cases["--label-bounds 0.5 0.5"] = lambda: _release(
-        work,
-        "local-gaussian",
-        *far,
-        "--label",
-        "y",
-        "--task",
-        "regression",
-        "--label-bounds",
-        "0.5",
-        "0.5",
-        *far_bounds,
-    )
-    cases["--scheduler: a listener that never answers"] = lambda: _release(
-        work,
-        "local-gaussian",
-        str(_table(work / "t.csv", 400)),
-        "--engine",
-        "dask",
-        "--scheduler",
-        f"tcp://127.0.0.1:{MUTE_PORT}",
-        *CLASS_ARGS,
-        "--bounds",
-        _bounds(work),
-        out="sched.o",
-    )
-    cases["--scheduler inproc://x"] = lambda: _release(
-        work,
-        "local-gaussian",
-        str(_table(work / "t.csv", 400)),
-        "--engine",
-        "dask",
-        "--scheduler",
-        "inproc://x",
-        *CLASS_ARGS,
-        "--bounds",
-        _bounds(work),
-        out="sched.o",
-    )
+        work, lg, far, "--label", "y", "--task", "regression", "--label-bounds", "0.5", "0.5", *far_bounds)
+    cases["--scheduler: a listener that never answers"] = lambda: _dask(
+        work, small(), "--scheduler", f"tcp://127.0.0.1:{MUTE_PORT}")
+    cases["--scheduler inproc://x"] = lambda: _dask(work, small(), "--scheduler", "inproc://x")
     for size in ("1", "16", "0", "-1"):
-        cases[f"--blocksize {size} on a 10 MB CSV"] = lambda s=size: _release(
-            work,
-            "local-gaussian",
-            _ten_mb(work),
-            "--engine",
-            "dask",
-            f"--blocksize={s}",
-            *CLASS_ARGS,
-            "--bounds",
-            _bounds(work),
-            out="block.o",
-        )
-    cases["label 9 at row 77,777 of a Parquet folder's third file"] = lambda: _release(
-        work,
-        "local-gaussian",
-        _deep(work)["deep_pq"],
-        "--engine",
-        "dask",
-        *CLASS_ARGS,
-        "--bounds",
-        _bounds(work),
-        out="deep.o",
-    )
-    cases["label 7 at row 250,123 of a CSV read in blocks"] = lambda: _release(
-        work,
-        "local-gaussian",
-        _deep(work)["deep_label.csv"],
-        "--engine",
-        "dask",
-        "--blocksize",
-        "1MiB",
-        *CLASS_ARGS,
-        "--bounds",
-        _bounds(work),
-        out="deep.o",
-    )
-    cases["text at row 260,001 of a CSV column (Dask)"] = lambda: _release(
-        work,
-        "local-gaussian",
-        _deep(work)["deep_text.csv"],
-        "--engine",
-        "dask",
-        *CLASS_ARGS,
-        "--bounds",
-        _bounds(work),
-        out="deep.o",
-    )
-    cases["-o L.json --ledger L.json --engine dask"] = lambda: _release(
-        work,
-        "local-gaussian",
-        str(_table(work / "t.csv", 400)),
-        "--engine",
-        "dask",
-        "--ledger",
-        str(work / "out" / "L.json"),
-        *CLASS_ARGS,
-        "--bounds",
-        _bounds(work),
-        out="L.json",
-    )
+        cases[f"--blocksize {size} on a 10 MB CSV"] = lambda b=size: _dask(
+            work, _ten_mb(work), f"--blocksize={b}")
+    deep = "label 9 at row 77,777 of a Parquet folder's third file"
+    cases[deep] = lambda: _dask(work, _deep(work)["deep_pq"])
+    cases["label 7 at row 250,123 of a CSV read in blocks"] = lambda: _dask(
+        work, _deep(work)["deep_label.csv"], "--blocksize", "1MiB")
+    cases["text at row 260,001 of a CSV column (Dask)"] = lambda: _dask(work, _deep(work)["deep_text.csv"])
+    cases["-o L.json --ledger L.json --engine dask"] = lambda: _dask(
+        work, small(), "--ledger", str(work / "out" / "L.json"), out="L.json")
     return cases
 
 
