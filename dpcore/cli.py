@@ -1131,7 +1131,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dpcore`` console script; returns the exit status.
 
     0 on success (warnings, if any, follow as ``dpcore: warning: ...`` lines on stderr); 2 with
-    exactly one ``dpcore: error: ...`` line on stderr for bad input or parameters; 1 with one
+    exactly one ``dpcore: error: ...`` line on stderr for bad input or parameters (also for a
+    ``MemoryError`` the memory estimates did not foresee: the work is too large); 1 with one
     line for an unexpected internal error; 128 + the signal number (130 for Ctrl-C, 143 for
     SIGTERM) with one line when interrupted, the files of the unfinished release removed.
     """
@@ -1155,6 +1156,13 @@ def _main(argv: list[str] | None) -> int:
         except (CLIError, NotPrivateError, ValueError, OSError, KeyError, ArithmeticError,
                 RecursionError) as exc:
             print(f"{PROG}: error: {cli_wording(_message(exc))}", file=sys.stderr)
+            return 2
+        except MemoryError as exc:  # an estimate missed it (Arrow's ArrowMemoryError is one too)
+            if os.environ.get("DPCORE_DEBUG"):
+                raise
+            print(f"{PROG}: error: out of memory ({_one_line(exc) if str(exc) else 'MemoryError'}), although "
+                  "the memory estimates let this run start: use fewer rows or columns, or lower "
+                  "DPCORE_MAX_MEMORY to what this machine has (and report the case)", file=sys.stderr)
             return 2
         except Exception as exc:
             if os.environ.get("DPCORE_DEBUG"):

@@ -1079,6 +1079,21 @@ def test_an_epsilon_too_large_for_float64_is_called_too_large(mechanism, tmp_pat
     assert "too small" not in err and "larger epsilon" not in err and "smaller --epsilon" in err
 
 
+def test_a_memory_error_the_estimates_missed_is_one_line_with_status_2(monkeypatch, capsys, tmp_path):
+    """A MemoryError (numpy's, or Arrow's ArrowMemoryError) was 'internal error (MemoryError)',
+    exit 1: the work was too large, not a bug of the input's making; nothing is written."""
+    def exhausted(self, *args, **kwargs):
+        raise MemoryError("Unable to allocate 74.5 GiB for an array with shape (100000, 99999)")
+
+    monkeypatch.setattr(LocalGaussian, "release", exhausted)
+    monkeypatch.delenv("DPCORE_DEBUG", raising=False)
+    code, err = _cli(capsys, "release", "local-gaussian", str(BAD / "far_outside_bounds.csv"), "-o",
+                     str(tmp_path / "r.csv"), "--label", "y", *CLASS_ARGS, "--bounds",
+                     str(BAD / "far_outside_bounds.bounds.json"))
+    _assert_cli_error(code, err, "out of memory (Unable to allocate 74.5 GiB")
+    assert not list(tmp_path.iterdir())
+
+
 def test_equal_label_bounds_are_refused_by_name(tmp_path, capsys):
     """--label-bounds 0.5 0.5 got the generic 'NOT PRIVATE' refusal (equal feature bounds are
     refused by name)."""
