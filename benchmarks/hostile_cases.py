@@ -140,6 +140,19 @@ def _deep(work: Path) -> dict[str, str]:
     return {k: str(work / k) for k in ("deep_label.csv", "deep_text.csv", "deep_pq")}
 
 
+def _deep_text(work: Path) -> str:
+    """3,000,000 rows with the text 'oops' in column b at row 2,900,001: pandas reads the file in
+    chunks, so the column holds floats above the chunk with the text."""
+    path = work / "deep_text3m.csv"
+    if not path.exists():
+        with open(path, "w") as fh:
+            fh.write("a,b,y\n")
+            for i in range(3_000_000):
+                b = "oops" if i == 2_900_001 else f"{(i * 7) % 1000 / 100:.3f}"
+                fh.write(f"{(i * 3) % 1000 / 100:.3f},{b},{i % 2}\n")
+    return str(path)
+
+
 CLASS_ARGS = ["--label", "y", "--task", "classification", "--classes", "0,1"]
 
 
@@ -255,7 +268,7 @@ def cli_cases(work: Path) -> dict[str, Callable[[], list[str]]]:
     cases[deep] = lambda: _dask(work, _deep(work)["deep_pq"])
     cases["label 7 at row 250,123 of a CSV read in blocks"] = lambda: _dask(
         work, _deep(work)["deep_label.csv"], "--blocksize", "1MiB")
-    cases["text at row 260,001 of a CSV column (Dask)"] = lambda: _dask(work, _deep(work)["deep_text.csv"])
+    cases["text at row 2,900,001 of a 60 MB CSV column (Dask)"] = lambda: _dask(work, _deep_text(work))
     cases["-o L.json --ledger L.json --engine dask"] = lambda: _dask(
         work, small(), "--ledger", str(work / "out" / "L.json"), out="L.json")
     return cases

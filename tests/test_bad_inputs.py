@@ -1079,6 +1079,16 @@ def test_an_epsilon_too_large_for_float64_is_called_too_large(mechanism, tmp_pat
     assert "too small" not in err and "larger epsilon" not in err and "smaller --epsilon" in err
 
 
+def test_text_beyond_the_first_rows_of_an_object_column_is_named_with_its_row():
+    """pandas reads a large CSV in chunks: a column with text in a later chunk holds numbers (as
+    Python floats) above it, and the first 1,000 values decided 'holds numbers as Python objects',
+    with no row or value (a 2.2 GB CSV with text deep in a column)."""
+    column = pd.Series([1.5] * 2_000 + ["oops"] + [2.5] * 10, dtype=object)
+    frame = pd.DataFrame({"a": np.arange(2_011.0), "b": column})
+    with pytest.raises(DataValidationError, match=r"'oops' \(row 2000\)"):
+        load_dataset(frame, bounds={"a": (0, 3000), "b": (0, 5)})
+
+
 def test_a_memory_error_the_estimates_missed_is_one_line_with_status_2(monkeypatch, capsys, tmp_path):
     """A MemoryError (numpy's, or Arrow's ArrowMemoryError) was 'internal error (MemoryError)',
     exit 1: the work was too large, not a bug of the input's making; nothing is written."""
