@@ -494,3 +494,14 @@ def test_rdp_conversion_term_matches_rdp_to_dp():
             assert rdp_to_dp([0.5], [a], 1e-6, conversion)[0] == pytest.approx(max(0.0, 0.5 + t), rel=1e-15)
     with pytest.raises(ValueError, match="conversion"):
         acc.rdp_conversion_term(alphas, 1e-6, "x")
+
+
+def test_zcdp_rho_is_remembered_per_epsilon_and_delta():
+    """The app asks for the same conversion on every slider move (two or three times a release):
+    the second call is the cached result of the first, equal to a fresh bisection."""
+    from dpcore.accounting import rdp
+
+    rdp.zcdp_rho.cache_clear()
+    first = rdp.zcdp_rho(0.7, 1e-6)
+    assert rdp.zcdp_rho(0.7, 1e-6) == first and rdp.zcdp_rho.cache_info().hits == 1
+    assert rdp.zcdp_epsilon(first, 1e-6) <= 0.7 < rdp.zcdp_epsilon(first * (1 + 1e-9), 1e-6)
