@@ -176,14 +176,16 @@ class FidelityReport:
         if self.model:
             m = self.model
             unit = "accuracy" if m["metric"] == "accuracy" else "RMSE"
-            parts.append(f"a {m['model']} trained on the file scores {unit} {m['file']:.3g} on real held-out "
-                         f"rows ({m['baseline_name']} {m['baseline']:.3g}, trained on the private rows "
+            where = "real held-out rows" if m.get("scored_on") == "real held-out rows" else "your rows"
+            parts.append(f"A {m['model']} trained on the file scores {unit} {m['file']:.3g} on {where} "
+                         f"({m['baseline_name']} {m['baseline']:.3g}; trained on your data "
                          f"{m['private']:.3g})")
         if len(worst):
             row = worst.iloc[0]
-            parts.append(f"the column furthest from the private table is {row['column']} "
+            parts.append(f"the column furthest from your data is {row['column']} "
                          f"({row['measure']} {row['distance']:.3g})")
-        return "; ".join(parts).capitalize() + "." if parts else ""
+        text = "; ".join(parts)
+        return text[:1].upper() + text[1:] + "." if text else ""
 
 
 def _numeric_frame(frame: pd.DataFrame, schema: Any) -> pd.DataFrame:
