@@ -129,7 +129,9 @@ def tune_process() -> bool:
       reach. Streamlit runs a full ``gc.collect(2)`` after every script run
       (``runner.postScriptGC``); with Streamlit, pandas, scikit-learn and Plotly imported that is
       about 180,000 tracked objects and 0.11-0.13 s per collection here, 40 % of the server's CPU
-      per slider move under py-spy. ``gc.freeze()`` (made for long-lived servers) moves them to a
+      per slider move under py-spy (the app's config now turns that collection off:
+      ``app.launch.RUNNER_SETTINGS``; Python's own collections and the reaper's remain). ``gc.freeze()``
+      (made for long-lived servers) moves them to a
       permanent generation that collections skip (a collection then takes microseconds); they
       are still freed by reference counting. The garbage is collected first, so none is frozen.
       What a session holds at such a moment is frozen too: freed by reference counting when the

@@ -245,3 +245,16 @@ def test_a_session_stays_within_its_budget_while_it_explores(monkeypatch):
         newest = list(at.session_state["_memo"])[-1]
         assert sum(v for k, v in sizes.items() if k != newest) <= 600 * 2**10, sizes
     assert len(at.session_state["_memo"]) < state.MEMO_SIZE
+
+
+def test_the_server_skips_streamlit_s_full_collection_after_every_run():
+    """With 25 sessions a full gc.collect(2) after every script run held the interpreter: the
+    config file and the launcher both turn it off (app.launch.RUNNER_SETTINGS)."""
+    import tomllib
+
+    from app import launch
+
+    cfg = tomllib.loads(state.CONFIG_FILE.read_text())
+    assert cfg["runner"]["postScriptGC"] is False
+    assert launch.RUNNER_SETTINGS == {"runner.postScriptGC": "false"}
+    assert "--runner.postScriptGC" in launch.server_command(8501)
