@@ -144,9 +144,9 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
     import pyarrow.parquet  # noqa: F401
     import scipy.optimize  # noqa: F401
 
+    import dpcore.dask_engine  # noqa: F401  (loads the engine modules the phase clock wraps)
     import dpcore.data  # noqa: F401
     import dpcore.mechanisms  # noqa: F401
-    from dpcore import dask_engine
 
     files = sorted(folder.glob("part-*.parquet"))[: -(-rows // FILE_ROWS)]
     bounds = {f"x{j}": (0.0, 1.0) for j in range(N_COLUMNS)}
@@ -154,14 +154,22 @@ def one(mechanism: str, folder: Path, rows: int, dpmix_mixtures: int | None) -> 
     # dpmix: ell = 16, T = min(n, --dpmix-mixtures)
     params = {"delta": 1e-9, "n_mixtures": min(rows, dpmix_mixtures or rows)} if name == "dpmix" else {}
     clock = _PhaseClock()
-    originals = {fn: getattr(dask_engine, fn) for fn in OUTPUT_PHASE}
-    for fn, original in originals.items():
-        setattr(dask_engine, fn, clock.wrap(original))
+    # the engine is a package: a function is looked up in the module that imported it, so every
+    # dpcore.dask_engine module holding one of the output functions gets the timed wrapper
+    patched = []
+    modules = [m for name, m in list(sys.modules.items()) if name.startswith("dpcore.dask_engine")]
+    for fn in OUTPUT_PHASE:
+        original = next(getattr(m, fn) for m in modules if hasattr(m, fn))
+        timed = clock.wrap(original)
+        for module in modules:
+            if getattr(module, fn, None) is original:
+                setattr(module, fn, timed)
+                patched.append((module, fn, original))
     try:
         return _measured(mechanism, rows, files, bounds, name, params, clock)
     finally:
-        for fn, original in originals.items():
-            setattr(dask_engine, fn, original)
+        for module, fn, original in patched:
+            setattr(module, fn, original)
 
 
 def _measured(mechanism: str, rows: int, files: list[Path], bounds: dict, name: str,
