@@ -124,7 +124,9 @@ def simulated(name: str) -> Table:
     """Simulated stand-ins for tables the project has never seen, built from their published
     summary statistics (not the tables themselves): ``wage-sim`` (3,000 rows: year, age -> wage,
     regression, as ISLR's Wage: mean age 42.4, mean wage 111.7), ``default-sim`` (10,000 rows:
-    student, balance, income -> default, 3.3% positives, about 5% zero balances, as ISLR's Default).
+    student, balance, income -> default, 3.3% positives, about 5% zero balances, as ISLR's Default),
+    ``insurance-sim`` (5,822 rows: 85 columns of codes 0-9 from five latent factors -> purchase,
+    about 6% positives, as ISLR's Caravan).
     Their rows are drawn with a fixed seed; the split is 70/30."""
     rng = np.random.default_rng(20261128)
     if name == "wage-sim":
@@ -136,6 +138,17 @@ def simulated(name: str) -> Table:
         frame = pd.DataFrame({"year": year, "age": age, "wage": np.round(wage, 2)})
         bounds, kw = {"year": [2003, 2009], "age": [16, 90]}, {"label_bounds": (0.0, 400.0)}
         label, task = "wage", "regression"
+    elif name == "insurance-sim":
+        n, d = 5822, 85
+        z = rng.normal(size=(n, 5))
+        loadings = rng.normal(0, 0.8, size=(5, d)) * (rng.random((5, d)) < 0.4)
+        codes = np.clip(np.rint(2.5 + z @ loadings + rng.normal(0, 1.0, (n, d))), 0, 9).astype(int)
+        frame = pd.DataFrame(codes, columns=[f"f{j:02d}" for j in range(d)])
+        logit = -3.4 + 0.9 * z[:, 0] + 0.6 * z[:, 1]
+        frame["purchase"] = np.where(rng.random(n) < 1 / (1 + np.exp(-logit)), "yes", "no")
+        bounds = {f"f{j:02d}": [0, 9] for j in range(d)}
+        kw = {"classes": ["no", "yes"]}
+        label, task = "purchase", "classification"
     else:
         n = 10_000
         student = rng.random(n) < 0.29
@@ -159,7 +172,9 @@ def simulated(name: str) -> Table:
 
 
 TABLES = {"adult": adult, "wage-sim": lambda: simulated("wage-sim"),
-          "default-sim": lambda: simulated("default-sim"), "breast-cancer": lambda: bundled("breast-cancer"),
+          "default-sim": lambda: simulated("default-sim"),
+          "insurance-sim": lambda: simulated("insurance-sim"),
+          "breast-cancer": lambda: bundled("breast-cancer"),
           "diabetes": lambda: bundled("diabetes"), "digits": lambda: bundled("digits")}
 
 

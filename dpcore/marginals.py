@@ -391,11 +391,24 @@ class DPMarginals:
         off = self.plan.offsets()
         return np.asarray(self.counts[group, off[j]:off[j + 1]], dtype=float)
 
-    def probabilities(self, j: int, group: int = 0) -> np.ndarray:
-        """Table ``j`` of ``group`` as probabilities: the noisy counts clipped at 0 and normalised
-        (uniform when none is positive). Post-processing."""
-        c = np.clip(self.table(j, group), 0.0, None)
-        return c / c.sum() if c.sum() > 0 else np.full(c.size, 1.0 / c.size)
+    def probabilities(self, j: int, group: int | None = 0) -> np.ndarray:
+        """Table ``j`` of ``group`` as probabilities (post-processing of the noisy counts).
+
+        ``group=None`` (or a one-way plan): the counts, every class's added up, clipped at 0 and
+        normalised (uniform when none is positive). A class of a class-conditional plan: its
+        clipped counts plus ``alpha`` pseudo-counts spread as the one-way marginal, ``alpha = sd
+        sqrt(cells)`` (the noise of the class's total over the table): a large class keeps its own
+        marginal, a rare class's marginal, whose counts are mostly noise, leans on the one-way
+        marginal in proportion (the posterior mean under a prior centred on the pooled marginal).
+        """
+        pooled = np.clip(np.sum([self.table(j, g) for g in range(self.plan.n_groups)], axis=0), 0.0, None)
+        pooled = pooled / pooled.sum() if pooled.sum() > 0 else np.full(pooled.size, 1.0 / pooled.size)
+        if group is None or not self.plan.conditional:
+            return pooled
+        own = np.clip(self.table(j, group), 0.0, None)
+        alpha = self.plan.noise_sd * math.sqrt(own.size)
+        total = own.sum() + alpha
+        return (own + alpha * pooled) / total if total > 0 else pooled
 
     def card(self) -> dict[str, Any]:
         """What the card says of them: tables, cells, rule, share, source and the noisy counts."""
@@ -597,10 +610,11 @@ def faithful_decode(X: np.ndarray, labels: np.ndarray | None, marginals: DPMargi
     if plan.conditional:
         if labels is None:
             raise ValueError("class-conditional marginals need the release's class labels")
-        groups = [np.flatnonzero(np.asarray(labels) == g) for g in range(plan.n_groups)]
+        groups: list[tuple[int, np.ndarray]] = [
+            (g, np.flatnonzero(np.asarray(labels) == g)) for g in range(plan.n_groups)]
     else:
-        groups = [np.arange(out.shape[0])]
-    for g, rows in enumerate(groups):
+        groups = [(0, np.arange(out.shape[0]))]
+    for g, rows in groups:
         if rows.size == 0:
             continue
         for j, col in enumerate(plan.columns):

@@ -194,6 +194,30 @@ def test_modips_measures_marginals_too(mixed):
 
 
 # ------------------------------------------------------------------------------------ decoding
+def test_a_rare_class_leans_on_the_pooled_marginal_a_large_class_keeps_its_own():
+    """probabilities(): a class's clipped counts plus sd*sqrt(cells) pseudo-counts spread as the
+    pooled marginal. A class of 4 rows under noise sd 10 is mostly noise: its estimate must be nearer
+    the pooled marginal than its own noisy counts are; a class of 10,000 rows barely moves."""
+    ds = _dataset(_mixed_frame(500, np.random.default_rng(0)))
+    plan, _ = _plan(ds, noise_sd=10.0)
+    j = [c.name for c in plan.columns].index("colour")
+    off = plan.offsets()
+    counts = np.zeros((2, off[-1]))
+    counts[0, off[j]:off[j + 1]] = [6000.0, 3000.0, 1000.0]  # large class: 60/30/10
+    counts[1, off[j]:off[j + 1]] = [0.0, 0.0, 4.0]           # rare class: all noise-sized
+    marg = dpmarg.DPMarginals(plan, counts, 0.3)
+    pooled = marg.probabilities(j, None)
+    np.testing.assert_allclose(pooled, np.array([6000, 3000, 1004]) / 10004)
+    large = marg.probabilities(j, 0)
+    np.testing.assert_allclose(large, [0.6, 0.3, 0.1], atol=0.002)
+    rare = marg.probabilities(j, 1)
+    own = np.array([0.0, 0.0, 1.0])
+    assert abs(rare.sum() - 1) < 1e-12
+    assert np.abs(rare - pooled).sum() < np.abs(own - pooled).sum() / 2
+    alpha = 10.0 * math.sqrt(3)
+    np.testing.assert_allclose(rare, (np.array([0, 0, 4.0]) + alpha * pooled) / (4 + alpha))
+
+
 def test_quota_assignment_meets_quotas_and_is_optimal_on_small_instances():
     rng = np.random.default_rng(6)
     for _ in range(30):
