@@ -219,20 +219,48 @@ def release_cli(table: Table, ds, epsilon: float):
         return card["mechanism"], None, pd.read_csv(tmp / "out.csv")
 
 
-def run_table(table: Table, epsilons: list[float], releases: int, via: str) -> list[dict]:
+@dataclasses.dataclass
+class Reference:
+    """What every file of a table is scored against: the public schema, the real held-out rows
+    encoded as a file is (``X_test``, ``y_test``), the private training rows encoded the same way
+    (``X_priv``, ``y_priv``), the majority rate (or training-mean RMSE) and the same model trained
+    on the private rows (accuracy or RMSE; ROC AUC for two classes, else ``None``)."""
+
+    schema: PublicSchema
+    ds_train: object
+    ds_test: object
+    X_test: np.ndarray
+    y_test: np.ndarray
+    X_priv: np.ndarray
+    y_priv: np.ndarray
+    baseline: float
+    nonprivate: float
+    nonprivate_auc: float | None
+
+
+def reference(table: Table) -> Reference:
     ds_train, ds_test = table.dataset(table.train), table.dataset(table.test)
     schema = PublicSchema.from_dataset(ds_train)
     X_test = encoded_real(ds_test.X, ds_train.bounds)
     _, y_test = encode_file(table.test, schema)
     X_priv, y_priv = encode_file(table.train, schema)
-    classification = table.task == "classification"
-    if classification:
+    if table.task == "classification":
         baseline = float(np.mean(y_test == np.bincount(y_priv).argmax()))
     else:
         baseline = float(math.sqrt(np.mean((y_test - y_priv.mean()) ** 2)))
-    nonprivate = file_model_score(X_priv, y_priv, X_test, y_test, table.task)
+    binary = table.task == "classification" and len(table.classes or []) == 2
+    return Reference(schema, ds_train, ds_test, X_test, y_test, X_priv, y_priv, baseline,
+                     file_model_score(X_priv, y_priv, X_test, y_test, table.task),
+                     _auc(X_priv, y_priv, X_test, y_test) if binary else None)
+
+
+def run_table(table: Table, epsilons: list[float], releases: int, via: str) -> list[dict]:
+    ref = reference(table)
+    ds_train, ds_test, schema = ref.ds_train, ref.ds_test, ref.schema
+    X_test, y_test, y_priv = ref.X_test, ref.y_test, ref.y_priv
+    baseline, nonprivate, nonprivate_auc = ref.baseline, ref.nonprivate, ref.nonprivate_auc
+    classification = table.task == "classification"
     binary = classification and len(table.classes or []) == 2
-    nonprivate_auc = _auc(X_priv, y_priv, X_test, y_test) if binary else None
     rows = []
     for eps in epsilons:
         file_scores, released_scores, seconds, names, rates, aucs = [], [], [], set(), [], []
