@@ -1,6 +1,6 @@
 """Peers of the downloaded-file benchmark, measured on the same splits, public facts and scoring.
 
-The project's file protocol (``docs/SPEC.md`` section 11, :mod:`benchmarks.file_utility`) scores a
+The project's file protocol (:mod:`benchmarks.file_utility`, ``docs/benchmarks/utility.md``) scores a
 released file by what a user does with it: encode it as the real rows are (one-hot over the public
 categories, numbers to ``[0, 1]`` by their public bounds), train ``LogisticRegression(max_iter=5000)``
 (or ``LinearRegression``) on it and score it on the real held-out rows. Two peers, run on exactly the
@@ -32,7 +32,7 @@ codes or model coefficients; decoding and scoring run here, with the project's c
 Usage::
 
     python benchmarks/peers.py --setup                      # once: builds benchmarks/.peers-venv
-    python benchmarks/peers.py [--tables adult default-sim] [--peers mst diffprivlib]
+    python benchmarks/peers.py [--tables adult default-sim wage-sim] [--peers mst diffprivlib]
         [--epsilons 0.1 1 10] [--releases 3] [--bins 32] [--json results.json]
 """
 
@@ -124,15 +124,24 @@ def _mst_release(codes: np.ndarray, sizes: list[int], epsilon: float, delta: flo
     from snsynth.transform.label import LabelTransformer
     from snsynth.transform.table import TableTransformer
 
-    columns = [f"c{j}" for j in range(len(sizes))]
-    every = np.arange(max(sizes))
-    domain = pd.DataFrame({c: np.minimum(every, k - 1) for c, k in zip(columns, sizes, strict=True)})
+    domain = public_domain_frame(sizes)
+    columns = list(domain.columns)
     transformer = TableTransformer([LabelTransformer(nullable=False) for _ in columns])
     transformer.fit(domain)
     assert transformer.cardinality == list(sizes)
     synth = MSTSynthesizer(epsilon=epsilon, delta=delta)
     synth.fit(pd.DataFrame(codes, columns=columns), transformer=transformer)
     return np.asarray(synth.sample(len(codes)), dtype=np.int64)
+
+
+def public_domain_frame(sizes: list[int]):
+    """A frame ``(max(sizes), len(sizes))`` whose column ``c{j}`` holds every code ``0..sizes[j]-1``
+    (the last repeated): what MST's transformer is fitted on, so its domain is the public one. Built
+    from the domain sizes alone, never from rows."""
+    import pandas as pd
+
+    every = np.arange(max(sizes))
+    return pd.DataFrame({f"c{j}": np.minimum(every, k - 1) for j, k in enumerate(sizes)})
 
 
 def call_worker(spec: dict, **arrays: np.ndarray) -> dict[str, np.ndarray]:
@@ -299,8 +308,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--setup", action="store_true", help="create benchmarks/.peers-venv and exit")
     ap.add_argument("--worker", nargs=2, metavar=("REQUEST", "RESULT"), help=argparse.SUPPRESS)
     ap.add_argument("--versions", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--tables", nargs="+", default=["adult", "wage-sim", "default-sim", "breast-cancer",
-                                                     "diabetes"])
+    ap.add_argument("--tables", nargs="+", default=None,
+                    help="tables of benchmarks/file_utility.py (default: every one but the image table)")
     ap.add_argument("--peers", nargs="+", choices=("mst", "diffprivlib"), default=["mst", "diffprivlib"])
     ap.add_argument("--epsilons", type=float, nargs="+", default=EPSILONS)
     ap.add_argument("--releases", type=int, default=3)
@@ -318,12 +327,13 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(HERE))
     from file_utility import TABLES, reference
 
-    unknown = sorted(set(args.tables) - set(TABLES) | {"digits"} & set(args.tables))
+    tables = args.tables or [name for name in TABLES if name != "digits"]
+    unknown = sorted(set(tables) - set(TABLES) | {"digits"} & set(tables))
     if unknown:
         ap.exit(2, f"error: unknown or image table(s) {unknown}: choose from "
                    f"{sorted(set(TABLES) - {'digits'})}\n")
     rows = []
-    for name in args.tables:
+    for name in tables:
         table = TABLES[name]()
         if table is None:
             print(f"{name}: skipped (../shared/datasets absent)", file=sys.stderr)

@@ -29,16 +29,75 @@ def default_sim():
     return file_utility.simulated("default-sim")
 
 
+def _with_rows(table, train):
+    return file_utility.Table(table.name, train, table.test, label=table.label, task=table.task,
+                              bounds=table.bounds, categories=table.categories, classes=table.classes,
+                              label_bounds=table.label_bounds)
+
+
 def test_domain_is_public(default_sim):
     columns = peers.public_columns(default_sim, bins=16)
     _, sizes = peers.discretise(default_sim.train, columns, 16)
     assert sizes == [2, 16, 16, 2]  # student (No/Yes), balance, income, default (No/Yes)
-    # rows that hold one category only and numbers in one corner: the same domain
+    # other private rows: one category only, every balance at one value, one income changed to
+    # its bound: the columns, the domain sizes and the frame MST's transformer is fitted on are the same
     narrow = default_sim.train[default_sim.train["student"] == "No"].head(50).copy()
     narrow["balance"] = 0.0
+    narrow.loc[narrow.index[0], "income"] = 80_000.0
+    other = _with_rows(default_sim, narrow)
+    assert peers.public_columns(other, bins=16) == columns
     codes, narrow_sizes = peers.discretise(narrow, columns, 16)
     assert narrow_sizes == sizes
     assert codes.min() >= 0 and (codes < np.array(sizes)).all()
+    assert codes[0, 2] == 15  # the upper bound falls in the last bin
+    pd.testing.assert_frame_equal(peers.public_domain_frame(narrow_sizes), peers.public_domain_frame(sizes))
+
+
+def test_domain_changes_with_the_public_facts(default_sim):
+    """The domain follows the public facts: a wider category list or other bounds change it."""
+    wider = file_utility.Table("x", default_sim.train, default_sim.test, label="default",
+                               task="classification", bounds={"balance": [0, 6000], "income": [0, 80_000]},
+                               categories={"student": ["No", "Yes", "Unknown"]}, classes=["No", "Yes"])
+    columns = peers.public_columns(wider, bins=8)
+    assert columns[0] == ("student", "category", ["No", "Yes", "Unknown"])
+    assert columns[1] == ("balance", "number", (0, 6000))
+    _, sizes = peers.discretise(default_sim.train, columns, 8)
+    assert sizes == [3, 8, 8, 2]
+
+
+def test_public_domain_frame_holds_every_code():
+    frame = peers.public_domain_frame([2, 5, 3])
+    assert frame.shape == (5, 3)
+    for j, k in enumerate([2, 5, 3]):
+        assert sorted(set(frame[f"c{j}"])) == list(range(k))
+
+
+def test_bin_codes_decode_to_midpoints():
+    columns = [("x", "number", (10.0, 30.0)), ("c", "category", ["a", "b", "c"])]
+    codes = np.array([[0, 2], [3, 0], [1, 1]])
+    frame = peers.undiscretise(codes, columns, bins=4)  # bins of width 5 over [10, 30]
+    np.testing.assert_allclose(frame["x"], [12.5, 27.5, 17.5])
+    assert frame["c"].tolist() == ["c", "a", "b"]
+    # and back: a midpoint lies in its own bin
+    again, _ = peers.discretise(frame, columns, 4)
+    np.testing.assert_array_equal(again, codes)
+
+
+def test_decoded_file_is_encoded_as_file_utility_encodes(default_sim):
+    """MST's decoded rows go through file_utility's own encoding: the same features in the same order
+    as the real rows, category one-hots and labels identical, numbers within half a bin."""
+    bins = 32
+    ref = file_utility.reference(default_sim)
+    columns = peers.public_columns(default_sim, bins)
+    codes, _ = peers.discretise(default_sim.train, columns, bins)
+    X_file, y_file = encode_file(peers.undiscretise(codes, columns, bins), ref.schema)
+    assert X_file.shape == ref.X_priv.shape == (len(default_sim.train), ref.X_test.shape[1])
+    np.testing.assert_array_equal(y_file, ref.y_priv)
+    numeric = [i for i, name in enumerate(ref.schema.feature_names) if name in ("balance", "income")]
+    one_hot = [i for i in range(X_file.shape[1]) if i not in numeric]
+    assert len(numeric) == 2 and one_hot
+    np.testing.assert_array_equal(X_file[:, one_hot], ref.X_priv[:, one_hot])
+    assert np.abs(X_file[:, numeric] - ref.X_priv[:, numeric]).max() <= 0.5 / bins + 1e-12
 
 
 def test_discretised_rows_decode_within_half_a_bin(default_sim):
@@ -82,3 +141,24 @@ def test_regression_label_is_binned_by_its_public_bounds():
     assert sizes == [10, 10, 10]
     wage_values, left = wage.train["wage"].to_numpy(), codes[:, -1] * 40.0
     assert ((left <= wage_values + 1e-9) & (wage_values < left + 40 + 1e-9)).all()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not peers.venv_python().exists(),
+                    reason="the peers' environment is absent (python benchmarks/peers.py --setup)")
+def test_worker_end_to_end(default_sim):
+    """Both peers through the worker on 400 rows: MST's codes stay in the public domain and keep the
+    row count; diffprivlib hands back one coefficient per encoded feature."""
+    small = _with_rows(default_sim, default_sim.train.head(400))
+    ref = file_utility.reference(small)
+    rows = peers.run_mst(small, ref, [1.0], 1, bins=8)
+    rows += peers.run_diffprivlib(small, ref, [1.0], 1)
+    assert [r["peer"].split()[0] for r in rows] == ["MST", "diffprivlib"]
+    for r in rows:
+        assert 0.0 <= r["score"][0] <= 1.0 and r["runs"] == 1
+    columns = peers.public_columns(small, 8)
+    codes, sizes = peers.discretise(small.train, columns, 8)
+    result = peers.call_worker({"peer": "mst", "epsilons": [1.0], "releases": 1, "delta": peers.DELTA,
+                                "sizes": sizes}, codes=codes)
+    assert result["codes_0"].shape == codes.shape
+    assert (result["codes_0"] >= 0).all() and (result["codes_0"] < np.array(sizes)).all()
