@@ -33,7 +33,10 @@ Usage::
 
     python benchmarks/peers.py --setup                      # once: builds benchmarks/.peers-venv
     python benchmarks/peers.py [--tables adult default-sim wage-sim] [--peers mst diffprivlib]
-        [--epsilons 0.1 1 10] [--releases 3] [--bins 32] [--json results.json]
+        [--epsilons 0.1 1 10] [--releases 3] [--bins 32] [--json results.json] [--ours ours.json]
+
+``--ours`` takes the JSON rows of ``python benchmarks/file_utility.py --json ours.json`` on the same
+tables and epsilons and prints dp-explorer's file beside the peers.
 """
 
 from __future__ import annotations
@@ -303,6 +306,29 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _score(cell, auc=None, digits: int = 3) -> str:
+    text = f"{cell[0]:.{digits}f} ± {cell[1]:.{digits}f}"
+    return text + (f" (AUC {auc[0]:.2f} ± {auc[1]:.2f})" if auc else "")
+
+
+def comparison(rows: list[dict], ours: list[dict]) -> str:
+    """One line per (table, epsilon): dp-explorer's file (rows of ``benchmarks/file_utility.py
+    --json``) beside each peer, the baseline and the non-private model."""
+    out = ["| table | metric | ε | dp-explorer file | MST file | diffprivlib model | baseline | "
+           "non-private |", "|---" * 8 + "|"]
+    for o in ours:
+        peer = {r["peer"].split()[0]: r for r in rows
+                if r["table"] == o["table"] and math.isclose(r["epsilon"], o["epsilon"])}
+        digits = 3 if o["metric"] == "accuracy" else 1
+        cells = [_score(o["file"], o.get("auc"), digits)]
+        cells += [_score(peer[k]["score"], peer[k]["auc"], digits) if k in peer else "—"
+                  for k in ("MST", "diffprivlib")]
+        base = "majority" if o["metric"] == "accuracy" else "train mean"
+        out.append(f"| {o['table']} | {o['metric']} | {o['epsilon']:g} | " + " | ".join(cells) +
+                   f" | {o['baseline']:.{digits}f} ({base}) | {o['nonprivate']:.{digits}f} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--setup", action="store_true", help="create benchmarks/.peers-venv and exit")
@@ -315,6 +341,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--releases", type=int, default=3)
     ap.add_argument("--bins", type=int, default=32, help="equal-width bins of each number's public bounds")
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--ours", metavar="JSON",
+                    help="rows of `benchmarks/file_utility.py --json` for the same cells: also print them "
+                         "beside the peers")
     args = ap.parse_args(argv)
     if args.worker:
         return worker(*args.worker)
@@ -346,6 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     print(markdown(rows))
+    if args.ours:
+        print("\n" + comparison(rows, json.loads(Path(args.ours).read_text())))
     if rows:
         print("\n" + "; ".join(f"{k} {v}" for k, v in rows[0]["versions"].items()))
 

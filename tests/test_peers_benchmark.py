@@ -162,3 +162,21 @@ def test_worker_end_to_end(default_sim):
                                 "sizes": sizes}, codes=codes)
     assert result["codes_0"].shape == codes.shape
     assert (result["codes_0"] >= 0).all() and (result["codes_0"] < np.array(sizes)).all()
+
+
+def test_comparison_puts_each_peer_beside_our_cell():
+    ours = [{"table": "t", "metric": "accuracy", "epsilon": 1.0, "file": [0.8, 0.01], "auc": [0.9, 0.0],
+             "baseline": 0.75, "nonprivate": 0.85},
+            {"table": "t", "metric": "accuracy", "epsilon": 0.1, "file": [0.7, 0.02], "auc": None,
+             "baseline": 0.75, "nonprivate": 0.85}]
+    rows = [{"table": "t", "peer": "MST (i.i.d. sampling)", "epsilon": 1.0, "score": [0.79, 0.0],
+             "auc": None},
+            {"table": "t", "peer": "diffprivlib LogisticRegression (a model)", "epsilon": 0.1,
+             "score": [0.6, 0.1], "auc": [0.5, 0.1]},
+            {"table": "u", "peer": "MST (i.i.d. sampling)", "epsilon": 1.0, "score": [0.1, 0.0], "auc": None}]
+    lines = peers.comparison(rows, ours).splitlines()
+    assert len(lines) == 4
+    assert lines[2] == ("| t | accuracy | 1 | 0.800 ± 0.010 (AUC 0.90 ± 0.00) | 0.790 ± 0.000 | — | "
+                        "0.750 (majority) | 0.850 |")
+    assert lines[3] == ("| t | accuracy | 0.1 | 0.700 ± 0.020 | — | 0.600 ± 0.100 (AUC 0.50 ± 0.10) | "
+                        "0.750 (majority) | 0.850 |")
