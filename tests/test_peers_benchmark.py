@@ -180,3 +180,27 @@ def test_comparison_puts_each_peer_beside_our_cell():
                         "0.750 (majority) | 0.850 |")
     assert lines[3] == ("| t | accuracy | 0.1 | 0.700 ± 0.020 | — | 0.600 ± 0.100 (AUC 0.50 ± 0.10) | "
                         "0.750 (majority) | 0.850 |")
+
+
+def test_bad_arguments_and_a_missing_environment_exit_2(monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        peers.main(["--releases", "0"])
+    assert exit_.value.code == 2 and "--releases must be >= 1" in capsys.readouterr().err
+    monkeypatch.setattr(peers, "VENV", tmp_path / "absent")
+    with pytest.raises(SystemExit) as exit_:
+        peers.main(["--tables", "wage-sim"])
+    assert exit_.value.code == 2 and "--setup" in capsys.readouterr().err
+
+
+def test_a_peer_that_fails_is_reported_and_the_run_goes_on(monkeypatch, tmp_path, capsys):
+    """A worker that cannot run (here: a stand-in interpreter that fails as a missing package would)
+    is named with its error on stderr; the table is still printed, without that peer's rows."""
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'snsynth'\" >&2\nexit 1\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(peers, "VENV", tmp_path / "venv")
+    peers.main(["--tables", "wage-sim", "--epsilons", "1", "--releases", "1"])
+    out, err = capsys.readouterr()
+    assert "wage-sim: mst not measured: the peers' worker failed (exit 1" in err
+    assert out.startswith("| table | metric |") and "MST" not in out
