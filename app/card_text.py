@@ -6,6 +6,7 @@ No Streamlit import: the Release page renders what these return; tests read them
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections import OrderedDict
 from typing import Any
@@ -16,6 +17,9 @@ from dpcore.mechanisms import get_mechanism
 __all__ = [
     "SPACE_TEXT",
     "automatic_choices",
+    "budget_shares",
+    "noise_parts",
+    "plain_part",
     "noise_savings",
     "card_in_words",
     "equivalent_command",
@@ -178,14 +182,112 @@ def noise_savings(details: dict[str, Any] | None) -> str | None:
     return None if text is None else f"**Gaussian against Laplace noise.** {md_escape(text)}."
 
 
+#: Plain names of the parts of a model, by how a noise record's statistic starts (first match wins;
+#: ``\\1`` keeps the word matched). The statistic itself, with its symbols and sizes, stays in the
+#: full table ("How is this computed?") and the card.
+_PARTS: tuple[tuple[str, str], ...] = (
+    (r"class histogram", "class counts"),
+    (r"top-p eigenvalues", "PCA eigenvalues"),
+    (r"(LapPCA|DP PCA|Analyze Gauss)\b", "PCA basis"),
+    (r"second moment of PCA features", "second moments of the PCA features"),
+    (r"second moment of \[x\^, y\]", "second moments of the features and the label"),
+    (r"second moment", "second moments"),
+    (r"(sum|mean) of PCA features", r"\1s of the PCA features"),
+    (r"sum of unit rows", "sums of the rows"),
+    (r"mean\b", "means"),
+    (r"projected (data|rows)", "projected rows"),
+    (r"PCA coordinates", "PCA coordinates of each row"),
+    (r"each mixture's (features|labels)", r"each mixture's \1"),
+    (r"(class )?label of each row", "each row's label"),
+    (r"each row", "each row"),
+    (r"DP bound", "DP bounds"),
+)
+
+
+def plain_part(statistic: str) -> str:
+    """The part of the model a noisy statistic is, in plain words: ``"LapPCA: (1/n) Z^T Z (d x d)"``
+    -> ``"PCA basis"``, ``"sum of PCA features of class 3"`` -> ``"sums of the PCA features"``. A
+    statistic no rule knows loses its class, its sizes in brackets, a leading ``"name: "`` and any
+    symbols (``=``, ``^``, ``/``)."""
+    text = statistic.split(" of class ")[0].strip()
+    for pattern, plain in _PARTS:
+        m = re.match(pattern, text)
+        if m:
+            return m.expand(plain)
+    text = text.split(": ", 1)[-1]
+    text = re.sub(r"\s*\([^()]*(\([^()]*\)[^()]*)*\)", "", text)  # (sizes), ((p+1) x (p+1))
+    words = [w for w in text.split() if not re.search(r"[=^/\\]", w)]
+    return " ".join(words) or "noisy statistics"
+
+
+def _record(rec: Any) -> dict[str, Any]:
+    """A noise record as a dict (a card's entry, or a :class:`~dpcore.release.NoiseRecord`)."""
+    return rec if isinstance(rec, dict) else rec.as_card()
+
+
+def _spread(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}–{hi:.3g}"
+
+
+def noise_parts(noise: list[Any]) -> list[str]:
+    """One plain sentence per part of the model (:func:`plain_part`): its noise and how large it is
+    against the most one row can change that part (its sensitivity, which the public bounds, the
+    data's range, set), e.g. "class counts (10): Gaussian noise of standard deviation 18.1, 12.8
+    times the most one row can change them." Unescaped text; ``noise`` as in :func:`_noise_summary`.
+
+    Standard deviations throughout: a Gaussian's sigma, a Laplace scale b times sqrt(2).
+    """
+    groups: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
+    for rec in map(_record, noise):
+        groups.setdefault((plain_part(rec["statistic"]), rec["distribution"]), []).append(rec)
+    out = []
+    for (part, dist), recs in groups.items():
+        count = f" ({len(recs)})" if len(recs) > 1 else ""
+        if dist == "randomized-response":
+            out.append(f"{part}{count}: randomized response, each replaced with probability "
+                       f"{_spread([float(r['scale']) for r in recs])}.")
+            continue
+        if dist == "exponential-mechanism":
+            out.append(f"{part}{count}: chosen by the exponential mechanism among public candidates.")
+            continue
+        if dist == "none":
+            out.append(f"{part}{count}: no noise.")
+            continue
+        sd = [float(r["scale"]) * (math.sqrt(2) if dist == "laplace" else 1.0) for r in recs]
+        times = [v / float(r["sensitivity"]) for v, r in zip(sd, recs, strict=True)
+                 if float(r["sensitivity"]) > 0]
+        name = "Gaussian" if dist == "gaussian" else "Laplace" if dist == "laplace" else dist
+        them = "it" if not count and part.endswith(("basis", "row")) else "them"
+        out.append(f"{part}{count}: {name} noise of standard deviation {_spread(sd)}"
+                   + (f", {_spread(times)} times the most one row can change {them}" if times else "") + ".")
+    return out
+
+
+def budget_shares(details: dict[str, Any] | None) -> str | None:
+    """How a release's epsilon is shared between its parts, in plain words (unescaped), from its
+    ``details``: ``epsilon_parts`` as percentages ("histogram 10%, mean 64%, covariance 26%") or the
+    features' and labels' epsilons. None when the release records neither."""
+    d = details or {}
+    parts = d.get("epsilon_parts")
+    if isinstance(parts, dict) and parts and sum(float(v) for v in parts.values()) > 0:
+        total = sum(float(v) for v in parts.values())
+        return "ε is shared between " + ", ".join(f"the {k} {100 * float(v) / total:.0f}%"
+                                                  for k, v in parts.items()) + "."
+    keys = (("the features", "epsilon_features"), ("the labels", "epsilon_labels"))
+    shown = [(what, d.get(k)) for what, k in keys if isinstance(d.get(k), (int, float))]
+    if shown:
+        return "ε is shared between " + " and ".join(f"{w} (ε = {float(v):.4g})" for w, v in shown) + "."
+    return None
+
+
 def _noise_summary(noise: list[dict[str, Any]]) -> str:
-    """One clause per kind of noisy statistic: distribution, scale range and count."""
+    """One clause per part of the model (:func:`plain_part`): distribution, scale range and count."""
     if not noise:
         return "none"
     groups: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
     for rec in noise:
-        kind = rec["statistic"].split(" of class ")[0].split(" (")[0]
-        groups.setdefault((kind, rec["distribution"]), []).append(rec)
+        groups.setdefault((plain_part(rec["statistic"]), rec["distribution"]), []).append(rec)
     parts = []
     for (kind, dist), recs in groups.items():
         scales = [float(r["scale"]) for r in recs]

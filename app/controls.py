@@ -201,7 +201,12 @@ def split_from_first(p: Param, first: float) -> tuple[float, ...]:
 
 
 def mechanism_controls(mech: type[Mechanism], ds: Dataset) -> dict[str, Any]:
-    """All schema controls of ``mech``; returns the keyword arguments for its constructor."""
+    """All schema controls of ``mech``, under the legend of their lock icon (``Param.privacy``);
+    returns the keyword arguments for its constructor."""
+    from app.explain import LOCK_LEGEND
+
+    if any(p.privacy for p in mech.params):
+        st.caption(LOCK_LEGEND)
     return {**{p.name: param_control(mech, p, ds) for p in mech.params}, **public_args(mech)}
 
 

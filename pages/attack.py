@@ -15,6 +15,7 @@ import streamlit as st
 
 from app import state
 from app.controls import initial, mechanism_controls
+from app.explain import intro
 from app.figures.attack import roc_figure, score_histogram_figure
 from dpcore import attacks
 from dpcore.mechanisms import get_mechanism
@@ -30,6 +31,7 @@ PROGRESS_SECONDS = 0.25
 
 ss = st.session_state
 st.title("Attack: what can an attacker learn?")
+intro("attack")
 st.warning(f"**{attacks.NOT_PRIVATE_NOTICE}**", icon=":material/warning:")
 ds = state.dataset()
 name = ss.mechanism

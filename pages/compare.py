@@ -8,6 +8,7 @@ import streamlit as st
 
 from app import state
 from app.controls import initial, stored_params
+from app.explain import HOW, intro
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from app.markdown import md_escape
 from dpcore.evaluation import (
@@ -25,21 +26,22 @@ from dpcore.release import KIND_TEXT, NEIGHBOURING_TEXT
 st.title("Compare mechanisms")
 ds = state.dataset()
 names = state.mechanism_names(ds.task)
-st.markdown(
-    f"Utility against ε for several mechanisms on *{md_escape(st.session_state.dataset_label)}* "
-    f"(task: {ds.task}), trained on the release and tested on the same real held-out rows. Each "
-    "mechanism uses the parameters last set for it on the Explore page (defaults otherwise)."
-)
+intro("compare")
+with st.expander(HOW):
+    st.markdown(
+        f"Utility against ε for several mechanisms on *{md_escape(st.session_state.dataset_label)}* "
+        f"(task: {ds.task}), trained on the release and tested on the same real held-out rows. Each "
+        "mechanism uses the parameters last set for it on the Explore page (defaults otherwise).")
 
 problems = {n: evaluation_problem(MECHANISMS[n], ds.task) for n in names}
 recommended = state.recommendation(ds)["mechanism"]
 # the recommended mechanism first (with its recommended settings), then the others
 evaluable = sorted((n for n in names if problems[n] is None), key=lambda n: n != recommended)
 c1, c2, c3 = st.columns([2, 2, 1])
-chosen = c1.multiselect("Mechanisms", names, key="p:compare_mechs",
+chosen = c1.multiselect("Mechanisms", names, key="p:compare_mechs", wrap=True,
                         **initial("p:compare_mechs", "default", evaluable[: min(4, len(evaluable))]))
 grid = sorted(c2.multiselect("ε grid", [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0],
-                             key="p:compare_eps",
+                             key="p:compare_eps", wrap=True,
                              **initial("p:compare_eps", "default", [0.1, 0.5, 1.0, 5.0, 10.0])))
 trials = c3.number_input("Trials", 1, 20, key="p:compare_trials",
                          **initial("p:compare_trials", "value", 3),
@@ -124,7 +126,7 @@ else:
     metrics = [m for m in dict.fromkeys(df["metric"]) if m != "k"]
     metric = st.selectbox("Metric", metrics, format_func=lambda m: METRIC_LABELS.get(m, m),
                           key="p:compare_metric", **initial("p:compare_metric"))
-    shown = st.multiselect("Show", sorted(df["mechanism"].unique()),
+    shown = st.multiselect("Show", sorted(df["mechanism"].unique()), wrap=True,
                            default=sorted(df["mechanism"].unique()), key="compare_shown")
     part = df[(df["metric"] == metric) & df["mechanism"].isin(shown)]
     st.warning(f"Everything below is **{NOT_DP_NOTICE}**: an exploration aid for the data "

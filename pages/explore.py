@@ -12,7 +12,8 @@ import streamlit as st
 from app import state
 from app.card_text import automatic_choices, noise_savings
 from app.controls import initial, mechanism_controls
-from app.figures.common import noise_table, release_scatter_chart
+from app.explain import guarantee_row, intro, noise_block
+from app.figures.common import release_scatter_chart
 from app.figures.images import image_grid_pixels
 from app.markdown import md_escape
 from app.runner import (
@@ -34,7 +35,7 @@ name = st.session_state.mechanism
 mech = get_mechanism(name)
 
 st.title(f"Explore · {mech.title}")
-st.caption(f"{mech.summary}  \nSource: {mech.citation}")
+intro("explore")
 
 
 def _memo_view(basis: np.ndarray, real_rows: bool = False) -> object:
@@ -54,7 +55,6 @@ def explore_body() -> None:
     these elements."""
     left, right = st.columns([1, 2], gap="large")
     with left:
-        st.subheader("Parameters")
         params = mechanism_controls(mech, ds)
         seed = st.number_input("Preview seed", 0, 2**31 - 1, key="p:preview_seed",
                                **initial("p:preview_seed", "value", 0),
@@ -85,58 +85,54 @@ def explore_body() -> None:
         elif not g.holds:
             st.error("Bounds come from the private data: the guarantee below does **not** hold.",
                      icon=":material/report:")
-        st.info(f"**Preview (seeded).** {g.plain_language()}", icon=":material/verified_user:")
-        c1, c2, c3, c4 = st.columns([1, 1, 1.7, 1])
-        c1.metric("guaranteed ε", "∞" if math.isinf(g.epsilon) else f"{g.epsilon:.4g}")
-        c2.metric("δ", f"{g.delta:.2g}" if g.delta else "0")
-        c3.metric("relation", g.neighbouring)
-        c4.metric("kind", g.kind)
+        guarantee_row(g, "In words below. A seeded preview of the training rows: never a release.")
         nominal = release.parameters.get("epsilon")
         if nominal is not None and math.isfinite(g.epsilon) and g.epsilon > float(nominal) * (1 + 1e-9):
             st.warning(f"The nominal ε = {nominal:g} is **not** what this calibration guarantees: "
                        f"the actual guarantee is ε = {g.epsilon:.4g}.")
         for w in release.details.get("warnings", []):
             st.warning(md_escape(w))
-        if chosen := automatic_choices(release.parameters, release.details):
-            st.caption(chosen)  # what the empty (automatic) fields became, as on the card
+        real_mapped = real_in_release_space(release, test.X)
+        n_released = release.data.shape[0] if result.rows is None else release.n_rows  # the full release's
+        plotted = rows_at(result.rows, preview_rows(n_released))
+        fit = partial(_memo_view, real_rows=release.transform_fn is None and release.space == "features")
+        real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float), fit=fit,
+                                       plotted=plotted)
+        labels = test.y if ds.task == "classification" else None
+        rel_labels = release_class_labels(release) if ds.task == "classification" else None
+        if rel_labels is not None:  # the labels of the plotted rows, in the plotted order
+            rel_labels = np.asarray(rel_labels)[plotted]
+        unit = "units of the released columns"
+        titles = ((f"released column 1 ({unit})", f"released column 2 ({unit})")
+                  if axis == "released coordinates"
+                  else (f"principal axis 1 ({unit})", f"principal axis 2 ({unit})"))
+        # Vega-Lite on a canvas: the spec stays the same across epsilon moves, so the browser keeps
+        # the chart and swaps its points (a Plotly chart was rebuilt, an SVG node per point)
+        data, spec = release_scatter_chart(real2, rel2, labels, rel_labels, axis, axis_titles=titles,
+                                           classes=ds.classes)
+        st.vega_lite_chart(data, spec, key="scatter")
+        if real_mapped is None:
+            st.caption("This release has no public map for real rows (its projection is secret), so only "
+                       "the release is shown.")
+
+    st.info(f"**The guarantee of this preview, in words.** {g.plain_language()}",
+            icon=":material/verified_user:")
+    chosen = automatic_choices(release.parameters, release.details)
+    how = noise_block(release.noise)
+    with how:
+        if chosen:
+            st.caption(chosen)  # what the empty (automatic) fields became and the rule, as on the card
         if saved := noise_savings(release.details):
             st.caption(saved)  # how much noise the Gaussian variant saves against the papers' Laplace
-
-    st.markdown("**Noise added** (sensitivity → scale)")
-    # a plain table across the page: a few rows of text need neither the interactive grid, which
-    # the browser rebuilt on every move, nor a narrow column that cuts the formulas and sources
-    st.table(noise_table(release.noise), hide_index=True)
-    if result.rows is not None:
-        st.caption(f"This preview draws the {len(result.rows):,} released rows shown below, of "
-                   f"{release.n_rows:,}: each row's noise depends on that row only, so they are drawn "
-                   "as in the full release. The Release page draws every row.")
-    clipped = result.diagnostics.get("n_clipped_entries", 0)
-    if clipped:
-        st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
-                   "public bounds.")
-
-    st.subheader("Release vs real data")
-    real_mapped = real_in_release_space(release, test.X)
-    n_released = release.data.shape[0] if result.rows is None else release.n_rows  # the full release's
-    plotted = rows_at(result.rows, preview_rows(n_released))
-    fit = partial(_memo_view, real_rows=release.transform_fn is None and release.space == "features")
-    real2, rel2, axis = two_d_view(real_mapped, np.asarray(release.data, dtype=float), fit=fit,
-                                   plotted=plotted)
-    labels = test.y if ds.task == "classification" else None
-    rel_labels = release_class_labels(release) if ds.task == "classification" else None
-    if rel_labels is not None:  # the labels of the plotted rows, in the plotted order
-        rel_labels = np.asarray(rel_labels)[plotted]
-    unit = "units of the released columns"
-    titles = ((f"released column 1 ({unit})", f"released column 2 ({unit})") if axis == "released coordinates"
-              else (f"principal axis 1 ({unit})", f"principal axis 2 ({unit})"))
-    # Vega-Lite on a canvas: the spec stays the same across epsilon moves, so the browser keeps
-    # the chart and swaps its points (a Plotly chart was rebuilt, an SVG node per point)
-    data, spec = release_scatter_chart(real2, rel2, labels, rel_labels, axis, axis_titles=titles,
-                                       classes=ds.classes)
-    st.vega_lite_chart(data, spec, key="scatter")
-    if real_mapped is None:
-        st.caption("This release has no public map for real rows (its projection is secret), so only "
-                   "the release is shown.")
+        if result.rows is not None:
+            st.caption(f"This preview draws the {len(result.rows):,} released rows shown above, of "
+                       f"{release.n_rows:,}: each row's noise depends on that row only, so they are drawn "
+                       "as in the full release. The Release page draws every row.")
+        clipped = result.diagnostics.get("n_clipped_entries", 0)
+        if clipped:
+            st.caption(f"Exploration only (never on the card): {clipped:,} entries were clipped to the "
+                       "public bounds.")
+        st.caption(f"{mech.summary} Source: {mech.citation}")
 
     if "distances" in mech.capabilities and release.data.shape[0] == train.n_samples:
         k = len(ds.classes) if ds.task == "classification" and ds.classes is not None else 2

@@ -7,8 +7,9 @@ import math
 import streamlit as st
 
 from app import state
+from app.card_text import budget_shares
 from app.controls import mechanism_controls
-from app.figures.common import noise_table
+from app.explain import guarantee_row, intro, noise_block
 from app.figures.privacy import epsilon_at_order_figure, epsilon_vs_sigma_figure
 from app.markdown import md_escape
 from app.notices import supported_by
@@ -17,28 +18,32 @@ from dpcore.calibration import default_delta
 from dpcore.mechanisms import get_mechanism
 
 st.title("Privacy")
+intro("privacy")
 ds = state.dataset()
 name = st.session_state.mechanism
 mech = get_mechanism(name)
 
 if "rdp" not in mech.capabilities:
-    st.markdown(
-        f"**{mech.title}** is calibrated directly (no Rényi-DP accounting), under the "
-        f"*{mech.neighbouring}* neighbouring relation: the guarantee below composes the budget parts "
-        "of its noisy statistics."
-    )
-    params = mechanism_controls(mech, ds)
+    left, right = st.columns([1, 2], gap="large")
+    with left:
+        params = mechanism_controls(mech, ds)
     train, _ = state.split()
     from app.runner import draw_release
 
     key = ("privacy", ds.fingerprint, name, repr(sorted(params.items())))
     res = state.memo(key, lambda: draw_release(name, params, train, 0))
-    if res.error:
-        st.error(md_escape(res.error))
-    else:
-        st.info(res.release.guarantee.plain_language(), icon=":material/verified_user:")
-        st.dataframe(noise_table(res.release.noise), hide_index=True)
-    st.caption("Live Rényi-DP curves are drawn for: " + ", ".join(supported_by("rdp")))
+    with right:
+        if res.error:
+            st.error(md_escape(res.error))
+            st.stop()
+        g = res.release.guarantee
+        guarantee_row(g)
+        st.markdown(f"**{mech.title}** is calibrated directly (no Rényi-DP accounting): its guarantee "
+                    "composes the budget parts of its noisy statistics. "
+                    + md_escape(budget_shares(res.release.details) or ""))
+        st.info(g.plain_language(), icon=":material/verified_user:")
+        noise_block(res.release.noise)
+        st.caption("Live Rényi-DP curves are drawn for: " + ", ".join(supported_by("rdp")))
     st.stop()
 
 # ---------------------------------------------------------------- DPMix: the accountant, live

@@ -24,7 +24,8 @@ from app import ledger as app_ledger
 from app import state
 from app.card_text import card_in_words, equivalent_command, python_snippet, report_html
 from app.controls import initial, mechanism_controls
-from app.markdown import md_escape
+from app.explain import intro
+from app.markdown import md_code, md_escape
 from app.runner import draw_release
 from dpcore.decode import PublicSchema, original_space_note, with_output_space
 from dpcore.exceptions import DataValidationError
@@ -48,12 +49,13 @@ st.session_state.ledger = ledger  # this dataset's ledger as stored (every sessi
 history: list[app_ledger.HistoryItem] = st.session_state.setdefault("release_history", [])
 
 st.title("Release")
-st.markdown(
-    f"Draw a release of **all {ds.n_samples:,} rows** of *{md_escape(st.session_state.dataset_label)}* with "
-    f"**{mech.title}**. Releases are drawn from fresh OS entropy (no seed exists that could "
-    "regenerate the noise). **Every release whose rows are shown here is charged** to this "
-    "dataset's ledger, downloaded or not, and stays in this session's history until you discard it; "
-    "a release that would go past the budget is refused before anyone sees it."
+intro("release")
+st.caption(
+    f"A release of **all {ds.n_samples:,} rows** of *{md_escape(st.session_state.dataset_label)}* with "
+    f"**{mech.title}**, drawn from fresh OS entropy (no seed exists that could regenerate the noise). "
+    "**Every release whose rows are shown here is charged** to this dataset's ledger, downloaded or "
+    "not, and stays in this session's history until you discard it; a release that would go past the "
+    "budget is refused before anyone sees it."
 )
 
 with st.expander("Parameters (shared with the Explore page)", expanded=False):
@@ -364,7 +366,8 @@ if pending:
             st.download_button("Download categories.json (the public categories, for --categories)",
                                json.dumps(ds.categories, indent=1, default=str), "categories.json",
                                "application/json", key="dl_categories")
-        st.json(card, expanded=False)
+        with st.expander("The release card as JSON (the .card.json file)"):
+            st.json(card, expanded=True)
         # the escaped table: Streamlit's own CSV export of this preview must not carry formulas
         st.dataframe(rel.to_csv_frame().head(20), height=240)
 
@@ -407,7 +410,7 @@ if ledger.entries:
                                for e in ledger.entries]), hide_index=True)
 else:
     st.caption("Nothing released yet.")
-st.caption(f"The ledger is kept on the server (`{md_escape(str(store.path))}`; key `{md_escape(key[:24])}`), "
+st.caption(f"The ledger is kept on the server ({md_code(store.path)}; key {md_code(key[:24])}), "
            "shared by every session and by the command line (`dpcore release ... --ledger` with this "
            "file). It survives reloads, new tabs and server restarts. Download it as a JSON ledger "
            "(the CLI's format), or add the releases of one.")

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import state
 from app.controls import initial, mechanism_controls
+from app.explain import HOW, intro
 from app.figures.utility import METRIC_LABELS, utility_curve_figure
 from app.markdown import md_escape
 from dpcore.evaluation import (
@@ -30,14 +31,14 @@ metric_text = {
                     "next to the ARI of isotropic noise of the release's scale (the null: a release "
                     "with no structure; only an ARI clearly above it means the release kept clusters)",
 }[ds.task]
-st.markdown(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*: {metric_text}. "
-            "Each point is "
-            "the mean over trials with a 95% interval (bootstrap over trials; for accuracies also "
-            "the Wilson interval of the test predictions); hollow points are not distinguishable "
-            "from the chance level (dotted); the dashed line is the same model trained on the real "
-            "training rows (non-private).")
-st.caption(f"These utility numbers are {NOT_DP_NOTICE}: they guide the custodian's choice of "
-           "settings and are not to be published.")
+intro("utility")
+st.caption(f"**{mech.title}** on *{md_escape(st.session_state.dataset_label)}*. These utility numbers are "
+           f"{NOT_DP_NOTICE}: they guide the custodian's choice of settings and are not to be published.")
+with st.expander(HOW):
+    st.markdown(f"The metric: {metric_text}. Each point is the mean over trials with a 95% interval "
+                "(bootstrap over trials; for accuracies also the Wilson interval of the test "
+                "predictions); hollow points are not distinguishable from the chance level (dotted); the "
+                "dashed line is the same model trained on the real training rows (non-private).")
 problem = evaluation_problem(mech, ds.task)
 if problem:
     st.warning(md_escape(f"{name} cannot be evaluated here: {problem}."))
@@ -52,16 +53,16 @@ axis = c1.radio("Sweep", axes, horizontal=True, key="p:utility_axis", **initial(
 trials = c2.slider("Trials per point", 1, 10, key="p:utility_trials", **initial("p:utility_trials",
                                                                                   "value", 3))
 if axis == "epsilon":
-    grid = c3.multiselect("ε grid", [0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0, 100.0],
+    grid = c3.multiselect("ε grid", [0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0, 100.0], wrap=True,
                           key="p:utility_eps", **initial("p:utility_eps", "default",
                                                          [0.1, 0.5, 1.0, 2.0, 5.0, 10.0]))
 elif axis == "ell":
-    grid = c3.multiselect("ℓ grid (mixture degree)", [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    grid = c3.multiselect("ℓ grid (mixture degree)", [1, 2, 4, 8, 16, 32, 64, 128, 256], wrap=True,
                           key="p:utility_ell", **initial("p:utility_ell", "default", [1, 4, 16, 64]))
 else:
     top = max(1, ds.n_features - 1)
     default = sorted({v for v in (1, 2, 5, 10, 20, 40) if v <= top})
-    grid = c3.multiselect("p grid", list(range(1, top + 1)), key="p:utility_p",
+    grid = c3.multiselect("p grid", list(range(1, top + 1)), key="p:utility_p", wrap=True,
                           **initial("p:utility_p", "default", default))
 grid = sorted(grid)
 fixed = {k: v for k, v in params.items() if k != axis}

@@ -465,7 +465,11 @@ def test_explore_mechanism_choice_and_epsilon_slider(explore_page):
 
     eps = "ε (epsilon)"
 
-    def noise_scale() -> float:  # first row of the plain noise table
+    # the full noise table is behind "How is this computed?" (the page shows a plain summary)
+    page.locator('[data-testid="stExpander"]').filter(has_text="How is this computed?").locator(
+        "summary").click()
+
+    def noise_scale() -> float:  # first row of the full noise table
         table = page.locator('[data-testid="stTable"]').first
         headers = [h.strip() for h in table.locator("thead th").all_inner_texts()]
         cells = table.locator("tbody tr").first.locator("td, th").all_inner_texts()
@@ -481,8 +485,8 @@ def test_explore_mechanism_choice_and_epsilon_slider(explore_page):
     assert slider_value(page, eps) == "5"
     expect(page.locator('[data-testid="stMetric"]').filter(has_text="guaranteed ε")
            .locator('[data-testid="stMetricValue"]')).to_have_text("5")
-    expect(page.locator('[data-testid="stAlert"]').filter(has_text="Preview (seeded)")).to_contain_text(
-        "epsilon = 5")
+    expect(page.locator('[data-testid="stAlert"]').filter(
+        has_text="The guarantee of this preview, in words")).to_contain_text("epsilon = 5")
     scale_5 = poll(page, lambda: (v := noise_scale()) != scale_1 and v,
                    what="the noise table to follow the slider")
     assert 0 < scale_5 < scale_1 / 3, (scale_1, scale_5)  # Gaussian scale ~ 1/epsilon

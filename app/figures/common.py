@@ -18,6 +18,7 @@ __all__ = [
     "REAL_ROWS",
     "RELEASED_ROWS",
     "SCATTER_CLASS",
+    "SCATTER_HEIGHT",
     "SCATTER_ROWS",
     "SCATTER_X",
     "SCATTER_Y",
@@ -35,6 +36,8 @@ CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b
 MAX_LEGEND_CLASSES = len(CLASS_COLOURS)
 
 
+#: Height in pixels of the Explore scatter's plotting area (title, legend and axes come on top).
+SCATTER_HEIGHT = 330
 #: Column names of the Explore scatter's table (:func:`release_scatter_chart`).
 SCATTER_X, SCATTER_Y, SCATTER_CLASS, SCATTER_ROWS = "axis 1", "axis 2", "class", "rows"
 REAL_ROWS, RELEASED_ROWS = "real (held-out)", "released"
@@ -45,7 +48,8 @@ def release_scatter_chart(real_2d: np.ndarray | None, released_2d: np.ndarray,
                           released_labels: np.ndarray | None = None,
                           axis_text: str = "",
                           axis_titles: tuple[str, str] = ("axis 1", "axis 2"),
-                          classes: Sequence[object] | None = None) -> tuple[pd.DataFrame, dict]:
+                          classes: Sequence[object] | None = None,
+                          height: int = SCATTER_HEIGHT) -> tuple[pd.DataFrame, dict]:
     """Scatter of the release over the real data in the same 2-D view, as a Vega-Lite chart.
 
     Returns ``(data, spec)`` for ``st.vega_lite_chart(data, spec)``: ``data`` has one row per
@@ -56,7 +60,8 @@ def release_scatter_chart(real_2d: np.ndarray | None, released_2d: np.ndarray,
     hollow in the same colour. Without labels real points are grey and released points red.
     ``axis_text`` is the subtitle (what the axes are), ``axis_titles`` the axis titles (with
     their units). ``classes``: the public class list, which fixes the colours and the legend for
-    every epsilon (default: the classes found in the labels).
+    every epsilon (default: the classes found in the labels). ``height``: of the plotting area in
+    pixels (the default keeps the whole chart in a 1280 x 720 window under the page's title).
 
     The spec depends only on the titles, the classes and which sets are drawn, never on the
     points: Streamlit then keeps the chart and Vega replaces its data in place when only the
@@ -112,7 +117,7 @@ def release_scatter_chart(real_2d: np.ndarray | None, released_2d: np.ndarray,
     title = ("Released rows (filled) over real held-out rows (hollow)"
              if found is not None and real_2d is not None else "Released rows")
     spec = {
-        "height": 460,
+        "height": int(height),
         "title": {"text": title, "subtitle": axis_text, "anchor": "start"},
         "layer": layers,
         # a canvas, not an SVG node per point; no ARIA node per point either

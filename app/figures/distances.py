@@ -126,8 +126,7 @@ def variance_vs_k_figure(ks: np.ndarray, rho2: float, noise_variance: float | np
         fig.add_trace(go.Scatter(x=ks, y=jl_claim7_variance(rho2, ks, s2), mode="lines",
                                  name="JL paper Claim 7 (wrong)", line={"color": "grey", "dash": "dash"}))
     _mark_k_opt(fig, k_opt, ks)
-    heading = {"text": title or "Variance of a recovered squared distance",
-               "subtitle": {"text": f"median ρ² = {rho2:.3g}, {noise} noise"}}
+    heading = title or f"Variance at the median ρ² = {rho2:.3g}"
     fig.update_layout(title=heading, xaxis_title="projected dimension k",
                       yaxis_title="variance (squared-distance units²)", yaxis_type="log", **LAYOUT)
     return readable_log_axes(fig)
@@ -155,5 +154,8 @@ def _mark_k_opt(fig: go.Figure, k_opt: float | None, ks: np.ndarray | None = Non
         return
     top = None if ks is None or not len(ks) else float(np.max(ks))
     x = min(max(float(k_opt), 1.0), top) if top is not None else max(float(k_opt), 1.0)
-    fig.add_vline(x=x, line={"color": "#2ca02c", "dash": "dash"}, annotation_text=text,
-                  annotation_position="top right")
+    # the short form on the chart (the reason, if any, is the page's caption): a long label ran out
+    # of a half-width chart and over its title at 1280 px
+    right = top is None or x <= top / 2  # the label reads into the chart (a linear k axis)
+    fig.add_vline(x=x, line={"color": "#2ca02c", "dash": "dash"}, annotation_text=text.split(" (")[0],
+                  annotation_position="top right" if right else "top left")

@@ -182,9 +182,12 @@ def epsilon_at_order_figure(
                 x=alphas[ok], y=y[ok], mode="lines", name=name, line=style, legendgroup=name,
                 showlegend=show, hovertemplate="α = %{x}<br>%{y:.4g}<extra>" + name + "</extra>",
             ), row=1, col=col)
+        # the label reads away from the nearer end of the order axis, so it stays inside the chart
+        left_half = math.log(a_star) <= (math.log(alphas.min()) + math.log(alphas.max())) / 2
         fig.add_trace(go.Scatter(
             x=[a_star], y=[eps_star], mode="markers+text", text=[f"α* = {a_star:.0f}, ε = {eps_star:.4g}"],
-            textposition="top center", marker={"size": 11, "color": "black", "symbol": "x"},
+            textposition="top right" if left_half else "top left",
+            marker={"size": 11, "color": "black", "symbol": "x"},
             name="minimum", legendgroup="min", showlegend=show,
             hovertemplate="α* = %{x}<br>ε = %{y:.4g}<extra></extra>",
         ), row=1, col=col)
