@@ -214,10 +214,16 @@ def plain_part(statistic: str) -> str:
         m = re.match(pattern, text)
         if m:
             return m.expand(plain)
-    text = text.split(": ", 1)[-1]
-    text = re.sub(r"\s*\([^()]*(\([^()]*\)[^()]*)*\)", "", text)  # (sizes), ((p+1) x (p+1))
-    words = [w for w in text.split() if not re.search(r"[=^/\\]", w)]
-    return " ".join(words) or "noisy statistics"
+    def clean(part: str) -> str:
+        part = re.sub(r"\s*\([^()]*(\([^()]*\)[^()]*)*\)", "", part)  # (sizes), ((p+1) x (p+1))
+        return " ".join(w for w in part.split() if not re.search(r"[=^/\\:]", w))
+
+    # "name: formula" reads as the formula's words if it has any, else as the name
+    for part in reversed(text.split(": ", 1)):
+        words = clean(part)
+        if re.search(r"[A-Za-z]{3}", words):
+            return words
+    return "noisy statistics"
 
 
 def _record(rec: Any) -> dict[str, Any]:

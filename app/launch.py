@@ -76,7 +76,8 @@ def _flags(settings: Mapping[str, str]) -> list[str]:
 #: and the first run still waited: about 4 s of the cold first page came from scikit-learn.)
 #: The first page's run also imported Pillow's image plugins (PNG encoding of the image grid),
 #: pyarrow's pandas bridge (the preview grid), Streamlit's icon names and app.markdown.
-PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.figures.images", "dpcore.release",
+PRELOAD = ("dpcore.mechanisms", "app.state", "app.controls", "app.explain", "app.upload",
+           "app.figures.images", "dpcore.release",
            "app.runner", "app.figures.common", "sklearn.model_selection", "plotly.io",
            "sklearn.cluster", "sklearn.metrics", "app.markdown", "pyarrow.pandas_compat",
            "streamlit.material_icon_names", "PIL.BmpImagePlugin", "PIL.GifImagePlugin",

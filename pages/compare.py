@@ -139,7 +139,8 @@ else:
         st.markdown("**Best per ε** (only results whose interval is clear of the chance level)")
         best = best_per_value(part, series="mechanism").rename(columns={"x": "epsilon"})
         st.dataframe(best, hide_index=True)
-    st.dataframe(df, hide_index=True)
+    with st.container(key="wide-compare-numbers"):  # every number: a grid to scroll sideways
+        st.dataframe(df, hide_index=True)
     st.download_button("Download all numbers (CSV, NOT differentially private)",
                        exploration_csv(df, "dp-explorer Compare"), exploration_filename("compare"),
                        "text/csv")

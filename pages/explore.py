@@ -85,7 +85,6 @@ def explore_body() -> None:
         elif not g.holds:
             st.error("Bounds come from the private data: the guarantee below does **not** hold.",
                      icon=":material/report:")
-        guarantee_row(g, "In words below. A seeded preview of the training rows: never a release.")
         nominal = release.parameters.get("epsilon")
         if nominal is not None and math.isfinite(g.epsilon) and g.epsilon > float(nominal) * (1 + 1e-9):
             st.warning(f"The nominal ε = {nominal:g} is **not** what this calibration guarantees: "
@@ -114,6 +113,7 @@ def explore_body() -> None:
         if real_mapped is None:
             st.caption("This release has no public map for real rows (its projection is secret), so only "
                        "the release is shown.")
+        guarantee_row(g, "In words below. A seeded preview of the training rows: never a release.")
 
     st.info(f"**The guarantee of this preview, in words.** {g.plain_language()}",
             icon=":material/verified_user:")

@@ -353,9 +353,9 @@ if pending:
         st.markdown(card_in_words(card_dict))
         st.markdown("**The same settings from the command line** (each run draws fresh noise "
                     "from OS entropy; there is no seed to give):")
-        st.code(command, language="bash")
+        st.code(command, language="bash", wrap_lines=True)
         st.markdown("**The same settings in Python** (no `random_state`: fresh OS entropy):")
-        st.code(snippet, language="python")
+        st.code(snippet, language="python", wrap_lines=True)
         if not bundled and "user" in sources:
             public = {c: [float(lo), float(hi)] for c, (lo, hi), src in
                       zip(ds.feature_names, ds.bounds, ds.bounds_sources, strict=True) if src != "data"}
@@ -369,7 +369,8 @@ if pending:
         with st.expander("The release card as JSON (the .card.json file)"):
             st.json(card, expanded=True)
         # the escaped table: Streamlit's own CSV export of this preview must not carry formulas
-        st.dataframe(rel.to_csv_frame().head(20), height=240)
+        with st.container(key="wide-release-preview"):  # every column: a grid to scroll sideways
+            st.dataframe(rel.to_csv_frame().head(20), height=240)
 
 
 def _import_ledger() -> None:
@@ -406,7 +407,11 @@ def _raise_budget() -> None:
 st.subheader("Ledger of this dataset")
 if ledger.entries:
     st.caption(md_escape(ledger.summary()))
-    st.dataframe(pd.DataFrame([{**asdict(e), "epsilon": "inf" if e.unbounded else e.epsilon}
+    # the columns that tell releases apart, narrow enough for a 1280 px window (the dataset is this
+    # one; the full hashes are in the JSON ledger below)
+    st.dataframe(pd.DataFrame([{"release": e.mechanism, "ε": "inf" if e.unbounded else e.epsilon,
+                                "δ": e.delta, "relation": e.neighbouring, "when (UTC)": e.created_utc,
+                                "CSV sha256": e.sha256[:12] + ("…" if len(e.sha256) > 12 else "")}
                                for e in ledger.entries]), hide_index=True)
 else:
     st.caption("Nothing released yet.")

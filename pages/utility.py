@@ -102,7 +102,8 @@ else:
         st.markdown(md_escape(null_verdict(df)))
     st.warning(f"The table and its download are **{NOT_DP_NOTICE}**.",
                icon=":material/science:")
-    st.dataframe(df, hide_index=True)
+    with st.container(key="wide-utility-numbers"):  # every number: a grid to scroll sideways
+        st.dataframe(df, hide_index=True)
     st.download_button("Download the numbers (CSV, NOT differentially private)",
                        exploration_csv(df, f"dp-explorer Utility of {name}"),
                        exploration_filename(f"utility-{name}"), "text/csv")

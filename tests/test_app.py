@@ -279,13 +279,16 @@ def test_upload_csv_without_bounds_is_flagged_and_stays_in_session():
     at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
     assert not at.exception
     at.selectbox(key="upload_label").select("y").run()
-    at.button[0].click().run()  # no task chosen: refused (it is never guessed from the labels)
+    # no task chosen: the table cannot be used (the task is never guessed from the labels); the step
+    # still missing is the one shown, and it asks for the task
+    assert not [b for b in at.button if b.label == "Use this table"]
+    assert any("Choose the task" in i.value for i in at.info)
+    assert any("**2 · Label and task**" in m.value and "now" in m.value for m in at.markdown)
     assert not at.exception
-    assert any("choose the task" in e.value for e in at.error)
     assert at.session_state.dataset.name == "digits"
     at.selectbox(key="upload_task").select("classification").run()
     at.text_input(key="upload_classes").input("0, 1").run()
-    at.button[0].click().run()
+    next(b for b in at.button if b.label == "Use this table").click().run()
     assert not at.exception
     ds = at.session_state.dataset
     assert ds.name == "mine.csv" and ds.n_samples == 60 and ds.bounds_source == "data"

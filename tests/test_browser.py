@@ -30,6 +30,7 @@ from benchmarks.browser_harness import (
     IDLE_JS,
     RunTracker,
     ServerStartError,
+    layout_problems,
     serve,
 )
 from dpcore.ledger_store import LedgerStore
@@ -56,6 +57,15 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pac
 expect = sync_api.expect
 
 TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+#: True when pictures are decoded, Plotly charts have their data and Vega charts a drawn canvas.
+PAGE_DRAWN_JS = """() => {
+  if (document.querySelector('[data-testid="stSkeleton"]')) return false;
+  return Array.from(document.querySelectorAll('[data-testid="stImage"] img')).every(i => i.complete)
+    && Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]')).every(
+         c => { const gd = c.querySelector('.js-plotly-plot'); return !!gd && !!gd.data; })
+    && Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')).every(
+         c => c.clientWidth > 0);
+}"""
 TRACKERS: dict[object, RunTracker] = {}
 #: What the Explore scatter's canvas shows, as a number; null before it is drawn.
 CANVAS_SIGNATURE_JS = f"""() => ({CANVAS_HASH_JS})(
@@ -223,9 +233,27 @@ def screenshot(page, name: str) -> Path:
 
 
 def select_option(page, container, option: str) -> None:
-    """Open a Streamlit selectbox and pick ``option`` (exact text of the listed option)."""
-    container.click()
-    rerun(page, page.get_by_role("option", name=option, exact=True).click)
+    """Open a Streamlit selectbox and pick ``option`` (exact text of the listed option). The box is
+    opened by its text field (the middle of a box with a help icon can fall between label and field)."""
+    field = container.locator("input")
+    target = field.first if field.count() else container
+    choice = page.get_by_role("option", name=option, exact=True)
+    for _ in range(3):  # a list opened while the page still scrolls to the box closes again: retry
+        target.scroll_into_view_if_needed()
+        page.evaluate(TWO_FRAMES_JS)
+        target.click()
+        try:
+            choice.wait_for(state="visible", timeout=5_000)
+            break
+        except sync_api.TimeoutError:
+            page.keyboard.press("Escape")
+    rerun(page, choice.click)
+
+
+def no_label(page) -> None:
+    """Data page, an upload's step 2: the table has no label (an explicit choice)."""
+    select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Label column"),
+                  "no label (unsupervised)")
 
 
 def slider_input(page, label: str):
@@ -370,6 +398,64 @@ def test_guided_tour_walked_with_next_only_says_what_each_step_plots(open_app):
     expect(page.get_by_role("button", name="Your data")).to_be_visible()
 
 
+#: The window sizes every page must fit: a projector and a laptop.
+WINDOWS = [(1280, 720), (1920, 1080)]
+
+
+def window_shot(page, name: str) -> Path:
+    """What the window shows, unscrolled (``test-artifacts/screenshots/<name>.png``)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.evaluate(TWO_FRAMES_JS)
+    page.screenshot(path=str(path))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}")
+def test_every_page_fits_the_window_with_no_clipped_or_overlapping_text(browser, server, window):
+    """Every page of the navigation, the guided tour's steps and the DPMix accountant (Privacy), at
+    1280 x 720 and 1920 x 1080: no text cut (scrollWidth > clientWidth), off the page, outside its chart
+    or drawn over other text (benchmarks.browser_harness.LAYOUT_CHECK_JS); Explore's scatter shows
+    whole without scrolling. A picture of each window is saved."""
+    width, height = window
+    contexts: list = []
+    try:
+        page = _new_session(browser, contexts, server + "/")
+        page.set_viewport_size({"width": width, "height": height})
+        settle(page)
+        problems: dict[str, list[str]] = {}
+
+        def check(name: str) -> None:
+            page.evaluate(TWO_FRAMES_JS)
+            found = layout_problems(page)
+            window_shot(page, f"window-{name}-{width}x{height}")
+            if found:
+                problems[name] = found
+
+        for title in nav_titles(page):
+            goto(page, title, check_title=False)
+            poll(page, lambda: page.evaluate(PAGE_DRAWN_JS), what=f"{title} to be drawn")
+            check(slug(title))
+            if title == "Explore":  # the main plot, whole, in the window as it opens
+                box = page.locator('[data-testid="stVegaLiteChart"]').first.bounding_box()
+                assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, (box, height)
+        goto(page, "Guided tour")
+        for i in range(6):  # every step of the tour
+            rerun(page, page.get_by_role("button", name="Next").click)
+            poll(page, lambda: page.evaluate(PAGE_DRAWN_JS), what=f"tour step {i + 2}")
+            check(f"tour-step-{i + 2}")
+        mech_box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+            has_text="Mechanism")
+        select_option(page, mech_box, "dpmix")
+        goto(page, "Privacy")
+        poll(page, lambda: page.evaluate(PAGE_DRAWN_JS), what="the accountant's figures")
+        check("privacy-dpmix")
+        assert not problems, json.dumps(problems, indent=1, ensure_ascii=False)
+    finally:
+        _close_sessions(contexts)
+
+
 @pytest.mark.slow
 def test_upload_csv_with_public_bounds_then_release(page):
     csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
@@ -429,6 +515,7 @@ def test_hostile_file_and_column_names_render_as_text(page):
     uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
     rerun(page, lambda: uploader.set_input_files(
         files=[{"name": name, "mimeType": "text/csv", "buffer": csv.encode()}]))
+    no_label(page)
     rerun(page, page.get_by_role("button", name="Use this table").click)
     sidebar = page.locator('[data-testid="stSidebar"]')
     expect(sidebar).to_contain_text(f"upload: {name}")  # the markdown shows the raw text
@@ -761,6 +848,7 @@ def test_a_release_on_data_bounds_needs_the_opt_in_and_is_marked_not_dp(open_ses
         uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first
         rerun(page, lambda: uploader.set_input_files(
             files=[{"name": "mine.csv", "mimeType": "text/csv", "buffer": csv.encode()}]))
+        no_label(page)
         rerun(page, page.get_by_role("button", name="Use this table").click)
         expect(page.get_by_text("Some bounds below were computed from the private data")).to_be_visible()
         goto(page, "Release")

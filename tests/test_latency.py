@@ -260,7 +260,7 @@ def test_explore_draws_only_the_displayed_rows_of_a_row_wise_release_and_shows_t
     n = train.n_samples
     np.testing.assert_array_equal(result.rows, displayed_rows(n))
     assert result.release.data.shape[0] == len(result.rows) < n == result.release.n_rows
-    assert any(f"draws the {len(result.rows):,} released rows shown below, of {n:,}" in c.value
+    assert any(f"draws the {len(result.rows):,} released rows shown above, of {n:,}" in c.value
                for c in at.caption)
     eps = float(result.release.parameters["epsilon"])
     full, diagnostics = LocalGaussian(epsilon=eps, random_state=0).explore(train)
@@ -312,6 +312,7 @@ def test_bounds_tools_are_built_only_while_their_expander_is_open():
     at.radio(key="p:data_source").set_value("Upload a file").run()
     csv = "a,b\n" + "\n".join(f"{i % 7},{(i * 3) % 5}" for i in range(30))
     at.get("file_uploader")[0].set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    at.selectbox(key="upload_label").select("(none)").run()  # an explicit choice (Data page, step 2)
     next(b for b in at.button if b.label == "Use this table").click().run()
     assert at.session_state.dataset.bounds_source == "data" and not at.exception
     assert tools(at) == ["bounds_file", "bulk_lo", "bulk_hi"]

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLASS_COLOURS",
+    "LEGEND",
     "MAX_LEGEND_CLASSES",
     "REAL_ROWS",
     "RELEASED_ROWS",
@@ -36,8 +37,12 @@ CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b
 MAX_LEGEND_CLASSES = len(CLASS_COLOURS)
 
 
-#: Height in pixels of the Explore scatter's plotting area (title, legend and axes come on top).
-SCATTER_HEIGHT = 330
+#: Height in pixels of the Explore scatter's plotting area: with its title, axes and legend (about
+#: 120 px more) the chart fits a 1280 x 720 window under the page's title.
+SCATTER_HEIGHT = 250
+#: The scatter's legend: one row under the plot (a column of ten classes beside it was taller than
+#: the chart and cut its title and last classes)
+LEGEND = {"orient": "bottom", "direction": "horizontal", "columns": 12}
 #: Column names of the Explore scatter's table (:func:`release_scatter_chart`).
 SCATTER_X, SCATTER_Y, SCATTER_CLASS, SCATTER_ROWS = "axis 1", "axis 2", "class", "rows"
 REAL_ROWS, RELEASED_ROWS = "real (held-out)", "released"
@@ -61,7 +66,7 @@ def release_scatter_chart(real_2d: np.ndarray | None, released_2d: np.ndarray,
     ``axis_text`` is the subtitle (what the axes are), ``axis_titles`` the axis titles (with
     their units). ``classes``: the public class list, which fixes the colours and the legend for
     every epsilon (default: the classes found in the labels). ``height``: of the plotting area in
-    pixels (the default keeps the whole chart in a 1280 x 720 window under the page's title).
+    pixels (:data:`SCATTER_HEIGHT`).
 
     The spec depends only on the titles, the classes and which sets are drawn, never on the
     points: Streamlit then keeps the chart and Vega replaces its data in place when only the
@@ -89,11 +94,11 @@ def release_scatter_chart(real_2d: np.ndarray | None, released_2d: np.ndarray,
     if found is not None:
         colour = {"field": SCATTER_CLASS, "type": "nominal", "sort": found,
                   "scale": {"domain": found, "range": list(CLASS_COLOURS[: len(found)])},
-                  "legend": {"title": "class"}}
+                  "legend": {"title": "class", **LEGEND}}
     else:
         colour = {"field": SCATTER_ROWS, "type": "nominal",
                   "scale": {"domain": [REAL_ROWS, RELEASED_ROWS], "range": ["#787878", "#d62728"]},
-                  "legend": {"title": None}}
+                  "legend": {"title": None, **LEGEND}}
     encoding = {
         "x": {"field": SCATTER_X, "type": "quantitative", "title": axis_titles[0],
               "scale": {"zero": False}},
@@ -117,7 +122,11 @@ def release_scatter_chart(real_2d: np.ndarray | None, released_2d: np.ndarray,
     title = ("Released rows (filled) over real held-out rows (hollow)"
              if found is not None and real_2d is not None else "Released rows")
     spec = {
+        # the plotting area's height, title, axes and legend laid out around it, the whole as wide as
+        # the column ("fit-x": Streamlit's default "fit" squeezed them into the height given and cut
+        # the title off at the top)
         "height": int(height),
+        "autosize": {"type": "fit-x", "contains": "padding"},
         "title": {"text": title, "subtitle": axis_text, "anchor": "start"},
         "layer": layers,
         # a canvas, not an SVG node per point; no ARIA node per point either
