@@ -402,7 +402,7 @@ def test_cli_refuses_an_output_folder_that_does_not_exist(tmp_path, capsys):
 
 def test_cli_removes_a_half_written_release(tmp_path, capsys, monkeypatch):
     """If writing fails after the CSV (disk full, card path unwritable), the CSV goes too."""
-    from dpcore import release as release_mod
+    from dpcore import staging as release_mod  # where Release.save writes its files
 
     real = release_mod._write_temp  # the one place Release.save writes bytes
 

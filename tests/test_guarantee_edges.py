@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import release as release_mod
 from dpcore.cli import main
 from dpcore.data import load_dataset
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
@@ -254,7 +253,7 @@ def test_a_failed_claim_leaves_no_output_marker(tmp_path, monkeypatch):
     def full_disk(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(release_mod.os, "pwrite", full_disk)
+    monkeypatch.setattr(os, "pwrite", full_disk)
     release = get_mechanism("local-gaussian")(epsilon=1.0, delta=1e-6, bounds=(0, 1)).release(
         np.random.default_rng(0).uniform(0, 1, (20, 2)))
     with pytest.raises(OSError, match="No space"):

@@ -22,6 +22,7 @@ import pytest
 
 from dpcore import ledger as ledger_mod
 from dpcore import release as release_mod
+from dpcore import staging
 from dpcore.cli import main
 from dpcore.exceptions import DataValidationError
 from dpcore.ledger import (
@@ -425,7 +426,7 @@ def _half_write_then(action):
         def fake_open(path, mode="r", *args, **kwargs):
             fh = real_open(path, mode, *args, **kwargs)
             return HalfWriter(fh) if "x" in mode else fh
-        release_mod.open = fake_open  # shadows the builtin inside dpcore.release only
+        staging.open = fake_open  # shadows the builtin inside dpcore.staging (writes releases) only
     return patch
 
 
@@ -639,7 +640,7 @@ def test_a_failed_publish_puts_the_previous_release_back(tmp_path, capsys, monke
             raise OSError(errno.EIO, "Input/output error")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(release_mod.os, "replace", replace)
+    monkeypatch.setattr(staging.os, "replace", replace)
     code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(out), *ledger)
     assert code == 2 and "Input/output error" in err, err
     expected = (["L.json"] if with_ledger else []) + ["r.csv", "r.card.json"]
@@ -759,12 +760,12 @@ def _contend(path: str, inside: str, rounds: int, counts) -> None:
     (two holders at once would find it there). A pause between opening a marker and locking it
     widens the window in which its holder removes it."""
     code = 0
-    real_flock = release_mod.fcntl.flock
+    real_flock = staging.fcntl.flock
 
     def slow_flock(fd, op):
         time.sleep(0.002)
         return real_flock(fd, op)
-    release_mod.fcntl.flock = slow_flock  # this child only
+    staging.fcntl.flock = slow_flock  # this child only
     try:
         for _ in range(rounds):
             try:
@@ -847,7 +848,7 @@ def test_a_release_without_a_map_removes_the_older_releases_map(tmp_path, capsys
                 raise OSError(errno.EIO, "Input/output error")
             return real_replace(src, dst)
 
-        monkeypatch.setattr(release_mod.os, "replace", replace)
+        monkeypatch.setattr(staging.os, "replace", replace)
     code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(out))
     if fail:
         assert code == 2 and "Input/output error" in err, err

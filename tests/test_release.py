@@ -278,7 +278,7 @@ def test_release_is_features_space_and_transform_is_identity():
 
 def test_save_is_all_or_nothing_when_a_write_fails(tmp_path, monkeypatch):
     """A failure while writing (disk full) or renaming leaves no file, no temporary, no half set."""
-    import dpcore.release as release_mod
+    import dpcore.staging as release_mod  # where Release.save writes its files
 
     rel = _private_release()
     real_write = release_mod._write_temp
