@@ -94,7 +94,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -110,17 +109,14 @@ from dpcore.calibration import (
     default_delta,
     image_dct_basis,
     laplace_scale,
-    psd_repair,
     recommended_mechanism,
     recommended_n_components,
-    shrink_noisy_covariance,
     tied_mean_share,
 )
 from dpcore.mechanisms._box import (
     A_BOUND,
     BoxMap,
     box_gram,
-    box_moments,
     box_project,
     lap_pca_sensitivity,
     top_eigvecs,
@@ -135,20 +131,36 @@ from dpcore.mechanisms._gaussian_model import (
     ZCDPBudget,
     add_matrix_noise,
     check_n_components,
-    label_to_unit,
-    mixture_weights,
-    second_moment_l2_sensitivity,
 )
 from dpcore.mechanisms._labels import (
     HISTOGRAM_FRACTION,
     LABEL_PRIVACY,
     WITHIN_CLASS,
-    divide_by_count,
     dp_class_histogram,
-    histogram_weights,
     label_privacy_assumption,
 )
 from dpcore.mechanisms._marginals import marginal_plan, marginal_share, measure_marginals
+from dpcore.mechanisms._pca_models import (  # re-exported: their home was this module
+    alg2_model,
+    alg3_model,
+    regression_covariance,
+    shrink_class_means,
+)
+from dpcore.mechanisms._pca_statistics import (  # re-exported: their home was this module
+    AG_SOURCE,
+    SOURCE,
+    _gaussian_coordinates,
+    _Moments,
+    _norm,
+    _PCAStats,
+    class_l2_sensitivities,
+    class_sum_sensitivities,
+    eigenvalue_l2_sensitivity,
+    eigenvalue_sensitivity,
+    pca_mean_sensitivity,
+    pca_second_moment_sensitivity,
+    tied_second_moment_sensitivities,
+)
 from dpcore.mechanisms._public import public_rows
 from dpcore.noise import BitSource, NoiseDraw
 from dpcore.preprocessing import PreparedInput
@@ -167,132 +179,6 @@ __all__ = [
     "shrink_class_means",
     "tied_second_moment_sensitivities",
 ]
-
-SOURCE = "Chanyaswad, Liu & Mittal, PCA-Gauss (formulas restored from the authors' code)"
-AG_SOURCE = "Dwork, Talwar, Thakurta & Zhang, Analyze Gauss, STOC 2014; Balle & Wang, ICML 2018"
-
-
-# ------------------------------------------------------------------------------------ sensitivities
-def eigenvalue_sensitivity(p: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
-    """L1 sensitivity of the top-``p`` eigenvalues of ``(1/(n d)) X^T X``, entries in ``[-a, a]``.
-
-    ``"paper"``: ``p a^2/n`` (Theorem 4: Weyl, each eigenvalue moves by at most the spectral norm
-    ``max ||x||^2/(n d) <= a^2/n``). ``"tight"``: ``min(p, 2) a^2/n`` (Lidskii-Mirsky: the sum of all
-    eigenvalue changes is at most the trace norm ``(||x||^2 + ||x'||^2)/(n d) <= 2 a^2/n``).
-    """
-    k = p if calibration == "paper" else min(p, 2)
-    return k * a**2 / n_rows
-
-
-def pca_second_moment_sensitivity(
-    p: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight", supervised: bool = False
-) -> float:
-    """L1 sensitivity of ``(1/n) Z^T Z`` for PCA features ``x^`` (and the label ``y``, ``|y| <= a``).
-
-    ``"paper"`` (noise on every entry): ``p^2 a^2/n`` (Prop. 3 in dimension p, box
-    ``[-a, a]^p``; Theorem 6), or ``(p^2 a^2 + 4 p a^2 + a^2)/n`` with the label (Theorem 5).
-
-    ``"tight"`` (noise on the upper triangle, ``(||A||_1 + sum |A_ii|)/2``): the smaller of two
-    proven bounds. Box: ``p(p+1) a^2/(2n)``, or ``(p(p+1)/2 + 2p + 1) a^2/n`` with the label.
-    Ball (ours): ``W`` has orthonormal columns, so ``||x^||_2 = ||W^T x||_2/sqrt(d) <= ||x||_2/sqrt(d)
-    <= a``; then ``||x^ x^T||_1 = ||x^||_1^2 <= p a^2`` and the diagonal sum is ``<= a^2``, giving
-    ``(p + 1) a^2/n`` (the RON-Gauss argument of SPEC section 2), or ``(p + 2 + 2 sqrt(p)) a^2/n``
-    with the label (cross terms ``sum_j |x^_j y - x^'_j y'| <= 2 sqrt(p) a^2``, ``y^2``: ``a^2``).
-    """
-    if calibration == "paper":
-        s1 = p * p + (4 * p + 1 if supervised else 0)
-    else:
-        box = p * (p + 1) / 2 + (2 * p + 1 if supervised else 0)
-        ball = p + 1 + ((1 + 2 * math.sqrt(p)) if supervised else 0)
-        s1 = min(box, ball)
-    return s1 * a**2 / n_rows
-
-
-def pca_mean_sensitivity(p: int, n_rows: int, a: float = A_BOUND, calibration: str = "tight") -> float:
-    """L1 sensitivity of the class mean of PCA features.
-
-    ``"paper"``: ``2 p a/n_c`` (Theorem 6, box ``[-a, a]^p``). ``"tight"``: ``2 sqrt(p) a/n_c``
-    (ours: ``||x^ - x^'||_1 <= sqrt(p) ||x^ - x^'||_2 <= 2 sqrt(p) a`` since ``||x^||_2 <= a``).
-    """
-    return 2 * (p if calibration == "paper" else math.sqrt(p)) * a / n_rows
-
-
-def eigenvalue_l2_sensitivity(n_rows: int) -> float:
-    """L2 sensitivity ``sqrt(2)/n`` of the top-``p`` eigenvalues of ``(1/n) sum_i y_i y_i^T`` for rows
-    of norm <= 1 (``noise="gaussian"``, Alg. 1), whatever ``p``.
-
-    Hoffman-Wielandt: for symmetric ``A, A'`` with eigenvalues sorted the same way,
-    ``sum_i (lambda_i - lambda'_i)^2 <= ||A - A'||_F^2``; replace-one changes ``A`` by
-    ``(u u^T - v v^T)/n`` with ``||u u^T - v v^T||_F^2 = ||u||^4 + ||v||^4 - 2 (u.v)^2 <= 2``; the top
-    ``p`` are a sub-vector.
-    """
-    return math.sqrt(2.0) / n_rows
-
-
-def class_l2_sensitivities(n_rows: int = 1) -> tuple[float, float]:
-    """L2 sensitivities ``(2/n, sqrt(2)/n)`` of the class mean and of the upper triangle of the class
-    second moment of PCA features (``noise="gaussian"``, Alg. 3); ``n_rows = 1`` for the per-class
-    sums stacked over all classes (labels protected).
-
-    ``||x^||_2 <= 1`` (module docstring). Mean: ``||x^ - x^'|| <= 2`` within a class; a record that
-    changes class moves two sums by ``x^`` and ``x^'``: ``sqrt(1 + 1) <= 2``. Second moment:
-    :func:`~dpcore.mechanisms._gaussian_model.second_moment_l2_sensitivity` with norm 1: ``sqrt(2)``,
-    which covers the class change as well.
-    """
-    return 2.0 / n_rows, second_moment_l2_sensitivity(1.0) / n_rows
-
-
-def tied_second_moment_sensitivities(p: int, n_rows: int = 1, calibration: str = "tight"
-                                     ) -> tuple[float, float]:
-    """``(S1, S2)``: L1 and L2 sensitivities of the pooled second moment ``(1/n) sum_i x^_i x^_i^T`` of
-    ALL ``n`` rows (``covariance_type="tied"``), upper triangle (``"tight"``) or every entry
-    (``"paper"``, L1 only).
-
-    Replace-one with the label included: the statistic ignores the labels, so a replaced record
-    (whatever its old and new class) changes one term, ``(u u^T - v v^T)/n`` with ``||u||_2,
-    ||v||_2 <= 1`` (PCA features, module docstring). L1: :func:`pca_second_moment_sensitivity` of the
-    within-class case with ``n_c = n`` (``min(p(p+1)/2, p + 1) a^2/n``, or ``p^2 a^2/n``); L2:
-    :func:`~dpcore.mechanisms._gaussian_model.second_moment_l2_sensitivity` of norm 1 over ``n``,
-    ``sqrt(2)/n`` (attained by two orthogonal unit rows). The class means it is combined with
-    (``Sigma = M - sum_c w_c mu_c mu_c^T``, post-processing) keep their own sensitivities
-    (:func:`class_sum_sensitivities`, :func:`class_l2_sensitivities`). Ours: the pooled (tied)
-    covariance of linear discriminant analysis (scikit-learn's ``covariance_type="tied"``) built
-    from the paper's statistics; its noise is relative to ``n`` instead of each ``n_c``.
-    """
-    return (pca_second_moment_sensitivity(p, n_rows, calibration=calibration),
-            second_moment_l2_sensitivity(1.0) / n_rows)
-
-
-def _gaussian_coordinates(d: int, p: int, dp_pca: bool, gmm: bool, protected: bool, n_classes: int,
-                          tied: bool = False) -> int:
-    """Gaussian coordinates that can change between neighbours over a ``noise="gaussian"`` release
-    (for the sampler's slack, :func:`dpcore.noise.reserve_slack`); every public class counted.
-    ``tied``: one pooled second moment instead of one per class."""
-    total = d * (d + 1) // 2 if dp_pca else 0
-    if not gmm:  # Alg. 2: the mean (of [z/B, y], d + 1, with a DP basis) and the second moment
-        return total + (d + 1 if dp_pca else p + 1) + (p + 1) * (p + 2) // 2
-    per_class = p + (0 if tied else p * (p + 1) // 2)
-    pooled = p * (p + 1) // 2 if tied else 0
-    return total + pooled + (min(2, n_classes) + 2 * n_classes * per_class if protected
-                             else n_classes * per_class)
-
-
-def class_sum_sensitivities(p: int, a: float = A_BOUND, calibration: str = "tight") -> tuple[float, float]:
-    """L1 sensitivities of the per-class *sums* ``(sum x^, sum x^ x^^T)``, all classes stacked,
-    under replace-one with the label included (labels protected; the replaced record may change
-    class, so one class loses a term and another gains one).
-
-    Mean sums: one term has ``||x^||_1 <= sqrt(p) a`` ("tight", ``||x^||_2 <= a``) or ``p a``
-    (box, "paper"); two terms or one difference give ``2 sqrt(p) a`` / ``2 p a``. Second-moment
-    sums: "tight" (upper triangle) one term ``(||x^||_1^2 + ||x^||^2)/2 <= (p + 1) a^2/2``, so
-    ``(p + 1) a^2`` covers both cases (the within-class difference bound is ``min(p(p+1)/2, p+1)
-    a^2 <= (p + 1) a^2``); "paper" (every entry) one term ``||x^||_1^2 <= p^2 a^2``, two terms
-    ``2 p^2 a^2`` (the within-class bound is ``p^2 a^2``). Ours, from the same argument as
-    :func:`pca_mean_sensitivity` and :func:`pca_second_moment_sensitivity` with ``n = 1``.
-    """
-    if calibration == "paper":
-        return 2.0 * p * a, 2.0 * p**2 * a**2
-    return 2.0 * math.sqrt(p) * a, (p + 1.0) * a**2
 
 
 #: Alg. 2's default split of the model budget between the mean of [z/B, y] and the second moment
@@ -334,11 +220,6 @@ def _pca_transform(X: np.ndarray, *, W: np.ndarray, bmap: BoxMap) -> np.ndarray:
     if X.ndim != 2 or X.shape[1] != W.shape[0]:
         raise ValueError(f"X must have shape (m, {W.shape[0]}), got {X.shape}")
     return box_project(X, bmap, W / _norm(bmap))
-
-
-def _norm(bmap: BoxMap) -> float:
-    """``B``, the public bound on ``||z||_2`` (1 when every column is constant)."""
-    return bmap.bound.l2 or 1.0
 
 
 def _transform_arrays(W: np.ndarray, bmap: BoxMap) -> dict[str, np.ndarray]:
@@ -792,7 +673,7 @@ class PCAGauss(GaussianGenerator):
                     None, data.classes.size, split["histogram"], bits, f"{SOURCE}, Alg. 3 (label privacy)",
                     gauss=gauss, counts=stats.sizes)
                 noise.append(hist_rec)
-            model, recs = self._alg3(data, stats, p, split, cal, bits, diag, noisy_counts, gauss, n_samples,
+            model, recs = alg3_model(data, stats, p, split, cal, bits, diag, noisy_counts, gauss, n_samples,
                                      shrink=params["covariance_repair"] == "shrink",
                                      tied=params["covariance_type"] == "tied")
             tied = params["covariance_type"] == "tied"
@@ -800,7 +681,7 @@ class PCAGauss(GaussianGenerator):
                          else "Alg. 3 with a tied covariance (one Gaussian per class, one pooled "
                               "within-class covariance)")
         else:
-            model, recs, offset = self._alg2(data, stats, p, split, cal, bits, diag, gauss, W=W, bmap=bmap)
+            model, recs, offset = alg2_model(data, stats, p, split, cal, bits, diag, gauss, W=W, bmap=bmap)
             algorithm = "Alg. 2 (supervised, augmented second moment)"
         noise += recs
         if marginals is not None:
@@ -876,462 +757,3 @@ class PCAGauss(GaussianGenerator):
         # Alg. 2: the label is the model's last coordinate, on [-a, a]
         return FittedGaussian(model, OutputMap(p, label_bounds=None if gmm else data.label_bounds,
                                                label_scale=A_BOUND), rel)
-
-    @staticmethod
-    def _alg2(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, bits: BitSource, diag: dict[str, Any], gauss: ZCDPBudget | None = None, *,
-              W: np.ndarray | None = None, bmap: BoxMap | None = None,
-              ) -> tuple[GaussianModel, list[NoiseRecord], np.ndarray | None]:
-        """Alg. 2 with a DP mean: ``N(mu_DP, M_DP - mu_DP mu_DP^T)`` of ``z = [x^, y]``, and the
-        mean's part outside the span of ``W`` in the mapped units (``offset``, for decoding), or
-        ``None``.
-
-        The paper's Alg. 2 samples ``N(0, M_DP)``: it centres the model on the box's centre, so
-        at any epsilon the file's columns come out around the midpoints of their public bounds
-        (a wage table released mean age 53.0 for 42.4 and mean wage 200 for 111.7 at epsilon =
-        10^4). Here, as in the paper's own Alg. 3 and in MODIPS, the mean is released too, with the
-        ``"mean"`` part of ``epsilon_split`` (the paper's 0.1 / 0.9 by default), and the covariance
-        is its post-processing ``M_DP - mu_DP mu_DP^T``, PSD-repaired.
-
-        Where the statistics pass has the mapped rows' sums (a DP basis), the mean is that of the
-        rows ``[z/B, y]`` in all ``d + 1`` coordinates (``||z/B||_2 <= 1``, ``|y| <= 1``): L2
-        sensitivity ``2 sqrt(2)/n``, L1 ``(l1_diameter/B + 2)/n`` (the public row-norm bound's L1
-        diameter, :func:`dpcore.preprocessing.row_norm_bound`). Its projection ``W^T m`` is the
-        model's mean (post-processing, the same noise per coordinate as a ``p``-dimensional mean
-        with Gaussian noise), and the rest ``B (m - W W^T m)`` is where the file's rows are centred
-        in the ``d - p`` directions the model leaves out (the box centre before). With a public
-        basis only ``[x^, y]`` is summed: L2 ``2 sqrt(2)/n``, L1 ``(2 sqrt(p) + 2)/n`` ("tight"; the
-        paper's box gives ``2 (p + 1)``), and the left-out directions stay at the box centre.
-        """
-        assert data.label_bounds is not None and stats.joint is not None and stats.joint_sum is not None
-        n = stats.n_rows
-        s1 = pca_second_moment_sensitivity(p, n, calibration=cal, supervised=True)
-        full = stats.feature_sum is not None and W is not None and bmap is not None
-        if full:
-            assert W is not None and bmap is not None and stats.feature_sum is not None
-            B = _norm(bmap)
-            d = W.shape[0]
-            values = np.append(stats.feature_sum / B, stats.joint_sum[-1]) / n
-            s1_mu = (min(2.0 * d, bmap.bound.l1_diameter) / B + 2.0) / n
-            mean_statistic = f"mean of [z/B, y] ({d + 1} coordinates)"
-            l1_text = "S1 = (l1_diameter/B + 2)/n (the public row-norm bound; |y| <= 1)"
-        else:
-            values = stats.joint_sum / n
-            s1_mu = (2.0 * (p + 1) if cal == "paper" else 2.0 * math.sqrt(p) + 2.0) / n
-            mean_statistic = "mean of [x^, y] (p+1)"
-            l1_text = ("S1 = 2 (p + 1) a/n (box)" if cal == "paper" else
-                       "S1 = (2 sqrt(p) + 2) a/n (||x^||_2 <= a, |y| <= a)")
-        mean_source = (f"{SOURCE}, Alg. 2 with a DP mean (ours: the paper centres on the box centre; "
-                       "the mean as in its Alg. 3 and MODIPS)")
-        if gauss is not None:
-            # [x^, y]: ||x^|| <= 1, |y| <= 1, so ||z||^2 <= 2 and ||z||_4^4 <= 2
-            mean, rec_mu = gauss.add(
-                values, "mean", 2.0 * math.sqrt(2.0) / n, values.size, laplace_s1=s1_mu,
-                statistic=mean_statistic, formula="S2 = 2 sqrt(2)/n (rows of L2 norm <= sqrt(2))",
-                source=mean_source)
-            noisy, rec = gauss.add(
-                stats.joint / n, "covariance", second_moment_l2_sensitivity(2.0, 2.0) / n,
-                (p + 1) * (p + 2) // 2, laplace_s1=s1, matrix=True,
-                statistic="second moment of [x^, y] ((p+1) x (p+1))",
-                formula="S2 = sqrt(6)/n (||x^|| <= 1, |y| <= a = 1; second_moment_l2_sensitivity), "
-                        "upper triangle mirrored; covariance = M - mu mu^T (post-processing)",
-                source=f"{SOURCE}, Alg. 2 (Gaussian variant)")
-            recs = [rec_mu, rec]
-        else:
-            mu_draw = dpnoise.laplace(values, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
-                                      n_changed=values.size, bits=bits)
-            mean = mu_draw.values
-            noisy, draw = add_matrix_noise(stats.joint / n, s1, laplace_scale(s1, split["covariance"]), bits,
-                                           full_matrix=cal == "paper")
-            recs = [NoiseRecord(
-                statistic=mean_statistic, sensitivity=s1_mu, scale=mu_draw.scale,
-                **dpnoise.record_fields(mu_draw), distribution="laplace", norm="L1", epsilon=split["mean"],
-                formula=f"{l1_text}; b = S1/eps_mu; a = 1", source=mean_source), NoiseRecord(
-                statistic="second moment of [x^, y] ((p+1) x (p+1))", sensitivity=s1, scale=draw.scale,
-                **dpnoise.record_fields(draw),
-                distribution="laplace", norm="L1", epsilon=split["covariance"],
-                formula=("S1 = (p^2 a^2 + 4 p a^2 + a^2)/n, every entry" if cal == "paper" else
-                         "S1 = min(p(p+1)/2 + 2p + 1, p + 2 + 2 sqrt(p)) a^2/n, upper triangle "
-                         "mirrored")
-                + "; b = S1/eps_Sigma; a = 1; covariance = M - mu mu^T (post-processing)",
-                source=f"{SOURCE}, Alg. 2 / Theorem 5")]
-        offset = None
-        mu = mean
-        if full:
-            assert W is not None and bmap is not None
-            m_x = mean[:-1]
-            mu = np.append(W.T @ m_x, mean[-1])
-            offset = _norm(bmap) * (m_x - W @ (W.T @ m_x))
-        sd = recs[-1].scale * (1.0 if gauss is not None else math.sqrt(2.0))  # per-entry noise sd of M
-        repaired = regression_covariance(noisy - np.outer(mu, mu), sd)
-        diag.update({"mean_dp": mu, "second_moment_dp": noisy, "covariance_dp_repaired": repaired})
-        return GaussianModel.single(mu, repaired), recs, offset
-
-    @staticmethod
-    def _alg3(data: PreparedInput, stats: _PCAStats, p: int, split: EpsilonSplit,
-              cal: str, bits: BitSource, diag: dict[str, Any],
-              noisy_counts: np.ndarray | None = None, gauss: ZCDPBudget | None = None,
-              n_samples: int | None = None, shrink: bool = False, tied: bool = False,
-              ) -> tuple[GaussianModel, list[NoiseRecord]]:
-        """Alg. 3. ``noisy_counts`` (labels protected): per-class noisy sums over the DP counts,
-        sensitivities of :func:`class_sum_sensitivities`; else the paper's public class sizes.
-        ``gauss``: Gaussian noise in the zCDP budget (:func:`class_l2_sensitivities`). ``shrink``:
-        class covariances by :func:`~dpcore.calibration.shrink_noisy_covariance` instead of
-        :func:`~dpcore.calibration.psd_repair` (``covariance_repair="shrink"``). ``tied``
-        (``covariance_type="tied"``): one pooled within-class covariance from the second moment of
-        all rows (:func:`tied_second_moment_sensitivities`) instead of one second moment per class."""
-        assert data.classes is not None and stats.sizes is not None
-        sizes = stats.sizes
-        protected = noisy_counts is not None
-        class_weights = histogram_weights(noisy_counts) if protected else sizes
-        # classes and weights chosen from the DP histogram (or the public sizes) only
-        modelled, weights = mixture_weights(class_weights, n_samples)
-        # tied: every class with a positive weight enters the pooled covariance
-        estimated, shares = mixture_weights(class_weights) if tied else (modelled, weights)
-        if protected:
-            s1_mu, s1_m = class_sum_sensitivities(p, calibration=cal)
-            diag["class_counts_dp"] = noisy_counts
-        means, covariances, recs = {}, [], []
-        mean_sd: dict[int, float] = {}
-        diag.update({"class_sizes": sizes, "mu_dp": {}, "second_moment_dp": {}})
-        zero = (np.zeros(p), np.zeros((p, p)))
-        for c in estimated:
-            n_c = int(sizes[c])
-            total, second = stats.per_class.get(int(c), zero) if stats.per_class else zero
-            if protected:
-                tag = f" of class {data.classes[c]!s}"
-                stat_mu, stat_m, count = total, second, float(noisy_counts[c])
-            else:
-                tag = f" of class {data.classes[c]!s} (n_c = {n_c})"
-                s1_mu = pca_mean_sensitivity(p, n_c, calibration=cal)
-                s1_m = pca_second_moment_sensitivity(p, n_c, calibration=cal)
-                stat_mu, stat_m, count = total / n_c, second / n_c, None
-            # grid rounding: with protected labels a replaced record may change two classes' sums
-            changed = 1 if count is None else 2
-            if gauss is not None:
-                s2_mu, s2_m = class_l2_sensitivities(1 if protected else n_c)
-                per = "" if protected else "/n_c"
-                how = ("per-class sums, all classes jointly (a record may change class); divided by the "
-                       "DP count" if protected else "class sizes public")
-                mu, rec_mu = gauss.add(
-                    stat_mu, "mean", s2_mu, changed * p, laplace_s1=s1_mu,
-                    statistic=("sum" if protected else "mean") + " of PCA features" + tag,
-                    formula=f"S2 = 2{per} (||x^||_2 <= 1; class_l2_sensitivities); {how}",
-                    source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
-                class_recs = [rec_mu]
-                if not tied:
-                    noisy, rec_m = gauss.add(
-                        stat_m, "covariance", s2_m, changed * p * (p + 1) // 2, laplace_s1=s1_m,
-                        matrix=True, statistic="second moment of PCA features" + tag,
-                        formula=f"S2 = sqrt(2){per} (upper triangle; class_l2_sensitivities); {how}; "
-                                "covariance = M - mu mu^T (post-processing)",
-                        source=f"{SOURCE}, Alg. 3 (Gaussian variant)")
-                    class_recs.append(rec_m)
-            else:
-                mu, noisy, class_recs = _laplace_class_moments(
-                    stat_mu, None if tied else stat_m, s1_mu, s1_m, split, bits, changed=changed, p=p,
-                    cal=cal, protected=protected, tag=tag)
-            if count is not None:
-                mu = divide_by_count(mu, count)
-            # per-coordinate noise sd of this class mean (public: the record's scale, the DP count)
-            mean_sd[int(c)] = (class_recs[0].scale * (1.0 if gauss is not None else math.sqrt(2.0))
-                               / (1.0 if count is None else max(1.0, count)))
-            means[int(c)] = mu
-            key = data.classes[c].item() if hasattr(data.classes[c], "item") else data.classes[c]
-            diag["mu_dp"][key] = mu
-            recs += class_recs
-            if tied:
-                continue
-            if count is not None:
-                noisy = divide_by_count(noisy, count)
-            # per-entry noise sd of the class second moment (Gaussian: sigma; Laplace: sqrt(2) b), per row
-            sd = class_recs[-1].scale * (1.0 if gauss is not None else math.sqrt(2.0))
-            sd /= 1.0 if count is None else max(1.0, count)
-            covariances.append(shrink_noisy_covariance(noisy - np.outer(mu, mu), sd) if shrink
-                               else psd_repair(noisy - np.outer(mu, mu)))
-            diag["second_moment_dp"][key] = noisy
-        means, factors = shrink_class_means(means, mean_sd,
-                                            dict(zip(estimated.tolist(), shares, strict=True)))
-        diag["class_mean_shrinkage"] = factors
-        if tied:
-            pooled, rec = _tied_second_moment(stats, p, split, cal, bits, gauss)
-            recs.append(rec)
-            mus = np.array([means[int(c)] for c in estimated])
-            within = pooled - np.einsum("c,ci,cj->ij", shares, mus, mus)
-            sd = rec.scale * (1.0 if gauss is not None else math.sqrt(2.0))
-            cov = shrink_noisy_covariance(within, sd) if shrink else psd_repair(within)
-            covariances = [cov] * modelled.size
-            diag["pooled_second_moment_dp"] = pooled
-        return GaussianModel(weights, np.array([means[int(c)] for c in modelled]), np.array(covariances),
-                             data.classes[modelled]), recs
-
-
-def regression_covariance(cov: np.ndarray, noise_sd: float) -> np.ndarray:
-    """Alg. 2's covariance of ``[x^, y]`` from its noisy estimate (post-processing with the public
-    per-entry noise sd ``s`` of the second moment; ``p + 1`` coordinates, the label last).
-
-    A file drawn from ``N(mu, C)`` teaches a regression the coefficients ``C_xx^{-1} C_xy``. With
-    noise, PSD repair by clipping leaves directions of ``C_xx`` with eigenvalue about 0 next to
-    noisy cross terms ``C_xy``, and a linear model trained on the file then has coefficients in the
-    thousands (diabetes at epsilon = 1: RMSE 593 where predicting the mean gives 71). So:
-
-    1. the cross terms are shrunk towards 0 by the positive-part James-Stein factor
-       ``max(0, 1 - p s^2/||C_xy||^2)`` (James & Stein 1961): cross terms within their noise go,
-       strong ones stay;
-    2. the feature block's eigenvalues are floored at the noise bulk's edge ``2 s sqrt(p)``
-       (Benaych-Georges & Nadakuditi 2011): a direction whose variance the noise hides gets the
-       variance the noise allows, never 0 (a ridge of that size on the file's regression);
-    3. the whole matrix is made PSD (:func:`dpcore.calibration.psd_repair`).
-    """
-    c = (np.asarray(cov, dtype=float) + np.asarray(cov, dtype=float).T) / 2
-    p = c.shape[0] - 1
-    out = c.copy()
-    cross = c[:p, p]
-    energy = float(cross @ cross)
-    factor = max(0.0, 1.0 - p * noise_sd**2 / energy) if energy > 0 else 0.0
-    out[:p, p] = out[p, :p] = factor * cross
-    if p > 0 and noise_sd > 0:
-        out[:p, :p] = psd_repair(c[:p, :p], floor=2.0 * noise_sd * math.sqrt(p))
-    return psd_repair(out)
-
-
-def shrink_class_means(means: dict[int, np.ndarray], noise_sd: dict[int, float],
-                       weights: dict[int, float]) -> tuple[dict[int, np.ndarray], dict[int, float]]:
-    """DP class means shrunk towards their weighted average by their public noise (post-processing).
-
-    Each noisy mean is ``mu_c + e_c`` with ``e_c ~ N(0, s_c^2 I_p)`` (Laplace noise: ``s_c`` its
-    standard deviation), ``s_c`` public (the noise scale over the DP count). Its difference from the
-    weighted average ``m`` is shrunk by the positive-part James-Stein factor
-    ``max(0, 1 - p s_c^2/||mu_c - m||^2)`` (James & Stein 1961; towards the common mean, Efron & Morris
-    1973; ``p`` rather than ``p - 2``: a little more shrinkage, and defined for ``p <= 2``). Where the
-    classes' differences are within their noise, the model's classes coincide and a classifier
-    trained on the file predicts the majority class instead of a direction drawn by the noise (on
-    breast-cancer at epsilon = 0.1 files scored 0.44 against a majority rate of 0.63); where they
-    stand far above it, the factor is about 1. Returns the means and each class's factor.
-    """
-    keys = list(means)
-    if len(keys) < 2:
-        return means, {k: 1.0 for k in keys}
-    w = np.array([max(0.0, float(weights.get(k, 0.0))) for k in keys])
-    w = w / w.sum() if w.sum() > 0 else np.full(len(keys), 1.0 / len(keys))
-    centre = np.sum([wi * means[k] for wi, k in zip(w, keys, strict=True)], axis=0)
-    out, factors = {}, {}
-    for k in keys:
-        diff = means[k] - centre
-        energy = float(diff @ diff)
-        factor = max(0.0, 1.0 - diff.size * noise_sd[k] ** 2 / energy) if energy > 0 else 0.0
-        out[k], factors[k] = centre + factor * diff, factor
-    return out, factors
-
-
-def _tied_second_moment(stats: _PCAStats, p: int, split: EpsilonSplit, cal: str, bits: BitSource,
-                        gauss: ZCDPBudget | None) -> tuple[np.ndarray, NoiseRecord]:
-    """``covariance_type="tied"``: the DP second moment ``(1/n) sum_i x^_i x^_i^T`` of all ``n`` rows
-    (the ``"covariance"`` budget part; sensitivities :func:`tied_second_moment_sensitivities`)."""
-    assert stats.per_class is not None
-    n = stats.n_rows
-    pooled = np.sum([second for _, second in stats.per_class.values()], axis=0) / n
-    s1, s2 = tied_second_moment_sensitivities(p, n, calibration=cal)
-    statistic = "second moment of PCA features of all rows (tied covariance)"
-    why = "whatever the labels: replace-one changes one term u u^T - v v^T, labels included"
-    if gauss is not None:
-        return gauss.add(pooled, "covariance", s2, p * (p + 1) // 2, laplace_s1=s1, matrix=True,
-                         statistic=statistic,
-                         formula=f"S2 = sqrt(2)/n (upper triangle; tied_second_moment_sensitivities), {why}; "
-                                 "covariance = M - sum_c w_c mu_c mu_c^T (post-processing)",
-                         source=f"{SOURCE}, Alg. 3 with a tied covariance (Gaussian variant; ours)")
-    noisy, draw = add_matrix_noise(pooled, s1, laplace_scale(s1, split["covariance"]), bits,
-                                   full_matrix=cal == "paper")
-    return noisy, NoiseRecord(
-        statistic=statistic, sensitivity=s1, scale=draw.scale, distribution="laplace", norm="L1",
-        epsilon=split["covariance"], **dpnoise.record_fields(draw),
-        formula=("S1 = p^2 a^2/n, every entry" if cal == "paper" else
-                 "S1 = min(p(p+1)/2, p+1) a^2/n, upper triangle mirrored") + f", {why}; b = S1/eps_Sigma; "
-                "covariance = M - sum_c w_c mu_c mu_c^T (post-processing)",
-        source=f"{SOURCE}, Alg. 3 with a tied covariance (Theorem 6's bound over all n rows; ours)")
-
-
-def _laplace_class_moments(
-    stat_mu: np.ndarray, stat_m: np.ndarray | None, s1_mu: float, s1_m: float, split: EpsilonSplit,
-    bits: BitSource, *, changed: int, p: int, cal: str, protected: bool, tag: str,
-) -> tuple[np.ndarray, np.ndarray | None, list[NoiseRecord]]:
-    """Alg. 3, Laplace: one class's noisy mean (or sum) and second moment (none when ``stat_m`` is
-    ``None``: a tied covariance), and their records."""
-    mu_draw = dpnoise.laplace(stat_mu, s1_mu, scale=laplace_scale(s1_mu, split["mean"]),
-                              n_changed=changed * p, bits=bits)
-    mu, b_mu = mu_draw.values, mu_draw.scale
-    per = "" if protected else "/n_c"
-    mean_rec = NoiseRecord(
-        statistic=("sum" if protected else "mean") + " of PCA features" + tag,
-        sensitivity=s1_mu, scale=b_mu, distribution="laplace", norm="L1",
-        epsilon=split["mean"], **dpnoise.record_fields(mu_draw),
-        formula=(f"S1 = 2 p a{per}" if cal == "paper" else f"S1 = 2 sqrt(p) a{per} "
-                 "(||x^||_2 <= a)") + "; b = S1/eps_mu; a = 1"
-        + ("; per-class sums, all classes jointly; mean = sum / DP count" if protected else ""),
-        source=f"{SOURCE}, Alg. 3 / Theorem 6",
-    )
-    if stat_m is None:
-        return mu, None, [mean_rec]
-    noisy, m_draw = add_matrix_noise(stat_m, s1_m, laplace_scale(s1_m, split["covariance"]), bits,
-                                     full_matrix=cal == "paper", n_statistics_changed=changed)
-    b_m = m_draw.scale
-    return mu, noisy, [
-        mean_rec,
-        NoiseRecord(
-            statistic="second moment of PCA features" + tag, sensitivity=s1_m, scale=b_m,
-            **dpnoise.record_fields(m_draw),
-            distribution="laplace", norm="L1", epsilon=split["covariance"],
-            formula=((("S1 = 2 p^2 a^2, every entry" if cal == "paper" else
-                       "S1 = (p+1) a^2, upper triangle mirrored")
-                      + " (per-class sums, the replaced record may change class); divided "
-                      "by the DP count") if protected else
-                     ("S1 = p^2 a^2/n_c, every entry" if cal == "paper" else
-                      "S1 = min(p(p+1)/2, p+1) a^2/n_c, upper triangle mirrored"))
-            + "; b = S1/eps_Sigma; covariance = M - mu mu^T (post-processing)",
-            source=f"{SOURCE}, Alg. 3 / Theorem 6",
-        ),
-    ]
-
-
-@dataclass(frozen=True)
-class _Moments:
-    """Box-scaled sums of the private rows in the feature space (one streaming pass per group).
-
-    ``gram`` is ``Xs^T Xs`` over all rows (for the DP PCA). Alg. 2: ``cross = Xs^T y``,
-    ``yy = y^T y``, ``total = Xs^T 1`` and ``ysum = y^T 1`` for the label mapped to ``[-a, a]``.
-    Alg. 3: ``per_class[c] = (Xs_c^T 1, Xs_c^T Xs_c)``; ``gram`` is their sum.
-    """
-
-    gram: np.ndarray
-    n_rows: int
-    cross: np.ndarray | None = None
-    yy: float = 0.0
-    total: np.ndarray | None = None
-    ysum: float = 0.0
-    sizes: np.ndarray | None = None
-    per_class: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
-
-    @classmethod
-    def collect(cls, X: Any, bounds: np.ndarray | BoxMap, rows: np.ndarray | None,
-                y: Any, data: PreparedInput, gmm: bool) -> _Moments:
-        """One pass over the rows ``X`` (``rows`` of them; one selection and pass per class for Alg. 3
-        within a block): the sums of :func:`_moments_block` over the table's blocks
-        (:meth:`dpcore.table.TableEngine.sums` of ``data.engine``)."""
-        kernel = partial(_moments_block, bounds=bounds, rows=rows, data=replace(data, X=None, y=None),
-                         gmm=gmm)
-        n = X.shape[0] if rows is None else rows.size
-        return _unpacked(cls, data.engine.sums(kernel, X, y), n, gmm)
-
-
-@dataclass(frozen=True)
-class _PCAStats:
-    """What Alg. 2 / 3 need, in the PCA space ``x^ = W^T xs/sqrt(d)``: the unnormalised
-    second moment of ``[x^, y]`` (Alg. 2, ``joint``), or per class ``(sum x^, sum x^ x^^T)``
-    (Alg. 3); ``sizes`` are the class sizes ``n_c``."""
-
-    n_rows: int
-    joint: np.ndarray | None = None
-    joint_sum: np.ndarray | None = None
-    feature_sum: np.ndarray | None = None
-    sizes: np.ndarray | None = None
-    per_class: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
-
-    @classmethod
-    def from_moments(cls, mom: _Moments, Wd: np.ndarray) -> _PCAStats:
-        """From feature-space sums: ``sum x^ x^^T = Wd^T (Z^T Z) Wd``, ``Wd = W/B``."""
-        if mom.per_class is None:
-            assert mom.cross is not None and mom.total is not None
-            xy = Wd.T @ mom.cross
-            joint = np.block([[Wd.T @ mom.gram @ Wd, xy[:, None]], [xy[None, :], mom.yy]])
-            return cls(n_rows=mom.n_rows, joint=joint, joint_sum=np.append(Wd.T @ mom.total, mom.ysum),
-                       feature_sum=mom.total)
-        per_class = {c: (Wd.T @ total, Wd.T @ second @ Wd)
-                     for c, (total, second) in mom.per_class.items()}
-        return cls(n_rows=mom.n_rows, sizes=mom.sizes, per_class=per_class)
-
-    @classmethod
-    def collect(cls, X: np.ndarray, bounds: BoxMap, Wd: np.ndarray, rows: np.ndarray | None,
-                y: np.ndarray | None, data: PreparedInput, gmm: bool) -> _PCAStats:
-        """From the private rows with a public basis: :meth:`from_rows` of their projection
-        ``box_project(X, bounds, Wd)``, per block, summed (``data.engine``)."""
-        kernel = partial(_projected_stats_block, bounds=bounds, Wd=Wd, rows=rows,
-                         data=replace(data, X=None, y=None), gmm=gmm)
-        return _unpacked(cls, data.engine.sums(kernel, X, y), X.shape[0] if rows is None else rows.size, gmm)
-
-    @classmethod
-    def from_rows(cls, Xh: np.ndarray, y: np.ndarray | None, data: PreparedInput,
-                  gmm: bool) -> _PCAStats:
-        """From the projected rows ``Xh`` (public-split path)."""
-        assert y is not None
-        if not gmm:
-            assert data.label_bounds is not None
-            Z = np.column_stack([Xh, label_to_unit(y, data.label_bounds, A_BOUND)])
-            return cls(n_rows=Xh.shape[0], joint=Z.T @ Z, joint_sum=Z.sum(axis=0))
-        assert data.classes is not None
-        sizes = np.bincount(y, minlength=data.classes.size)
-        per_class = {}
-        for c in np.flatnonzero(sizes):
-            Xc = Xh[y == c]
-            per_class[int(c)] = (Xc.sum(axis=0), Xc.T @ Xc)
-        return cls(n_rows=Xh.shape[0], sizes=sizes, per_class=per_class)
-
-
-# ------------------------------------------------------------------------------------ per-block kernels
-def _packed_stats(stats: _Moments | _PCAStats, n_classes: int, k: int) -> tuple[Any, ...]:
-    """The sums of :class:`_Moments` / :class:`_PCAStats` as fixed-shape arrays (every class of
-    the public list, zeros for an absent one; ``k`` columns), to be added up over partitions."""
-    if stats.per_class is None:
-        if isinstance(stats, _Moments):
-            return stats.gram, stats.cross, stats.yy, stats.total, stats.ysum
-        return stats.joint, stats.joint_sum
-    assert stats.sizes is not None
-    totals, seconds = np.zeros((n_classes, k)), np.zeros((n_classes, k, k))
-    for c, (total, second) in stats.per_class.items():
-        totals[c], seconds[c] = total, second
-    return stats.sizes, totals, seconds
-
-
-def _unpacked(cls: type, sums: tuple[np.ndarray, ...], n_rows: int, gmm: bool) -> Any:
-    """:func:`_packed_stats` summed over partitions, back to ``cls`` (classes with rows only, as
-    the in-memory path keeps them)."""
-    if not gmm:
-        if cls is _Moments:
-            gram, cross, yy, total, ysum = sums
-            return _Moments(gram=gram, n_rows=n_rows, cross=cross, yy=float(yy), total=total,
-                            ysum=float(ysum))
-        return _PCAStats(n_rows=n_rows, joint=sums[0], joint_sum=sums[1])
-    sizes, totals, seconds = sums
-    sizes = np.rint(sizes).astype(np.int64)
-    per_class = {int(c): (totals[c], seconds[c]) for c in np.flatnonzero(sizes)}
-    if cls is _Moments:
-        gram = np.sum([second for _, second in per_class.values()], axis=0)
-        return _Moments(gram=gram, n_rows=n_rows, sizes=sizes, per_class=per_class)
-    return _PCAStats(n_rows=n_rows, sizes=sizes, per_class=per_class)
-
-
-def _moments_block(block: np.ndarray, labels: np.ndarray, *, bounds: np.ndarray | BoxMap,
-                   rows: np.ndarray | None, data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
-    """The sums of :class:`_Moments` over ``block[rows]`` (``labels``: of those rows) as fixed-shape
-    arrays (:func:`_packed_stats`'s layout): Alg. 2's ``(gram, cross, yy, total, ysum)``, or Alg. 3's
-    ``(sizes, per-class sums, per-class second moments)`` over every class of the public list, each
-    class's second moment written in place."""
-    if not gmm:
-        assert labels is not None and data.label_bounds is not None
-        yu = label_to_unit(labels, data.label_bounds, A_BOUND)
-        G, cross, total = box_moments(block, bounds, rows, yu, clip=False, sums=True)
-        return G, cross, float(yu @ yu), total, float(yu.sum())
-    assert labels is not None and data.classes is not None
-    sizes = np.bincount(labels, minlength=data.classes.size)
-    base = np.arange(block.shape[0]) if rows is None else rows
-    d = block.shape[1]
-    totals, seconds = np.zeros((sizes.size, d)), np.zeros((sizes.size, d, d))
-    for c in np.flatnonzero(sizes):
-        seconds[c], totals[c] = box_moments(block, bounds, base[labels == c], clip=False)
-    return sizes, totals, seconds
-
-
-def _projected_stats_block(block: np.ndarray, labels: np.ndarray, *, bounds: BoxMap, Wd: np.ndarray,
-                           rows: np.ndarray | None, data: PreparedInput, gmm: bool) -> tuple[Any, ...]:
-    n_classes = 0 if data.classes is None else data.classes.size
-    stats = _PCAStats.from_rows(box_project(block, bounds, Wd, rows, clip=False), labels, data, gmm)
-    return _packed_stats(stats, n_classes, Wd.shape[1])
