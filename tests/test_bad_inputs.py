@@ -33,6 +33,7 @@ import pandas as pd
 import pytest
 
 from dpcore import io as dpio
+from dpcore import io_csv
 from dpcore.cli import main
 from dpcore.data import Dataset, load_bounds_file, load_dataset, read_table
 from dpcore.exceptions import DataValidationError, PrivacyLeakWarning
@@ -658,7 +659,7 @@ def test_the_strict_reader_accepts_what_pandas_reads_without_guessing(text):
 
 def test_the_field_count_scan_crosses_its_pieces(monkeypatch):
     """The scan works piece by piece: a record, a quoted value or a CR LF cut by a piece's end."""
-    monkeypatch.setattr(dpio, "_SCAN_BYTES", 3)
+    monkeypatch.setattr(io_csv, "_SCAN_BYTES", 3)  # the CSV reader's module
     text = 'a,b,c\r\n1,"x,\r\ny",3\r\n\r\n4,5,6\r\n7,8\r\n9,10,11\r\n'
     with pytest.raises(dpio.RaggedLineError) as info:
         dpio.check_field_counts(text.encode(), ",", "t.csv")
