@@ -691,7 +691,7 @@ def test_an_output_another_release_is_writing_is_refused_before_any_work(tmp_pat
 
         def no_work(*args, **kwargs):
             raise AssertionError("the input was read although the output is in use")
-        monkeypatch.setattr("dpcore.cli.load_dataset", no_work)
+        monkeypatch.setattr("dpcore.cli_data.load_dataset", no_work)  # where the CLI reads its input
         code, err = _cli(capsys, *BASE, "--epsilon", "0.5", "-o", str(tmp_path / second_output))
         assert code == 2, err
         lines = err.strip().splitlines()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from dpcore import cli, threads
+from dpcore import cli, cli_release, threads
 from dpcore.mechanisms import JLLaplace, RONGauss
 
 
@@ -83,13 +83,13 @@ def test_releases_fits_and_samples_run_at_the_rule(two_blas_threads, monkeypatch
 
 def test_the_cli_releases_at_the_rule(two_blas_threads, monkeypatch, tmp_path):
     seen: list[list[int]] = []
-    real = cli.with_output_space
+    real = cli_release.with_output_space  # the release command's module
 
     def spy(*args, **kwargs):
         seen.append(_blas())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "with_output_space", spy)
+    monkeypatch.setattr(cli_release, "with_output_space", spy)
     assert cli.main(["release", "jl-laplace", "digits", "-o", str(tmp_path / "out.csv")]) == 0
     assert seen and set(seen[0]) == {1}
     monkeypatch.setenv(threads.BLAS_THREADS_ENV, "none")
