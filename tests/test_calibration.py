@@ -332,3 +332,22 @@ def test_stiefel_bad_arguments():
         haar_stiefel(3, 0, rng)
     with pytest.raises(ValueError, match="projection"):
         haar_stiefel(3, 2, rng, method="gaussian")
+
+
+def test_recommended_n_components_weighs_the_identity_on_narrow_tables_only():
+    """identity=True adds p = d with no basis (nothing left out or hidden, the whole model share):
+    it wins where d is small next to what the budget can measure, never on a wide table at a small
+    budget, and never when not asked for; a given n_components below d excludes it."""
+    from dpcore.calibration import recommended_n_components as rule
+
+    narrow = rule(2100, 2, epsilon=1.0, delta=1e-6, model_share=0.7, dp_basis=True, identity=True)
+    assert narrow["basis"] == "identity" and narrow["n_components"] == 2 and narrow["pca_fraction"] is None
+    assert narrow["predicted_error"] == narrow["identity_error"]
+    wide = rule(300, 30, epsilon=0.1, delta=1e-6, model_share=0.7, dp_basis=True, identity=True)
+    assert wide["basis"] == "dp" and wide["n_components"] < 30
+    assert wide["identity_error"] > wide["predicted_error"]
+    off = rule(2100, 2, epsilon=1.0, delta=1e-6, model_share=0.7, dp_basis=True)
+    assert off["basis"] == "dp" and off["n_components"] == 1 and off["identity_error"] is None
+    given = rule(2100, 2, epsilon=1.0, delta=1e-6, model_share=0.7, dp_basis=True, identity=True,
+                 n_components=1)
+    assert given["n_components"] == 1 and given["basis"] == "dp"

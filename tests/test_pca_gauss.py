@@ -293,7 +293,8 @@ def test_gmm_utility_approaches_non_private():
 
 # ------------------------------------------------------------------------------------ errors
 @pytest.mark.parametrize("kwargs,match", [
-    ({"n_components": 12}, "n_components"),
+    ({"n_components": 12, "pca_source": "lap"}, "n_components"),  # p = d needs the identity basis
+    ({"n_components": 5, "pca_source": "identity"}, "n_components"),  # the identity keeps every feature
     ({"n_components": 30}, "n_components"),
     ({"epsilon": 0.0}, "epsilon"),
     ({"pca_fraction": 1.0}, "pca_fraction"),
@@ -493,9 +494,35 @@ def test_regression_file_is_centred_on_the_data_not_the_box(noise):
     ds = load_dataset(frame, label="wage", task="regression", bounds={"year": [2003, 2009], "age": [16, 90]},
                       label_bounds=(0, 400))
     kw = {"delta": 1e-6} if noise == "gaussian" else {}
-    rel = PCAGauss(epsilon=1e4, marginals="off", random_state=0, **kw).release(ds)
-    out = with_output_space(rel, PublicSchema.from_dataset(ds), None).to_frame()
-    for col in ("age", "wage"):
-        assert out[col].mean() == pytest.approx(frame[col].mean(), rel=0.10), col
+    for source in ("identity", "lap"):  # the automatic choice on two features, and a DP basis
+        rel = PCAGauss(epsilon=1e4, marginals="off", random_state=0, pca_source=source, **kw).release(ds)
+        out = with_output_space(rel, PublicSchema.from_dataset(ds), None).to_frame()
+        for col in ("age", "wage"):
+            assert out[col].mean() == pytest.approx(frame[col].mean(), rel=0.10), (source, col)
     assert any(r.statistic.startswith("mean of [z/B, y]") for r in rel.noise)
     assert "offset" in rel.transform_arrays
+
+
+def test_narrow_regression_table_keeps_every_feature_and_its_slopes():
+    """Two features: the public rule takes the identity basis (p = d, no budget for a basis), and at
+    a large epsilon a linear model trained on the downloaded file finds the data's slopes. With
+    p = 1 (the only projection of two features) the file had one mixed direction: the slope on age
+    went to year and the file's RMSE stayed at the training mean's at every epsilon."""
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(3)
+    n = 4000
+    age = rng.uniform(18, 80, n)
+    year = rng.integers(2003, 2010, n).astype(float)
+    wage = np.clip(20 + 1.3 * age + 4.0 * (year - 2003) + rng.normal(0, 10, n), 0, 400)
+    frame = pd.DataFrame({"year": year, "age": age, "wage": wage})
+    ds = load_dataset(frame, label="wage", task="regression", bounds={"year": [2003, 2009], "age": [16, 90]},
+                      label_bounds=(0, 400))
+    rel = PCAGauss(epsilon=1e4, delta=1e-6, random_state=0).release(ds)
+    assert rel.details["pca_source"] == "identity" and rel.details["n_components"] == 2
+    assert rel.details["recommended"]["basis"] == "identity"
+    assert not any(r.statistic.startswith(("LapPCA", "DP PCA")) for r in rel.noise)  # no budget on W
+    out = with_output_space(rel, PublicSchema.from_dataset(ds), None).to_frame()
+    real = LinearRegression().fit(frame[["year", "age"]], frame["wage"]).coef_
+    file = LinearRegression().fit(out[["year", "age"]], out["wage"]).coef_
+    np.testing.assert_allclose(file, real, rtol=0.15)

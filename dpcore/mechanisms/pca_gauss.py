@@ -78,6 +78,10 @@ Where ``W`` comes from (Alg. 2 and 3; each changes the total guarantee):
 * ``pca_source="dct"`` (images): ``W`` is the ``p`` lowest-frequency functions of the 2-D DCT basis
   of the public image shape (:func:`dpcore.calibration.image_dct_basis`): data-independent like
   RON-Gauss's random ``W``, no budget; total ``eps_mu + eps_Sigma``. Not in the paper (ours).
+* ``pca_source="identity"``: ``W = I_d``, ``p = d``: no projection and no budget for a basis; the
+  model is Alg. 2/3's Gaussian over every feature (total ``eps_mu + eps_Sigma``). Not in the paper
+  (ours): on a narrow table a projection drops directions worth more than their noise, and the
+  rule of :func:`dpcore.calibration.recommended_n_components` (``identity=True``) then takes it.
 * ``pca_source="public"`` (PubPCA): ``W`` is the top-``p`` eigenvectors of a separate table of
   PUBLIC rows, ``public_data`` (recorded on the card by its SHA-256; never a part of the private
   input, see :mod:`dpcore.mechanisms._public`). No budget; total ``eps_mu + eps_Sigma``.
@@ -185,7 +189,7 @@ __all__ = [
 REGRESSION_SPLIT = (0.3, 0.7)
 
 #: ``pca_source`` values whose ``W`` costs no budget
-PUBLIC_BASES = ("public", "dct")
+PUBLIC_BASES = ("public", "dct", "identity")
 
 
 def _model_epsilon(epsilon: float, delta: float | None, marg: float) -> float:
@@ -272,10 +276,12 @@ class PCAGauss(GaussianGenerator):
         eigenvalues, the class histogram, means and second moments) gets Gaussian noise from its L2
         sensitivity (:func:`eigenvalue_l2_sensitivity`, :func:`class_l2_sensitivities`), composed in
         zCDP; the card's ``laplace_over_gaussian_variance`` shows the noise saved per part.
-    pca_source : {"lap", "analyze-gauss", "public", "dct"}, optional
+    pca_source : {"lap", "analyze-gauss", "public", "dct", "identity"}, optional
         Where ``W`` comes from in Alg. 2 and 3 (module docstring). Ignored by Alg. 1. Empty
-        (automatic, :meth:`_automatic`): ``"dct"`` for images (a public ``image_shape``), ``"lap"``
-        otherwise.
+        (automatic, :meth:`_automatic`): ``"dct"`` for images (a public ``image_shape``); on other
+        tables ``"identity"`` (``p = d``) or ``"lap"``, whichever the public rule of
+        :func:`dpcore.calibration.recommended_n_components` predicts the smaller error for
+        (``details["recommended"]["basis"]``).
     pca_fraction : float, optional
         Fraction of ``epsilon`` spent on LapPCA / AGPCA (not used with ``"public"``); empty
         (automatic): chosen with ``p`` by :func:`dpcore.calibration.recommended_n_components` from
@@ -343,10 +349,11 @@ class PCAGauss(GaussianGenerator):
               "recommended_n_components (n, d, classes, epsilon, delta).", low=1, optional=True),
         Param("pca_source", "choice", None, "Supervised tasks: W from LapPCA (pure), Analyze "
               "Gauss (epsilon, delta), a separate public table, public_data (no budget), or (images) "
-              "the low-frequency 2-D DCT basis of the public image shape (no budget); empty = "
-              "automatic: dct for images (a public image shape), lap otherwise "
-              "(dpcore.calibration.recommended_mechanism).",
-              choices=("lap", "analyze-gauss", "public", "dct"), privacy=True, optional=True),
+              "the low-frequency 2-D DCT basis of the public image shape (no budget), or identity "
+              "(no projection, p = d, no budget); empty = automatic: dct for images (a public image "
+              "shape), otherwise identity or lap, whichever the public rule predicts better "
+              "(dpcore.calibration.recommended_n_components).",
+              choices=("lap", "analyze-gauss", "public", "dct", "identity"), privacy=True, optional=True),
         Param("pca_fraction", "float", None, "Fraction of epsilon spent on the DP PCA (lap, "
               "analyze-gauss); empty = automatic: the public rule of dpcore.calibration."
               "recommended_n_components.", low=0.0, high=1.0, low_open=True, high_open=True,
@@ -398,6 +405,8 @@ class PCAGauss(GaussianGenerator):
         marg = marginal_share(params, data, decodable=data.task != "unsupervised")
         params, split_rule = self._epsilon_split(params, data, marg)
         p, pca_fraction, rule = self._components(params, data, marg)
+        if params["pca_source"] is None:  # a table: the rule chose the identity (p = d) or LapPCA
+            params = {**params, "pca_source": "identity" if p == data.X.shape[1] else "lap"}
         # data.X is already clipped to data.bounds (prepare_input); the box scaling is applied
         # block by block inside box_gram / box_project
         if data.task == "unsupervised":
@@ -424,7 +433,8 @@ class PCAGauss(GaussianGenerator):
         other tables LapPCA (a DP basis) and one covariance per class."""
         image = data.image_shape is not None and int(np.prod(data.image_shape)) == data.X.shape[1]
         supervised = data.task != "unsupervised"
-        source = params["pca_source"] or ("dct" if image and supervised else "lap")
+        # a table (not images), supervised: lap or identity, decided with p in _components
+        source = params["pca_source"] or ("dct" if image and supervised else None if supervised else "lap")
         kind = params["covariance_type"] or ("tied" if image and data.task == "classification" else "full")
         return {**params, "pca_source": source, "covariance_type": kind}
 
@@ -466,7 +476,16 @@ class PCAGauss(GaussianGenerator):
         is predicted as all-Laplace (a larger basis noise: a conservative p)."""
         n, d = data.X.shape
         supervised = data.task != "unsupervised"
+        if params["pca_source"] == "identity":
+            if params["n_components"] not in (None, d):
+                raise ValueError(f"n_components: pca_source='identity' keeps every feature, "
+                                 f"n_components = n_features = {d} (got {params['n_components']})")
+            return d, None, None
         dp_basis = supervised and params["pca_source"] not in PUBLIC_BASES
+        # pca_source left empty on a table: the rule also weighs the identity (p = d, no basis)
+        identity = supervised and params["pca_source"] is None and d >= 2
+        if identity and params["n_components"] == d:
+            return d, None, None
         if params["n_components"] is not None and (params["pca_fraction"] is not None or not dp_basis):
             return check_n_components(params["n_components"], d), params["pca_fraction"], None
         check_n_components(params["n_components"], d)  # names the problem (p >= d, a single feature)
@@ -492,7 +511,9 @@ class PCAGauss(GaussianGenerator):
             # Laplace: their per-entry noise grows like p and the trace-norm criterion decides; a tied
             # covariance: the class means and the pooled second moment together (both noises)
             mean_share=(1 - h) * params["epsilon_split"][0] if gmm and (gaussian or tied) else None,
-            tied=tied)
+            tied=tied, identity=identity)
+        if rec["basis"] == "identity":
+            return d, None, rec
         f = params["pca_fraction"] if params["pca_fraction"] is not None else rec["pca_fraction"]
         return check_n_components(rec["n_components"], d), f, rec
 
@@ -613,6 +634,8 @@ class PCAGauss(GaussianGenerator):
             diag["public_data"] = pub.card()
         elif source == "dct":
             W = _dct_basis(data, p)
+        elif source == "identity":
+            W = np.eye(d)
         elif gaussian:
             # Analyze Gauss inside the zCDP budget: Y^T Y for the rows Y = Z/B, of L2 norm <= 1
             assert moments is not None and gauss is not None
