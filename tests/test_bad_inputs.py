@@ -508,7 +508,8 @@ HOSTILE_CLI = [
     ("local-gaussian", ["--delta", "1"], "delta"),
     ("local-gaussian", ["--delta", "1.5"], "delta"),
     ("local-gaussian", ["--delta", "-0.1"], "delta"),
-    ("pca-gauss", ["--n-components", "3"], "--n-components"),
+    ("pca-gauss", ["--n-components", "4"], "--n-components"),  # p > d (p = d is the identity basis)
+    ("pca-gauss", ["--n-components", "3", "--pca-source", "lap"], "--n-components"),  # p = d, a DP basis
     ("ron-gauss", ["--n-components", "7"], "--n-components"),
     ("dpmix", ["--ell", "31"], "ell"),
     ("dpmix", ["--n-mixtures", "0"], "--n-mixtures"),

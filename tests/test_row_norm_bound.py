@@ -211,7 +211,7 @@ def test_recommended_mechanism_and_fraction_follow_public_facts():
                                      n_components=7)
     assert fixed["n_components"] == 7 and fixed["pca_fraction"] in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
     ds = load_dataset("adult").subset(np.arange(2000))
-    rel = PCAGauss(epsilon=1.0, noise="gaussian", delta=1e-6, random_state=0).release(ds)
+    rel = PCAGauss(epsilon=1.0, noise="gaussian", delta=1e-6, random_state=0, pca_source="lap").release(ds)
     rec = rel.details["recommended"]
     assert rec["mechanism"]["mechanism"] == "pca-gauss"
     # the model's parts share what the marginals leave (dpcore.marginals), in the rule's proportions
