@@ -198,6 +198,8 @@ def load_dataset(
     frame, meta, name = _read_source(source, filename, text)  # 1. read
     label = _resolve_label(frame, label, meta)  # 2. label and task
     task = _resolve_table_task(task, label, meta)
+    # where the label sits among the file's columns (public schema): the released file keeps it there
+    label_position = list(frame.columns).index(label) if label is not None else None
     y_series = frame.pop(label) if label is not None else None
     index = frame.index  # the rows' numbers (in their file, for a part of a file), for messages
     names, X = _encode_features(frame, categories)  # 3. categorical columns
@@ -221,6 +223,7 @@ def load_dataset(
         label_bounds_source=labels.bounds_source, column_bounds_source=per_col,
         classes_source=labels.classes_source, missing=missing, categories=categories or None,
         onehot_groups=_onehot_groups(names, categories, meta), imputed=imputed,
+        label_position=label_position,
     )
 
 

@@ -116,6 +116,10 @@ class Dataset:
         filled again with the midpoints of any other bounds given later (:meth:`with_bounds`,
         :func:`dpcore.preprocessing.prepare_input` with a mechanism's ``bounds``), so the fill is
         always a public value.
+    label_position : int or None
+        Where the label column was among the source table's columns (0 = first; public schema). A
+        release in the original schema puts the label back there (:mod:`dpcore.decode`); None puts
+        it last.
     """
 
     X: np.ndarray
@@ -140,6 +144,7 @@ class Dataset:
     categories: dict[str, list[Any]] | None = None
     onehot_groups: dict[str, list[str]] = field(default_factory=dict)
     imputed: ImputedCells | None = field(default=None, repr=False, compare=False)
+    label_position: int | None = None
 
     def __post_init__(self) -> None:
         if self.classes is not None:  # before any per-class work (issue 17: 100k-class labels)

@@ -15,7 +15,8 @@ custodian gave:
    missing;
 3. **clipped to the public bounds** (``clip=True``, the default for downloads): noise pushes values
    outside the box the custodian declared; clipping moves each value to the nearest bound;
-4. **column names and types kept**: the original column names and order, the label last; columns
+4. **column names and types kept**: the original column names and order, the label where the
+   table had it (``PublicSchema.label_position``; last when unknown); columns
    the schema declares integer are rounded to the nearest integer (within the bounds) and written as
    integers.
 
@@ -89,6 +90,10 @@ class PublicSchema:
         Regression label.
     classes : ndarray or None
         Public class list of a classification label.
+    label_position : int or None
+        Where the label column was among the source table's columns
+        (:attr:`dpcore.data.Dataset.label_position`); the decoded file puts it back there. None:
+        last.
     """
 
     feature_names: tuple[str, ...]
@@ -99,6 +104,7 @@ class PublicSchema:
     task: str = "unsupervised"
     label_bounds: tuple[float, float] | None = None
     classes: np.ndarray | None = None
+    label_position: int | None = None
 
     @classmethod
     def from_dataset(cls, ds: Any, integer_columns: Iterable[str] = ()) -> PublicSchema:
@@ -122,7 +128,7 @@ class PublicSchema:
         schema = cls(feature_names=names, bounds=bounds, categories=groups,
                      label_name=ds.label_name, task=ds.task,
                      label_bounds=None if ds.label_bounds is None else tuple(ds.label_bounds),
-                     classes=ds.classes)
+                     classes=ds.classes, label_position=getattr(ds, "label_position", None))
         ints = frozenset(str(c) for c in integer_columns)
         numeric = set(schema.numeric_columns())
         unknown = sorted(ints - numeric)
@@ -424,7 +430,8 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,
     -------
     Release
         ``to_frame()`` / the CSV hold the original columns (one column per one-hot group, category
-        values from the public list, integer columns as ``int64``), the label last;
+        values from the public list, integer columns as ``int64``), the label where the table had
+        it (last when the schema does not say);
         ``output_space == "original"`` and ``output_note`` says what the rows are.
 
     Raises
@@ -448,7 +455,10 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,
         X, labels = _faithful(release, schema, X)
     frame = decode_features(X, schema, clip=clip)
     for name, col in _decoded_labels(release, schema, clip, labels).items():
-        frame[name] = col
+        if schema.label_position is not None and name not in frame.columns:  # where the file had it
+            frame.insert(min(schema.label_position, frame.shape[1]), name, col)
+        else:
+            frame[name] = col
     steps = [what]
     if faithful:
         steps.append("each column then mapped onto its DP marginal"

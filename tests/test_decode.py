@@ -92,6 +92,30 @@ def test_every_decodable_mechanism_returns_the_original_columns():
         _check_original(pd.read_csv(io.BytesIO(out.to_csv_bytes())), rel.data.shape[0])
 
 
+@pytest.mark.parametrize("order", [["y", "age", "colour", "income", "hours"],
+                                   ["age", "colour", "y", "income", "hours"]])
+def test_the_label_keeps_its_place_among_the_columns(order, tmp_path):
+    """The file of a table whose label is not its last column had the label moved to the end."""
+    ds = _dataset(_mixed()[order])
+    assert ds.label_position == order.index("y")
+    schema = PublicSchema.from_dataset(ds)
+    for mech in (LocalGaussian(epsilon=1.0, random_state=0), PCAGauss(epsilon=1.0, random_state=0)):
+        out = to_original(mech.release(ds), schema)
+        frame = pd.read_csv(io.BytesIO(out.to_csv_bytes()))
+        assert list(frame.columns) == order and out.card()["columns"] == order
+        assert set(frame["y"]) <= {"no", "yes"} and set(frame["colour"]) <= set(COLOURS)
+    src, out_csv = tmp_path / "mixed.csv", tmp_path / "out.csv"  # the CLI writes the same file
+    _mixed()[order].to_csv(src, index=False)
+    (tmp_path / "b.json").write_text(json.dumps(BOUNDS))
+    (tmp_path / "c.json").write_text(json.dumps({"colour": COLOURS}))
+    from dpcore.cli import main
+
+    assert main(["release", "local-gaussian", str(src), "-o", str(out_csv), "--label", "y", "--task",
+                 "classification", "--classes", "no,yes", "--bounds", str(tmp_path / "b.json"),
+                 "--categories", str(tmp_path / "c.json")]) == 0
+    assert list(pd.read_csv(out_csv).columns) == order
+
+
 def test_decoding_reads_only_public_facts():
     """Two tables with different private rows but the same public schema decode a release alike."""
     ds1, ds2 = _dataset(_mixed(0)), _dataset(_mixed(7, n=50))
