@@ -22,6 +22,7 @@ __all__ = [
     "plain_part",
     "noise_savings",
     "card_in_words",
+    "card_rules",
     "equivalent_command",
     "fidelity_html",
     "python_snippet",
@@ -42,7 +43,7 @@ def _fmt(value: float) -> str:
     return "∞" if math.isinf(value) else f"{value:.4g}"
 
 
-def card_in_words(card: dict[str, Any]) -> str:
+def card_in_words(card: dict[str, Any], *, rules: bool = True) -> str:
     """Markdown a data custodian can read: the guarantee, what is assumed public, the noise per
     statistic and what the file's numbers are.
 
@@ -50,6 +51,10 @@ def card_in_words(card: dict[str, Any]) -> str:
     ----------
     card : dict
         A release card (:meth:`dpcore.release.Release.card_json`, parsed).
+    rules : bool
+        Include the rules behind the automatic choices and the Gaussian-against-Laplace noise
+        comparison (formulas). The Release page leaves them out of its main text and shows them
+        behind "How is this computed?" (:func:`card_rules`); the HTML report keeps them.
     """
     g = card["guarantee"]
     params = card.get("parameters", {})
@@ -86,15 +91,23 @@ def card_in_words(card: dict[str, Any]) -> str:
                     if card.get("transform_file") else ""))
     if card.get("output_note"):
         lines.append("**Output space.** " + md_escape(card["output_note"]))
-    if chosen := automatic_choices(params, details):
-        lines.append(chosen)
-    if saved := noise_savings(details):
-        lines.append(saved)
+    if rules:
+        lines += card_rules(card)
+    elif parts := _automatic_parts(params, details):
+        lines.append(f"**Chosen automatically** (left empty, from public facts only): {md_escape(parts[0])}.")
     if isinstance(per_column, dict) and per_column:
         shown = ", ".join(f"{md_escape(c)} {_fmt(float(v))}" for c, v in list(per_column.items())[:8])
         lines.append("**Noise per column** (standard deviation): " + shown
                      + (f", ... ({len(per_column)} columns)" if len(per_column) > 8 else "") + ".")
     return "\n\n".join(lines)
+
+
+def card_rules(card: dict[str, Any]) -> list[str]:
+    """Markdown paragraphs of the rules behind a card's numbers: what the automatic settings became
+    and the public rule that chose them (:func:`automatic_choices`), and how much noise the Gaussian
+    variant saves against the papers' Laplace noise (:func:`noise_savings`). Possibly empty."""
+    details = card.get("details", {}) or {}
+    return [t for t in (automatic_choices(card.get("parameters", {}), details), noise_savings(details)) if t]
 
 
 def _dp_bounds_text(details: dict[str, Any]) -> str | None:

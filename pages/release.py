@@ -22,9 +22,10 @@ import streamlit as st
 
 from app import ledger as app_ledger
 from app import state
-from app.card_text import card_in_words, equivalent_command, python_snippet, report_html
+from app.card_text import card_in_words, card_rules, equivalent_command, python_snippet, report_html
 from app.controls import initial, mechanism_controls
-from app.explain import intro
+from app.explain import HOW, intro
+from app.figures.common import noise_table
 from app.markdown import md_code, md_escape
 from app.runner import draw_release
 from dpcore.decode import PublicSchema, original_space_note, with_output_space
@@ -350,7 +351,11 @@ if pending:
                    "and how to reproduce the settings. Once computed, the fidelity report is added as a "
                    "section headed NOT differentially private: that copy is for you, not for publication.")
         st.subheader("Release card")
-        st.markdown(card_in_words(card_dict))
+        st.markdown(card_in_words(card_dict, rules=False))
+        with st.expander(HOW):  # the rules and the full noise table, as in the HTML report
+            for paragraph in card_rules(card_dict):
+                st.markdown(paragraph)
+            st.table(noise_table(rel.noise), hide_index=True)
         st.markdown("**The same settings from the command line** (each run draws fresh noise "
                     "from OS entropy; there is no seed to give):")
         st.code(command, language="bash", wrap_lines=True)

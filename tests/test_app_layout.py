@@ -33,12 +33,12 @@ def test_layout_settings_of_the_config_file_and_the_launcher_agree():
 FORMULA = ("S2 =", "S1 =", "sqrt(", "^T", "||", "BBP", "Zipf", "::", "LapPCA")
 
 
-def _main_flow(block, skip=HOW) -> list[str]:
+def _main_flow(block, skip=(HOW,)) -> list[str]:
     """Texts a page shows outside its "How is this computed?" expanders (markdown, captions, alerts,
     metric labels and values), in order, without icon codes (``:material/lock:``)."""
     out = []
     for child in getattr(block, "children", {}).values():
-        if type(child).__name__ == "Expander" and getattr(child, "label", "") == skip:
+        if type(child).__name__ == "Expander" and getattr(child, "label", "") in skip:
             continue
         for attr in ("value", "label", "body"):
             v = getattr(child, attr, None)
@@ -121,3 +121,11 @@ def test_release_card_json_is_only_in_a_labelled_expander():
     holders = [e for e in at.expander if e.json]
     assert [e.label for e in holders] == ["The release card as JSON (the .card.json file)"]
     assert not [j for j in at.main.json if j not in holders[0].json]
+    # the card in words has no formula: the public rule behind the automatic n_components ("BBP
+    # threshold", "Zipf reference spectrum", "sqrt(d)") and the full noise table are behind HOW
+    flow = _main_flow(at.main, skip=(HOW, holders[0].label))
+    assert any("**Chosen automatically**" in t for t in flow)
+    formulas = [t for t in flow if any(f in t for f in FORMULA)]
+    assert not formulas, formulas
+    how = [e for e in at.expander if e.label == HOW]
+    assert len(how) == 1 and how[0].table and any("BBP" in m.value for m in how[0].markdown)

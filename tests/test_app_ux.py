@@ -438,10 +438,23 @@ def test_automatic_choices_are_shown_in_words_on_explore_and_release_and_in_the_
                 f"{chosen['epsilon_split'][0]:g} / {chosen['epsilon_split'][1]:g}, model_mean = on")
     # the Explore preview (training split, seeded) and the release (all rows) may differ in n only
     assert "n_components = " in shown[0] and "model_mean = on" in shown[0] and "no labels" in shown[0]
-    words = [_unescaped(m.value) for m in at.markdown if "Chosen automatically" in m.value]
-    assert len(words) == 1 and expected in words[0] and chosen["why"] in words[0]
+    main, rule = _chosen_on_release_page(at)
+    assert expected in main and chosen["why"] not in main  # the values in the card's words
+    assert expected in rule and chosen["why"] in rule  # and the rule behind "How is this computed?"
     report = download(at, served, "Download report (HTML)")[0].decode()
     assert "Settings chosen automatically" in report and f"<b>{expected}</b>" in report
+
+
+def _chosen_on_release_page(at) -> tuple[str, str]:
+    """The Release page's "Chosen automatically" paragraphs: the card in words (values only) and
+    the one behind "How is this computed?" (values and the public rule)."""
+    from app.explain import HOW
+
+    words = [_unescaped(m.value) for m in at.markdown if "Chosen automatically" in m.value]
+    how = [_unescaped(m.value) for e in at.expander if e.label == HOW for m in e.markdown
+           if "Chosen automatically" in m.value]
+    assert len(words) == 2 and len(how) == 1, words
+    return next(w for w in words if w != how[0]), how[0]
 
 
 def test_automatic_p_of_a_labelled_release_is_shown_and_a_given_p_is_not():
@@ -450,9 +463,10 @@ def test_automatic_p_of_a_labelled_release_is_shown_and_a_given_p_is_not():
     at = new_app()
     pending = _draw_on_release_page(at, "ron-gauss")
     rec = json.loads(pending["card"])["details"]["recommended"]
-    words = [_unescaped(m.value) for m in at.markdown if "Chosen automatically" in m.value]
-    assert len(words) == 1 and f"n_components = {rec['n_components']}." in words[0]
-    assert "recommended_n_components" in words[0]
+    main, rule = _chosen_on_release_page(at)
+    p = f"n_components = {rec['n_components']}."
+    assert p in main and p in rule
+    assert "recommended_n_components" in rule and "recommended_n_components" not in main
     at.number_input(key="p:ron-gauss:n_components").set_value(7).run()
     at.button[0].click().run()
     assert json.loads(at.session_state.pending_release["card"])["parameters"]["n_components"] == 7
