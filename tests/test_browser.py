@@ -458,13 +458,15 @@ def test_every_page_fits_the_window_with_no_clipped_or_overlapping_text(browser,
 
 @pytest.mark.slow
 def test_upload_csv_with_public_bounds_then_release(page):
-    csv = "a,b,y\n" + "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    csv = "y,a,b\n" + "\n".join(f"{i % 2},{i % 7},{(i * 3) % 5}" for i in range(60))  # the label first
     rerun(page, page.get_by_text("Upload a file", exact=True).click)
     uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
     rerun(page, lambda: uploader.set_input_files(
         files=[{"name": "mine.csv", "mimeType": "text/csv", "buffer": csv.encode()}]))
     expect(page.get_by_text("60 rows × 3 columns")).to_be_visible()
     select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Label column"), "y")
+    expect(page.get_by_text("Choose the task of this label")).to_be_visible()  # the step still missing
+    assert not layout_problems(page), layout_problems(page)
     # the task and the class list are public choices (issue 12), never read off the labels
     select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Task"),
                   "classification")
@@ -497,7 +499,7 @@ def test_upload_csv_with_public_bounds_then_release(page):
     rerun(page, page.get_by_role("button", name="Draw release").click)
     data = download(page, "Download CSV")
     frame = pd.read_csv(io.BytesIO(data))
-    assert frame.shape == (60, 3)
+    assert frame.shape == (60, 3) and list(frame.columns) == ["y", "a", "b"]  # the label where it was
     card = json.loads(download(page, "Download release card"))
     assert card["bounds_source"] == "user" and card["guarantee"]["holds"] is True
     assert card["n_rows"] == 60 and card["sha256"] == hashlib.sha256(data).hexdigest()
@@ -709,6 +711,8 @@ def test_mixed_table_release_in_original_schema_downloads_and_counts(page):
         files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": "\n".join(rows).encode()}]))
     expect(page.get_by_text("90 rows × 4 columns")).to_be_visible()  # the chosen file, at once
     select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Label column"), "y")
+    expect(page.get_by_text("Choose the task of this label")).to_be_visible()  # the step still missing
+    assert not layout_problems(page), layout_problems(page)
     select_option(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Task"),
                   "classification")
 
