@@ -9,7 +9,7 @@ import streamlit as st
 from app import state
 from app.card_text import budget_shares
 from app.controls import mechanism_controls
-from app.explain import guarantee_row, intro, noise_block
+from app.explain import HOW, guarantee_row, intro, noise_block
 from app.figures.privacy import epsilon_at_order_figure, epsilon_vs_sigma_figure
 from app.markdown import md_escape
 from app.notices import supported_by
@@ -76,6 +76,15 @@ with right:
     if not results:
         st.error("**NOT PRIVATE**: zero noise (σ = 0 or ε = ∞).", icon=":material/block:")
     else:
+        shown = float(results[params["bound"]].epsilon)
+        st.markdown(
+            f"Each of the {T:,} released mixtures averages ℓ = {ell} rows and gets Gaussian noise of "
+            f"standard deviation {sigma_x:.3g} on its features (in [0, 1] units)"
+            + (f" and {sigma_y:.3g} on its labels" if sigma_y else "")
+            + f". Averaging several rows is what lets this noise prove **ε = {shown:.3g}** (δ = "
+            f"{delta:.2g}, the {params['bound']} bound). **Try:** other values of ℓ, and compare "
+            + ("the noise each needs for this ε." if params.get("sigma_x") is None
+               else "the ε each proves with this noise."))
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("σ_X", f"{sigma_x:.4g}")
         c2.metric("ε (tight)", f"{float(results['tight'].epsilon):.4g}",
@@ -92,6 +101,7 @@ with right:
 if results:
     st.plotly_chart(epsilon_at_order_figure(sigma_x=sigma_x, sigma_y=sigma_y, **common),
                     key="eps_order")
-    st.caption("The accountant scans every integer order α; the reported ε is the minimum of "
-               "T·ε'(α) + conversion(α). Tight: Wang–Balle–Kasiviswanathan 2019 per-term bound and "
-               "the Canonne–Kamath–Steinke conversion; paper: Theorem 1 as published.")
+    with st.expander(HOW):
+        st.caption("The accountant scans every integer order α; the reported ε is the minimum of "
+                   "T·ε'(α) + conversion(α). Tight: Wang–Balle–Kasiviswanathan 2019 per-term bound and "
+                   "the Canonne–Kamath–Steinke conversion; paper: Theorem 1 as published.")

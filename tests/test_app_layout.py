@@ -72,6 +72,17 @@ def test_explore_and_privacy_say_the_noise_in_plain_words_with_the_table_behind_
         assert LOCK_LEGEND in [c.value for c in at.caption]  # the lock icon explained where it is shown
 
 
+def test_privacy_page_of_dpmix_says_its_noise_in_words_with_the_accountant_behind_how():
+    at = goto(new_app("dpmix"), "privacy")
+    assert not at.exception, [e.value for e in at.exception]
+    flow = _main_flow(at.main)
+    said = [t for t in flow if t.startswith("Each of the ") and "Gaussian noise of standard deviation" in t]
+    assert len(set(said)) == 1 and "**ε = " in said[0], flow
+    assert not [t for t in flow if "Wang–Balle" in t or "T·ε'(α)" in t]
+    how = [e for e in at.expander if e.label == HOW]
+    assert len(how) == 1 and any("Wang–Balle" in c.value for c in how[0].caption)
+
+
 def test_plain_part_names_every_statistic_without_symbols_or_internal_names():
     ds = load_dataset("digits")
     settings = [("pca-gauss", {}), ("pca-gauss", {"pca_source": "lap", "noise": "laplace"}),
