@@ -347,7 +347,10 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.worker:
         return worker(*args.worker)
-    if args.versions:
+    if args.versions:  # in the peers' environment: both peers import, then their versions
+        import diffprivlib.models  # noqa: F401
+        import snsynth.mst  # noqa: F401
+
         return print(json.dumps(versions()))
     if args.setup:
         return setup()
