@@ -314,8 +314,8 @@ def _score(cell, auc=None, digits: int = 3) -> str:
 def comparison(rows: list[dict], ours: list[dict]) -> str:
     """One line per (table, epsilon): dp-explorer's file (rows of ``benchmarks/file_utility.py
     --json``) beside each peer, the baseline and the non-private model."""
-    out = ["| table | metric | ε | dp-explorer file | MST file | diffprivlib model | baseline | "
-           "non-private |", "|---" * 8 + "|"]
+    out = ["| table (metric) | ε | dp-explorer file | MST file | diffprivlib model | baseline | "
+           "non-private |", "|---" * 7 + "|"]
     for o in ours:
         peer = {r["peer"].split()[0]: r for r in rows
                 if r["table"] == o["table"] and math.isclose(r["epsilon"], o["epsilon"])}
@@ -324,7 +324,7 @@ def comparison(rows: list[dict], ours: list[dict]) -> str:
         cells += [_score(peer[k]["score"], peer[k]["auc"], digits) if k in peer else "—"
                   for k in ("MST", "diffprivlib")]
         base = "majority" if o["metric"] == "accuracy" else "train mean"
-        out.append(f"| {o['table']} | {o['metric']} | {o['epsilon']:g} | " + " | ".join(cells) +
+        out.append(f"| {o['table']} ({o['metric']}) | {o['epsilon']:g} | " + " | ".join(cells) +
                    f" | {o['baseline']:.{digits}f} ({base}) | {o['nonprivate']:.{digits}f} |")
     return "\n".join(out)
 

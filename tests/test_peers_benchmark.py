@@ -176,9 +176,9 @@ def test_comparison_puts_each_peer_beside_our_cell():
             {"table": "u", "peer": "MST (i.i.d. sampling)", "epsilon": 1.0, "score": [0.1, 0.0], "auc": None}]
     lines = peers.comparison(rows, ours).splitlines()
     assert len(lines) == 4
-    assert lines[2] == ("| t | accuracy | 1 | 0.800 ± 0.010 (AUC 0.90 ± 0.00) | 0.790 ± 0.000 | — | "
+    assert lines[2] == ("| t (accuracy) | 1 | 0.800 ± 0.010 (AUC 0.90 ± 0.00) | 0.790 ± 0.000 | — | "
                         "0.750 (majority) | 0.850 |")
-    assert lines[3] == ("| t | accuracy | 0.1 | 0.700 ± 0.020 | — | 0.600 ± 0.100 (AUC 0.50 ± 0.10) | "
+    assert lines[3] == ("| t (accuracy) | 0.1 | 0.700 ± 0.020 | — | 0.600 ± 0.100 (AUC 0.50 ± 0.10) | "
                         "0.750 (majority) | 0.850 |")
 
 
