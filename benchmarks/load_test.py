@@ -233,8 +233,12 @@ async def open_upload_box(page, url: str, timeout: float):
     await page.goto(url + "/", timeout=timeout * 1000)
     await page.wait_for_function(IDLE_JS, timeout=timeout * 1000)
     await page.locator('[data-testid="stRadio"] label').filter(has_text="Upload a file").click()
-    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first  # the table
+    # the table's own uploader, named by its label: under load the click's rerun may not have
+    # drawn it yet, and the Data page's other uploaders (bounds or public files) are not it
+    uploader = (page.locator('[data-testid="stFileUploader"]').filter(has_text="(X, y, feature_names)")
+                .locator('input[type="file"]').first)
     await uploader.wait_for(state="attached", timeout=timeout * 1000)
+    await page.wait_for_function(IDLE_JS, timeout=timeout * 1000)
     return uploader
 
 
