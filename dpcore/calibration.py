@@ -664,7 +664,9 @@ def recommended_mechanism(task: str, n_rows: int, n_features: int, *, epsilon: f
     if task in ("classification", "regression") and n_features >= 2:
         basis = ("images: the low-frequency 2-D DCT basis of the public image shape (no budget) keeps "
                  "most of an image's mass" if image else
-                 "a DP PCA basis keeps the directions with the most mass")
+                 "a DP PCA basis keeps the directions with the most mass, or, where the table is "
+                 "narrow for its budget, no projection at all (pca_source chosen with p by "
+                 "recommended_n_components)")
         model = (f"one Gaussian per class ({n_classes} public classes)" if task == "classification"
                  else "one Gaussian of [features, label]")
         if image:

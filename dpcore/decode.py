@@ -231,6 +231,10 @@ INVERSES: dict[str, tuple[Callable[[Release, PublicSchema], np.ndarray], str]] =
                                     "through that basis (a rank-k reconstruction)"),
 }
 
+#: PCA-Gauss with ``pca_source="identity"`` (p = d): what its rows are
+PCA_GAUSS_IDENTITY = ("synthetic rows of a DP Gaussian model of every feature (no projection: the "
+                      "basis is the identity), mapped back to your units")
+
 #: mechanisms whose output cannot return to the original space, and why (plain words)
 NOT_DECODABLE = {
     "ron-gauss": "RON-Gauss normalises every row to length 1 before projecting, so the row lengths (a "
@@ -444,6 +448,8 @@ def to_original(release: Release, schema: PublicSchema, *, clip: bool = True,
     if note is not None:
         raise NotDecodableError(note)
     inverse, what = INVERSES[release.mechanism]
+    if release.mechanism == "pca-gauss" and release.details.get("pca_source") == "identity":
+        what = PCA_GAUSS_IDENTITY  # no projection: nothing is lost to a rank-p reconstruction
     X = inverse(release, schema)
     if X.shape[1] != len(schema.feature_names) or (
             inverse is _features and list(release.columns) != list(schema.feature_names)):

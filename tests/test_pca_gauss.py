@@ -522,7 +522,9 @@ def test_narrow_regression_table_keeps_every_feature_and_its_slopes():
     assert rel.details["pca_source"] == "identity" and rel.details["n_components"] == 2
     assert rel.details["recommended"]["basis"] == "identity"
     assert not any(r.statistic.startswith(("LapPCA", "DP PCA")) for r in rel.noise)  # no budget on W
-    out = with_output_space(rel, PublicSchema.from_dataset(ds), None).to_frame()
+    view = with_output_space(rel, PublicSchema.from_dataset(ds), None)
+    assert "no projection" in view.output_note and "rank-p" not in view.output_note  # what the file is
+    out = view.to_frame()
     real = LinearRegression().fit(frame[["year", "age"]], frame["wage"]).coef_
     file = LinearRegression().fit(out[["year", "age"]], out["wage"]).coef_
     np.testing.assert_allclose(file, real, rtol=0.15)
