@@ -575,7 +575,12 @@ def public_facts(upload: Any, cols: list[str], label: str | None, task: str | No
             st.text_input(f"Categories of {md_escape(c)} (comma-separated)", key=f"cats:{c}",
                           **initial(f"cats:{c}"))
     if problem is not None:
-        st.error(md_escape(problem))
+        waiting = [c for c in nonnumeric if not str(ss.get(f"cats:{c}", "")).strip()]
+        if waiting:  # the step not done yet, not an error: nothing has been typed
+            st.info("Next: the public categories of " + md_escape(", ".join(waiting))
+                    + " (above); then the bounds.", icon=":material/arrow_upward:")
+        else:
+            st.error(md_escape(problem))
         return
     if prepared is None:
         st.info("The public bounds come after the label and the task (step 2).")

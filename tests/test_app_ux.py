@@ -553,3 +553,16 @@ def test_gaussian_noise_savings_are_said_on_explore_and_in_the_card_text():
     assert not at.exception, [e.value for e in at.exception]
     shown = [_unescaped(c.value) for c in at.caption if "Gaussian against Laplace" in c.value]
     assert len(shown) == 1 and "x" in shown[0]
+
+
+def test_a_text_column_waiting_for_its_categories_is_the_next_step_not_an_error():
+    """Data page, step 3: before anything is typed, a text column's missing category list is shown
+    as the next step (an info naming the column); a list that still fails is an error."""
+    from tests.test_security import choose_label, upload
+
+    csv = "colour,x,y\n" + "".join(f"{'red' if i % 2 else 'blue'},{i % 5},{i % 2}\n" for i in range(40))
+    at = choose_label(upload(new_app(), "colours.csv", csv.encode()))
+    assert not at.error, [e.value for e in at.error]
+    assert any("colour" in i.value and "Next" in i.value for i in at.info), [i.value for i in at.info]
+    at.text_input(key="cats:colour").input("red").run()  # 'blue' is missing from the public list
+    assert at.error, "a list that misses a value is an error"
