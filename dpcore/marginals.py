@@ -112,6 +112,8 @@ EXACT_ASSIGNMENT_ROWS = 1500
 MAX_BINS = 64
 #: expected rows per cell over the counts' noise standard deviation, at least (the cell rule)
 CELL_SNR = 8.0
+#: interior cells a numeric column needs for a plan of numeric columns only to be measured
+MIN_NUMERIC_BINS = 2
 
 
 def marginal_fraction(value: float | None) -> float:
@@ -141,18 +143,23 @@ def marginal_noise_sd(epsilon: float, delta: float | None, fraction: float, n_ta
 
 
 def measured_share(fraction: float, *, epsilon: float, delta: float | None, n_rows: int, n_groups: int,
-                   n_tables: int) -> float:
+                   n_tables: int, numeric_only: bool = False) -> float:
     """``fraction`` when the marginals are worth their budget, else 0 (none measured).
 
     Public rule: measured when at least one interior cell per group can hold ``CELL_SNR`` noise
     standard deviations of rows, ``n/groups >= CELL_SNR sd`` (:func:`marginal_noise_sd`); below
     that every count is mostly noise (e.g. 442 rows at epsilon = 1 without delta: sd = 103 per
-    count) and the budget is better left to the model.
+    count) and the budget is better left to the model. A plan of numeric columns only (no category
+    list, no class: ``numeric_only``) needs :data:`MIN_NUMERIC_BINS` interior cells: with one, a
+    numeric table measures only the mass at its two bounds, which is nothing to map the model onto
+    and noise to mistake for point masses (a simulated wage table at epsilon = 0.1: file RMSE 34.9
+    with the marginals measured, 23.7 with their share left to the model, 20 releases each).
     """
     if fraction <= 0 or n_tables <= 0:
         return 0.0
     sd = marginal_noise_sd(epsilon, delta, fraction, n_tables)
-    return fraction if n_rows >= max(1, n_groups) * CELL_SNR * sd else 0.0
+    cells = MIN_NUMERIC_BINS if numeric_only else 1
+    return fraction if n_rows >= max(1, n_groups) * cells * CELL_SNR * sd else 0.0
 
 
 def marginal_sensitivities(n_tables: int) -> tuple[float, float]:

@@ -187,6 +187,29 @@ def test_marginals_are_skipped_when_their_noise_swamps_the_counts():
     assert rel.marginals is None
 
 
+def test_a_numeric_only_plan_needs_two_interior_cells_per_column():
+    """measured_share: with category lists or classes one interior cell per group is enough; a plan
+    of numeric columns only (regression without categories) needs MIN_NUMERIC_BINS, since one cell
+    measures only the mass at the bounds. The threshold is a public function of n and the noise."""
+    kw = {"epsilon": 0.1, "delta": 1e-6, "n_groups": 1, "n_tables": 3}
+    sd = dpmarg.marginal_noise_sd(0.1, 1e-6, 0.3, 3)
+    one_cell = math.ceil(dpmarg.CELL_SNR * sd)  # rows for exactly one interior cell
+    assert dpmarg.measured_share(0.3, n_rows=one_cell, **kw) == 0.3
+    assert dpmarg.measured_share(0.3, n_rows=one_cell, numeric_only=True, **kw) == 0.0
+    two_cells = math.ceil(dpmarg.MIN_NUMERIC_BINS * dpmarg.CELL_SNR * sd)
+    assert dpmarg.measured_share(0.3, n_rows=two_cells, numeric_only=True, **kw) == 0.3
+    # a regression table of numbers only, with rows for one interior cell but not two: the model
+    # gets the whole budget; with a category list the same rows are measured
+    rng = np.random.default_rng(1)
+    n = int(1.5 * one_cell)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, n), "b": rng.uniform(0, 10, n),
+                          "y": rng.uniform(0, 100, n)})
+    ds = load_dataset(frame, label="y", task="regression", bounds={"a": [0, 10], "b": [0, 10]},
+                      label_bounds=(0, 100))
+    rel = PCAGauss(epsilon=0.1, delta=1e-6, random_state=0).release(ds)
+    assert rel.marginals is None and "marginals" not in rel.details["epsilon_parts"]
+
+
 def test_modips_measures_marginals_too(mixed):
     rel = MODIPS(epsilon=1.0, delta=1e-6, random_state=0).release(mixed)
     assert rel.marginals is not None and "marginals" in rel.details["rho_parts"]

@@ -256,10 +256,10 @@ def test_regression_alg2_scale_and_labels():
     rel = PCAGauss(noise="laplace", epsilon=2.0, n_components=3, random_state=0, **kw).release(X, y)
     mean, rec = rel.noise
     n = 500  # all private rows (the public rows are a separate input)
-    # the mean of [x^, y] with 0.3 of epsilon (L1 (2 sqrt(p) + 2)/n), the second moment with 0.7
-    assert mean.statistic.startswith("mean of [x^, y]") and mean.epsilon == pytest.approx(0.6)
-    assert mean.scale == pytest.approx((2 * math.sqrt(3) + 2) / (n * 0.6))
-    assert rec.scale == pytest.approx((3 + 2 + 2 * math.sqrt(3)) / (n * 1.4))
+    # the mean of [x^, y] with 0.5 of epsilon (L1 (2 sqrt(p) + 2)/n), the second moment with 0.5
+    assert mean.statistic.startswith("mean of [x^, y]") and mean.epsilon == pytest.approx(1.0)
+    assert mean.scale == pytest.approx((2 * math.sqrt(3) + 2) / (n * 1.0))
+    assert rec.scale == pytest.approx((3 + 2 + 2 * math.sqrt(3)) / (n * 1.0))
     assert rel.labels.shape == (500,) and rel.data.shape == (500, 3)
     rel = PCAGauss(noise="laplace",
                    epsilon=INF, n_components=3, random_state=0, **kw).release(X, y, n_samples=50_000)
