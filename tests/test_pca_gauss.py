@@ -219,6 +219,31 @@ def test_gmm_class_mean_noise_spread_is_laplace():
     assert noise.std() / np.mean(np.abs(noise)) == pytest.approx(math.sqrt(2), rel=0.06)
 
 
+@pytest.mark.slow
+def test_identity_basis_class_mean_noise_is_laplace_at_the_cards_scale():
+    """pca_source='identity' (W = I, p = d): no budget for a basis, so the class means get 0.1 of the
+    whole epsilon (the paper's split) at L1 sensitivity 2 sqrt(d)/n_c; the noise drawn matches that
+    scale and the Laplace shape (mean |e| = b, sd/mean|e| = sqrt(2)), and the card says the same."""
+    X, y = _blobs(n=600, d=10, k=2, seed=3)
+    d, eps = 10, 1.0
+    mech = PCAGauss(noise="laplace", epsilon=eps, pca_source="identity", bounds=(-1, 1), classes=[0, 1],
+                    label_privacy="within-class", marginals="off")
+    Xs = scale_to_box(X, np.tile([-1.0, 1.0], (d, 1)))
+    noise = []
+    for s in range(250):
+        rel, rel_diag = mech.set_params(random_state=s).explore(X, y)
+        assert np.array_equal(rel.transform_arrays["W"], np.eye(d)) and rel.details["n_components"] == d
+        Xh = Xs / math.sqrt(d)
+        noise += [rel_diag["mu_dp"][c] - Xh[y == c].mean(axis=0) for c in (0, 1)]
+    b = 2 * math.sqrt(d) / (300 * 0.1 * eps)
+    card = [r for r in rel.noise if r.statistic.startswith("mean of PCA features of class")]
+    assert len(card) == 2 and all(r.scale == pytest.approx(b) for r in card)
+    assert "pca" not in rel.details["epsilon_parts"]  # nothing spent on a basis
+    noise = np.concatenate(noise)
+    assert np.mean(np.abs(noise)) == pytest.approx(b, rel=0.06)
+    assert noise.std() / np.mean(np.abs(noise)) == pytest.approx(math.sqrt(2), rel=0.06)
+
+
 def test_analyze_gauss_and_public_sources():
     X, y = _blobs(n=1200, seed=5)
     X, y, public = X[:1000], y[:1000], X[1000:]  # public: a separate sample, not private rows
