@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.marginals import faithful_decode
+from dpcore.marginals import _quotas, faithful_decode, quota_assign, rr_class_rates
+from dpcore.preprocessing import _index_of
 from dpcore.release import Release
 
 __all__ = [
@@ -352,9 +353,7 @@ def _faithful(release: Release, schema: PublicSchema, X: np.ndarray
         if labels is None or schema.classes is None:
             raise NotDecodableError("class-conditional marginals need the release's class labels and "
                                     "the public class list")
-        position = {v: i for i, v in enumerate(np.asarray(schema.classes).tolist())}
-        index = np.array([position.get(v, -1) for v in labels.tolist()], dtype=np.int64)
-        X, _ = faithful_decode(X, index, marg, rng)
+        X, _ = faithful_decode(X, _index_of(np.asarray(schema.classes), labels), marg, rng)
         return X, labels
     return faithful_decode(X, labels, marg, rng)
 
@@ -381,8 +380,6 @@ def corrected_labels(release: Release, schema: PublicSchema) -> tuple[np.ndarray
     the released rows) or the largest soft label where it can. Post-processing of DP outputs: the
     guarantee is unchanged.
     """
-    from dpcore.marginals import _quotas, quota_assign, rr_class_rates
-
     if schema.task != "classification" or schema.classes is None or release.labels is None:
         return None, None
     classes = np.asarray(schema.classes)
@@ -391,8 +388,7 @@ def corrected_labels(release: Release, schema: PublicSchema) -> tuple[np.ndarray
     rr = next((r for r in release.noise if str(r.distribution) == "randomized-response"), None)
     rng = _decode_rng(release)
     if rr is not None and labels.ndim == 1:
-        position = {v: i for i, v in enumerate(classes.tolist())}
-        index = np.array([position.get(v, -1) for v in labels.tolist()], dtype=np.int64)
+        index = _index_of(classes, labels)
         if np.any(index < 0):
             return None, None
         rates = rr_class_rates(np.bincount(index, minlength=k), float(rr.scale))

@@ -277,6 +277,12 @@ class MarginalPlan:
         return self.n_groups > 1
 
     @property
+    def numeric_only(self) -> bool:
+        """One group (no class) and numeric tables only: no category list to measure
+        (:func:`measured_share` then asks for :data:`MIN_NUMERIC_BINS` interior cells)."""
+        return self.n_groups == 1 and all(c.kind == "numeric" for c in self.columns)
+
+    @property
     def sensitivities(self) -> tuple[float, float]:
         return marginal_sensitivities(self.n_tables)
 
@@ -612,8 +618,10 @@ def faithful_decode(X: np.ndarray, labels: np.ndarray | None, marginals: DPMargi
         groups exactly 0/1 with counts following the DP counts, the regression label mapped too.
     """
     out = np.array(X, dtype=float, copy=True)
-    lab = None if labels is None else np.array(labels, copy=True)
     plan = marginals.plan
+    # a copy; in float when the plan maps a regression label (its table has no encoded feature)
+    label_table = any(not c.features for c in plan.columns)
+    lab = None if labels is None else np.array(labels, dtype=float if label_table else None, copy=True)
     if plan.conditional:
         if labels is None:
             raise ValueError("class-conditional marginals need the release's class labels")
@@ -640,7 +648,6 @@ def faithful_decode(X: np.ndarray, labels: np.ndarray | None, marginals: DPMargi
             if col.features:
                 values = out[rows, col.features[0]]
             elif lab is not None:
-                lab = lab.astype(float)
                 values = lab[rows]
             else:
                 continue

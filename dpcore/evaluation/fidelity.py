@@ -69,17 +69,15 @@ def encode_file(frame: pd.DataFrame, schema: Any) -> tuple[np.ndarray, np.ndarra
     if missing:
         raise ValueError(f"the file has no column(s) {missing[:5]}: it is not in the schema's original "
                          "columns")
-    cols = []
+    cols = []  # in the schema's units: a number as written, a one-hot column as 0/1 (bounds [0, 1])
     text = {c: frame[c].astype(str).to_numpy() for c in schema.categories}
-    for j, name in enumerate(schema.feature_names):
+    for name in schema.feature_names:
         if name in member:
             c, v = member[name]
             cols.append((text[c] == v).astype(float))
         else:
-            lo, hi = schema.bounds[j]
-            v = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
-            cols.append(np.clip((v - lo) / (hi - lo), 0.0, 1.0) if hi > lo else np.zeros(v.size))
-    X = np.column_stack(cols) if cols else np.zeros((len(frame), 0))
+            cols.append(pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float))
+    X = encoded_real(np.column_stack(cols), schema.bounds) if cols else np.zeros((len(frame), 0))
     y = None
     if schema.label_name and schema.label_name in frame.columns:
         lab = frame[schema.label_name]
@@ -111,11 +109,12 @@ def private_frame(ds: Any, schema: Any) -> pd.DataFrame:
 
 
 def encoded_real(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Real encoded rows (a :class:`~dpcore.data.Dataset`'s ``X``, one-hot columns already 0/1)
-    mapped to ``[0, 1]`` by the public bounds, as :func:`encode_file` maps a file."""
+    """Encoded rows (a :class:`~dpcore.data.Dataset`'s ``X``, or a file's columns in their units,
+    one-hot columns 0/1) mapped to ``[0, 1]`` by the public bounds, clipped; a column whose bounds
+    are equal maps to 0. The one mapping :func:`encode_file` and the real rows share."""
     lo, hi = bounds[:, 0], bounds[:, 1]
     width = np.where(hi > lo, hi - lo, 1.0)
-    return np.clip((np.asarray(X, dtype=float) - lo) / width, 0.0, 1.0)
+    return np.where(hi > lo, np.clip((np.asarray(X, dtype=float) - lo) / width, 0.0, 1.0), 0.0)
 
 
 def _model(task: str) -> Any:

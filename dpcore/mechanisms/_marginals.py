@@ -46,8 +46,7 @@ def marginal_share(params: dict[str, Any], data: PreparedInput, *, decodable: bo
     return dpmarg.measured_share(
         dpmarg.marginal_fraction(params["marginal_fraction"]), epsilon=params["epsilon"],
         delta=params["delta"] if params["noise"] == "gaussian" else None, n_rows=data.n_samples,
-        n_groups=plan.n_groups, n_tables=plan.n_tables,
-        numeric_only=plan.n_groups == 1 and all(c.kind == "numeric" for c in plan.columns))
+        n_groups=plan.n_groups, n_tables=plan.n_tables, numeric_only=plan.numeric_only)
 
 
 def measure_marginals(data: PreparedInput, share: float, split: EpsilonSplit, gauss: ZCDPBudget | None,
