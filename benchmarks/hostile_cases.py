@@ -113,7 +113,7 @@ def _ten_mb(work: Path) -> str:
     return str(path)
 
 
-def _deep(work: Path) -> dict[str, str]:
+def deep_tables(work: Path) -> dict[str, str]:
     """A CSV with a label outside the class list at row 250,123, one with text at row 260,001,
     and a Parquet folder with a label 9 at row 77,777 of its third file."""
     import numpy as np
@@ -265,9 +265,9 @@ def cli_cases(work: Path) -> dict[str, Callable[[], list[str]]]:
         cases[f"--blocksize {size} on a 10 MB CSV"] = lambda b=size: _dask(
             work, _ten_mb(work), f"--blocksize={b}")
     deep = "label 9 at row 77,777 of a Parquet folder's third file"
-    cases[deep] = lambda: _dask(work, _deep(work)["deep_pq"])
+    cases[deep] = lambda: _dask(work, deep_tables(work)["deep_pq"])
     cases["label 7 at row 250,123 of a CSV read in blocks"] = lambda: _dask(
-        work, _deep(work)["deep_label.csv"], "--blocksize", "1MiB")
+        work, deep_tables(work)["deep_label.csv"], "--blocksize", "1MiB")
     cases["text at row 2,900,001 of a 60 MB CSV column (Dask)"] = lambda: _dask(work, _deep_text(work))
     cases["-o L.json --ledger L.json --engine dask"] = lambda: _dask(
         work, small(), "--ledger", str(work / "out" / "L.json"), out="L.json")

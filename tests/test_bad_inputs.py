@@ -1035,31 +1035,17 @@ def test_refused_values_deep_in_a_table_name_their_rows(tmp_path, capsys):
     """A label outside the class list deep in a Parquet folder or a CSV read in blocks was refused
     without a row; text deep in a CSV column gave 'holds numbers as Python objects' (pandas types
     a large file in chunks), with no row or value."""
-    rng = np.random.default_rng(0)
-    n = 300_000
-    frame = pd.DataFrame({"a": rng.uniform(0, 10, n).round(3), "b": rng.uniform(0, 10, n).round(3),
-                          "y": np.arange(n) % 2})
-    labels = frame.astype({"y": object})
-    labels.loc[250_123, "y"] = 7
-    labels.to_csv(tmp_path / "label.csv", index=False)
-    text = frame.astype({"b": object})
-    text.loc[260_001, "b"] = "oops"
-    text.to_csv(tmp_path / "text.csv", index=False)
-    folder = tmp_path / "pq"
-    folder.mkdir()
-    for k in range(3):
-        part = frame.iloc[k * 100_000:(k + 1) * 100_000].copy()
-        if k == 2:
-            part.iloc[77_777, 2] = 9
-        part.to_parquet(folder / f"part{k}.parquet", index=False, row_group_size=20_000)
+    from benchmarks.hostile_cases import deep_tables  # the tables the hostile-case benchmark uses
+
+    deep_tables(tmp_path)  # deep_label.csv (label 7 at row 250,123), deep_text.csv, deep_pq
     bounds = str(_ab_bounds(tmp_path))
     for source, engine, fragment in [
-            ("label.csv", "dask", "(e.g. [7]; first rows: [250123])"),
-            ("pq", "dask", "part2.parquet (row groups 3-4): 1 values of label 'y' are not in its public "
-                           "class list [0, 1] (e.g. [9]; first rows: [77777])"),
-            ("text.csv", "dask", "column 'b' is numeric except for 1 value(s) that are not numbers: 'oops' "
-                                 "(row 260001)"),
-            ("text.csv", "memory", "'oops' (row 260001)")]:
+            ("deep_label.csv", "dask", "(e.g. [7]; first rows: [250123])"),
+            ("deep_pq", "dask", "part2.parquet (row groups 3-4): 1 values of label 'y' are not in its "
+                                "public class list [0, 1] (e.g. [9]; first rows: [77777])"),
+            ("deep_text.csv", "dask", "column 'b' is numeric except for 1 value(s) that are not numbers: "
+                                      "'oops' (row 260001)"),
+            ("deep_text.csv", "memory", "'oops' (row 260001)")]:
         out = tmp_path / f"out-{source}-{engine}"
         code, err = _cli(capsys, "release", "local-gaussian", str(tmp_path / source), "-o", str(out),
                          "--engine", engine, "--blocksize", "1MiB", "--label", "y", *CLASS_ARGS, "--bounds",
