@@ -50,7 +50,10 @@ def tables():
 def _file(name: str, ds, **kw) -> pd.DataFrame:
     if name == "pca-identity":
         kw["public_data"] = ds.subset(np.arange(min(300, ds.n_samples)))
-    rel = get_mechanism(name)(epsilon=EPSILON, **kw).release(ds)
+    # one fixed draw per case: the contract is about the model family, and an unseeded draw made
+    # the test fail in about 1.5 % of runs per breast-cancer case (a heavy-tailed column's Pearson
+    # correlation in the tail of its decoding; see the utility docs' limits)
+    rel = get_mechanism(name)(epsilon=EPSILON, random_state=0, **kw).release(ds)
     return with_output_space(rel, PublicSchema.from_dataset(ds), None).to_frame()
 
 
