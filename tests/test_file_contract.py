@@ -183,7 +183,8 @@ def test_the_file_converges_to_its_model_family(tables, table, name, kw):
 def test_a_rank_p_reconstruction_holds_p_directions_around_its_mean(tables):
     ds = tables["diabetes"]
     p = 3
-    rel = PCAGauss(epsilon=EPSILON, n_components=p, marginals="off", noise="laplace").release(ds)
+    rel = PCAGauss(epsilon=EPSILON, n_components=p, marginals="off", noise="laplace",
+                   random_state=0).release(ds)  # one fixed draw: its sample spread can pass 1.0
     schema = PublicSchema.from_dataset(ds)
     file = to_original(rel, schema, clip=False, marginals=False).to_frame()
     lo, hi = ds.bounds[:, 0], ds.bounds[:, 1]
